@@ -1,0 +1,272 @@
+#include "format/file_view.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "format/bytes.h"
+#include "format/checksum.h"
+#include "format/error.h"
+
+namespace dsc::format {
+
+std::string Describe(const Problem& p) {
+  std::string s = p.section;
+  if (p.block >= 0) s += ": block " + std::to_string(p.block);
+  if (p.sample >= 0) s += ": sample " + std::to_string(p.sample);
+  return s + ": " + p.message;
+}
+
+namespace {
+
+bool AllZero(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
+std::string Num(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// Runs the checks in file order. In open mode (out == nullptr) the first problem throws; in verify
+// mode problems are collected and checking goes on as far as the structure can still be trusted.
+class Inspector {
+ public:
+  Inspector(const ByteSource& src, std::vector<Problem>* out, bool deep)
+      : src_(src), out_(out), deep_(deep) {}
+
+  // Returns false when the structure is too damaged to continue.
+  bool Run(FileView* v) {
+    const uint64_t size = src_.size();
+    if (size < kPageSize + kFooterSize) {
+      return Fail({"header", -1, -1, "truncated: file is " + Num(size) + " bytes, smaller than a header and footer"});
+    }
+    const uint8_t* h = src_.Read(0, kPageSize, &scratch_);
+    if (std::memcmp(h, kHeaderMagic.data(), 8) != 0) return Fail({"header", -1, -1, "bad magic (not a dsc file)"});
+    Header hd = DecodeHeader(h);
+    if (hd.version_major != kVersionMajor)
+      return Fail({"header", -1, -1, "unsupported format version " + Num(hd.version_major) + "." +
+                                         Num(hd.version_minor) + " (this build reads 1.x)"});
+    if (HeaderChecksum(h) != hd.header_checksum) return Fail({"header", -1, -1, "header checksum mismatch"});
+    if (hd.incompat_flags != 0)
+      return Fail({"header", -1, -1, "unsupported feature flags " + Num(hd.incompat_flags)});
+    if (hd.page_size != kPageSize) return Fail({"header", -1, -1, "unsupported page size " + Num(hd.page_size)});
+    if (!AllZero(h + kHeaderUsed, kPageSize - kHeaderUsed))
+      Add({"header", -1, -1, "reserved header bytes are not zero"});
+    if (hd.file_size != size) {
+      return Fail({"footer", -1, -1,
+                   (hd.file_size > size ? "truncated: header says " : "size mismatch: header says ") +
+                       Num(hd.file_size) + " bytes, file has " + Num(size)});
+    }
+    const uint64_t footer_off = size - kFooterSize;
+    {
+      const uint8_t* f = src_.Read(footer_off, kFooterSize, &scratch_);
+      Footer ft = DecodeFooter(f);
+      if (footer_off % kPageSize != 0) Add({"footer", -1, -1, "footer is not page-aligned"});
+      if (std::memcmp(f, kFooterMagic.data(), 8) != 0) Add({"footer", -1, -1, "bad footer magic (truncated or damaged)"});
+      else if (FooterChecksum(f) != StoredFooterChecksum(f)) Add({"footer", -1, -1, "footer checksum mismatch"});
+      else if (ft.file_size != size || ft.sample_count != hd.sample_count ||
+               ft.header_checksum != hd.header_checksum || ft.version_major != hd.version_major ||
+               ft.version_minor != hd.version_minor)
+        Add({"footer", -1, -1, "footer disagrees with the header"});
+      else if (!AllZero(f + 36, 20)) Add({"footer", -1, -1, "reserved footer bytes are not zero"});
+    }
+    // Section bounds: in order, page-aligned, inside the file, sizes consistent with the counts.
+    uint64_t prev_end = kPageSize;
+    for (int i = 0; i < kSectionCount; ++i) {
+      const SectionRef& s = hd.sections[i];
+      bool bad = s.offset % kPageSize != 0 || s.offset < prev_end || s.offset > footer_off ||
+                 s.size > footer_off - s.offset;
+      if (i == kData && s.offset != kPageSize) bad = true;
+      if (bad)
+        return Fail({SectionName(i), -1, -1, std::string(SectionName(i)) + " section out of bounds (offset " +
+                                                 Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + ")"});
+      prev_end = s.offset + s.size;
+    }
+    if (hd.sample_count > UINT32_MAX || hd.sections[kIndex].size != hd.sample_count * kIndexEntrySize)
+      return Fail({"index", -1, -1, "index size " + Num(hd.sections[kIndex].size) + " does not match " +
+                                        Num(hd.sample_count) + " samples"});
+    if (hd.block_count > UINT32_MAX || hd.sections[kBlocks].size != hd.block_count * kBlockEntrySize)
+      return Fail({"blocks", -1, -1, "block table size does not match " + Num(hd.block_count) + " blocks"});
+
+    // Metadata sections: checksums, then zero padding up to the next section.
+    bool meta_ok = true;
+    for (int i : {kIndex, kMeta, kBlocks}) {
+      const SectionRef& s = hd.sections[i];
+      const uint8_t* p = src_.Read(s.offset, s.size, &scratch_);
+      if (Checksum(p, s.size) != s.checksum) {
+        meta_ok = false;
+        if (!Add({SectionName(i), -1, -1, std::string(SectionName(i)) + " checksum mismatch"})) return false;
+      }
+      uint64_t end = i == kBlocks ? footer_off : hd.sections[i + 1].offset;
+      uint64_t pad = end - (s.offset + s.size);
+      if (pad && !AllZero(src_.Read(s.offset + s.size, pad, &scratch_), pad))
+        Add({SectionName(i), -1, -1, "padding after the section is not zero"});
+    }
+    if (!meta_ok) return false;
+
+    v->src_ = &src_;
+    v->header_ = hd;
+    const SectionRef& ms = hd.sections[kMeta];
+    try {
+      v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size);
+    } catch (const Error& e) {
+      return Fail({"meta", -1, -1, e.what()});
+    }
+    if (v->meta_.fields.size() != hd.field_count)
+      return Fail({"meta", -1, -1, "field count disagrees with the header"});
+    if (!CheckBlocks(v)) return false;
+    if (!CheckIndex(v)) return false;
+    if (deep_) CheckBlockContents(*v);
+    return out_ == nullptr || out_->empty();
+  }
+
+ private:
+  bool CheckBlocks(FileView* v) {
+    const Header& hd = v->header_;
+    const SectionRef& bs = hd.sections[kBlocks];
+    const uint8_t* p = src_.Read(bs.offset, bs.size, &scratch_);
+    uint64_t next_offset = kPageSize, next_sample = 0, data_end = kPageSize;
+    std::string sums;
+    v->blocks_.resize(hd.block_count);
+    for (uint64_t b = 0; b < hd.block_count; ++b) {
+      const uint8_t* e = p + b * kBlockEntrySize;
+      BlockEntry be = DecodeBlockEntry(e);
+      v->blocks_[b] = be;
+      std::string why;
+      if (!BlockEntryZeroOk(e)) why = "reserved bytes not zero";
+      else if (be.offset % kPageSize != 0 || be.offset < next_offset) why = "offset " + Num(be.offset) + " out of order or not page-aligned";
+      else if (be.offset + be.size > hd.sections[kData].offset + hd.sections[kData].size) why = "extends past the data section";
+      else if (be.first_sample != next_sample) why = "first sample " + Num(be.first_sample) + ", expected " + Num(next_sample);
+      else if (be.sample_count == 0 || be.sample_count > hd.sample_count - next_sample) why = "bad sample count " + Num(be.sample_count);
+      else if (be.size > hd.block_size && be.sample_count != 1) why = "oversized block holds more than one sample";
+      if (!why.empty()) return Fail({"blocks", int64_t(b), -1, why});
+      next_offset = RoundUpToPage(be.offset + be.size);
+      next_sample += be.sample_count;
+      data_end = be.offset + be.size;
+      uint8_t c[8];
+      le::put64(c, be.checksum);
+      sums.append(reinterpret_cast<char*>(c), 8);
+    }
+    if (next_sample != hd.sample_count)
+      return Fail({"blocks", -1, -1, "blocks hold " + Num(next_sample) + " samples, header says " + Num(hd.sample_count)});
+    if (data_end - kPageSize != hd.sections[kData].size)
+      return Fail({"data", -1, -1, "data section size disagrees with the block table"});
+    if (Checksum(sums.data(), sums.size()) != hd.sections[kData].checksum)
+      return Fail({"data", -1, -1, "data section checksum (over the block checksums) mismatch"});
+    return true;
+  }
+
+  bool CheckIndex(FileView* v) {
+    const Header& hd = v->header_;
+    const SectionRef& is = hd.sections[kIndex];
+    const uint8_t* p;
+    if (src_.mapped()) {
+      p = src_.mapped() + is.offset;
+    } else {
+      v->index_copy_.resize(is.size);
+      p = src_.Read(is.offset, is.size, &v->index_copy_);
+      if (p != v->index_copy_.data()) std::memcpy(v->index_copy_.data(), p, is.size);
+      p = v->index_copy_.data();
+    }
+    v->index_ = p;
+    const Meta& m = v->meta_;
+    const size_t labels = m.label_field_count();
+    const size_t tables = m.jpeg_tables.size();
+    uint32_t block = 0;
+    for (uint64_t i = 0; i < hd.sample_count; ++i) {
+      IndexEntry e = DecodeIndexEntry(p + i * kIndexEntrySize);
+      while (block + 1 < v->blocks_.size() && i >= uint64_t(v->blocks_[block].first_sample) + v->blocks_[block].sample_count) ++block;
+      std::string why;
+      const BlockEntry& be = v->blocks_[block];
+      if (e.block != block) why = "stored in block " + Num(e.block) + ", expected " + Num(block);
+      else if (e.offset < be.offset || e.size > be.size || e.offset - be.offset > be.size - e.size) why = "payload outside its block";
+      else if (!IsKnownEncoding(e.encoding)) why = "unknown encoding " + Num(e.encoding);
+      else if (e.channels != 1 && e.channels != 3) why = "bad channel count " + Num(e.channels);
+      else if (e.width == 0 || e.height == 0) why = "zero width or height";
+      else if (Encoding(e.encoding) != Encoding::kJpeg && e.channels != 3) why = "raw payload must have 3 channels";
+      else if (Encoding(e.encoding) == Encoding::kRaw && e.size != uint64_t(e.width) * e.height * 3) why = "raw payload size does not match its dimensions";
+      else if (e.jpeg_table > tables || (e.jpeg_table && Encoding(e.encoding) != Encoding::kJpeg)) why = "bad JPEG table reference " + Num(e.jpeg_table);
+      else if (labels < 2 && e.label[1] != 0) why = "unused label slot not zero";
+      else {
+        for (size_t f = 0; f < labels; ++f) {
+          size_t classes = m.fields[f + 1].classes.size();
+          if (e.label[f] < 0 || (classes && size_t(e.label[f]) >= classes))
+            why = "label " + std::to_string(e.label[f]) + " of field '" + m.fields[f + 1].name + "' out of range";
+        }
+      }
+      if (!why.empty() && !Add({"index", -1, int64_t(i), why})) return false;
+    }
+    return true;
+  }
+
+  void CheckBlockContents(const FileView& v) {
+    const Header& hd = v.header_;
+    for (size_t b = 0; b < v.blocks_.size(); ++b) {
+      const BlockEntry& be = v.blocks_[b];
+      const uint8_t* p = src_.Read(be.offset, be.size, &scratch_);
+      if (Checksum(p, be.size) != be.checksum) Add({"data", int64_t(b), -1, "checksum mismatch (offset " + Num(be.offset) + ")"});
+      uint64_t end = b + 1 < v.blocks_.size() ? v.blocks_[b + 1].offset : hd.sections[kIndex].offset;
+      uint64_t pad = end - (be.offset + be.size);
+      if (pad && !AllZero(src_.Read(be.offset + be.size, pad, &scratch_), pad))
+        Add({"data", int64_t(b), -1, "padding after the block is not zero"});
+    }
+  }
+
+  // Records a problem; in open mode throws. Returns true in verify mode so checking can go on.
+  bool Add(Problem p) {
+    if (!out_) throw Error(src_.name() + ": " + Describe(p));
+    out_->push_back(std::move(p));
+    return true;
+  }
+  bool Fail(Problem p) {
+    Add(std::move(p));
+    return false;
+  }
+
+  const ByteSource& src_;
+  std::vector<Problem>* out_;
+  bool deep_;
+  std::vector<uint8_t> scratch_;
+};
+
+std::unique_ptr<FileView> FileView::Open(const ByteSource* src) {
+  std::unique_ptr<FileView> v(new FileView());
+  Inspector(*src, nullptr, false).Run(v.get());
+  return v;
+}
+
+std::vector<SectionExtent> FileView::Extents() const {
+  const Header& h = header_;
+  const uint64_t footer_off = h.file_size - kFooterSize;
+  std::vector<SectionExtent> out;
+  out.push_back({"header", 0, kPageSize, kHeaderUsed});
+  for (int i = 0; i < kSectionCount; ++i) {
+    uint64_t end = i + 1 < kSectionCount ? h.sections[i + 1].offset : footer_off;
+    out.push_back({SectionName(i), h.sections[i].offset, end - h.sections[i].offset, h.sections[i].size});
+  }
+  out.push_back({"footer", footer_off, kFooterSize, kFooterSize});
+  return out;
+}
+
+void FileView::CheckBlock(size_t b) const {
+  std::vector<uint8_t> scratch;
+  const BlockEntry& be = blocks_[b];
+  const uint8_t* p = src_->Read(be.offset, be.size, &scratch);
+  if (Checksum(p, be.size) != be.checksum)
+    throw Error(name() + ": data: block " + std::to_string(b) + ": checksum mismatch (offset " +
+                std::to_string(be.offset) + ")");
+}
+
+std::vector<Problem> VerifyFile(const ByteSource& src) {
+  std::vector<Problem> problems;
+  std::unique_ptr<FileView> v(new FileView());
+  try {
+    Inspector(src, &problems, true).Run(v.get());
+  } catch (const Error& e) {  // I/O failure while reading
+    problems.push_back({"file", -1, -1, e.what()});
+  }
+  return problems;
+}
+
+}  // namespace dsc::format

@@ -1,0 +1,69 @@
+// A validated, read-only view of a dsc file's structure: header, footer, meta, block table and index.
+// Opening checks everything that is cheap (all metadata checksums and every index entry's rules) and
+// throws dsc::Error naming the file and the place; payload blocks are checked by the caller on first
+// touch (CheckBlock) or all at once by VerifyFile.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/byte_source.h"
+#include "format/layout.h"
+#include "format/meta.h"
+
+namespace dsc::format {
+
+// One finding of a check, located the way `dsc info --json` names sections.
+struct Problem {
+  std::string section;  // "header", "data", "index", "meta", "blocks", "footer"
+  int64_t block = -1;   // data block, when the problem is inside one
+  int64_t sample = -1;  // sample, when the problem is an index entry
+  std::string message;
+};
+std::string Describe(const Problem& p);  // "data: block 3: checksum mismatch"
+
+struct SectionExtent {
+  std::string name;
+  uint64_t offset = 0;
+  uint64_t size = 0;     // the extent: content plus zero padding up to the next section
+  uint64_t content = 0;  // bytes of content
+};
+
+class FileView {
+ public:
+  // `src` must outlive the view.
+  static std::unique_ptr<FileView> Open(const ByteSource* src);
+
+  const ByteSource& source() const { return *src_; }
+  const std::string& name() const { return src_->name(); }
+  const Header& header() const { return header_; }
+  const Meta& meta() const { return meta_; }
+  uint64_t sample_count() const { return header_.sample_count; }
+  size_t block_count() const { return blocks_.size(); }
+  const BlockEntry& block(size_t b) const { return blocks_[b]; }
+  IndexEntry entry(uint64_t i) const { return DecodeIndexEntry(index_ + i * kIndexEntrySize); }
+  // The sections in file order, tiling the whole file (header, data, index, meta, blocks, footer).
+  std::vector<SectionExtent> Extents() const;
+  // Throws dsc::Error when block b's content does not match its checksum.
+  void CheckBlock(size_t b) const;
+  // The exact bytes of JPEG table set k-1 for an entry's jpeg_table == k.
+  const std::string& jpeg_table(uint16_t k) const { return meta_.jpeg_tables[k - 1]; }
+
+ private:
+  friend class Inspector;
+  friend std::vector<Problem> VerifyFile(const ByteSource& src);
+  FileView() = default;
+  const ByteSource* src_ = nullptr;
+  Header header_;
+  Meta meta_;
+  std::vector<BlockEntry> blocks_;
+  std::vector<uint8_t> index_copy_;  // used only when the source is not mapped
+  const uint8_t* index_ = nullptr;
+};
+
+// Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.
+// Returns all problems found; empty means intact. Damage never throws.
+std::vector<Problem> VerifyFile(const ByteSource& src);
+
+}  // namespace dsc::format

@@ -1,0 +1,88 @@
+#include "format/meta.h"
+
+#include "format/bytes.h"
+#include "format/error.h"
+#include "format/layout.h"
+
+namespace dsc::format {
+
+std::string EncodeMeta(const Meta& m) {
+  le::Appender a;
+  a.u32(uint32_t(m.fields.size()));
+  for (const Field& f : m.fields) {
+    a.u8(uint8_t(f.type));
+    a.u8(0); a.u8(0); a.u8(0);
+    a.str(f.name);
+    a.u32(uint32_t(f.classes.size()));
+    for (const auto& c : f.classes) a.str(c);
+  }
+  a.str(m.build_options);
+  a.u64(m.skipped_count);
+  a.u32(uint32_t(m.jpeg_tables.size()));
+  for (const auto& t : m.jpeg_tables) a.str(t);
+  return a.bytes();
+}
+
+namespace {
+
+class Cursor {
+ public:
+  Cursor(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  void need(size_t k, const char* what) {
+    if (n_ - pos_ < k) throw Error(std::string("meta section ends inside ") + what);
+  }
+  uint8_t u8(const char* what) { need(1, what); return p_[pos_++]; }
+  uint32_t u32(const char* what) { need(4, what); uint32_t v = le::get32(p_ + pos_); pos_ += 4; return v; }
+  uint64_t u64(const char* what) { need(8, what); uint64_t v = le::get64(p_ + pos_); pos_ += 8; return v; }
+  std::string str(const char* what) {
+    uint32_t len = u32(what);
+    need(len, what);
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+  bool at_end() const { return pos_ == n_; }
+  size_t remaining() const { return n_ - pos_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Meta DecodeMeta(const uint8_t* p, size_t n) {
+  Cursor c(p, n);
+  Meta m;
+  uint32_t fields = c.u32("field count");
+  if (fields < 2 || fields > 1 + kMaxLabelFields)
+    throw Error("meta: field count " + std::to_string(fields) + " (expected 2 or 3)");
+  for (uint32_t i = 0; i < fields; ++i) {
+    Field f;
+    uint8_t type = c.u8("field type");
+    if (type != uint8_t(FieldType::kImage) && type != uint8_t(FieldType::kLabel))
+      throw Error("meta: field " + std::to_string(i) + " has unknown type " + std::to_string(type));
+    if ((i == 0) != (type == uint8_t(FieldType::kImage)))
+      throw Error("meta: field " + std::to_string(i) + ": the first field must be the only image field");
+    f.type = FieldType(type);
+    for (int z = 0; z < 3; ++z)
+      if (c.u8("field") != 0) throw Error("meta: field " + std::to_string(i) + ": reserved byte not zero");
+    f.name = c.str("field name");
+    uint32_t classes = c.u32("class count");
+    if (classes > c.remaining() / 4) throw Error("meta: class count " + std::to_string(classes) + " too large");
+    if (f.type == FieldType::kImage && classes != 0) throw Error("meta: image field has class names");
+    for (uint32_t k = 0; k < classes; ++k) f.classes.push_back(c.str("class name"));
+    m.fields.push_back(std::move(f));
+  }
+  m.build_options = c.str("build options");
+  m.skipped_count = c.u64("skipped count");
+  uint32_t tables = c.u32("table count");
+  if (tables > kMaxJpegTables || tables > c.remaining() / 4)
+    throw Error("meta: JPEG table count " + std::to_string(tables) + " too large");
+  for (uint32_t k = 0; k < tables; ++k) m.jpeg_tables.push_back(c.str("JPEG table set"));
+  if (!c.at_end()) throw Error("meta: " + std::to_string(c.remaining()) + " unexpected bytes after the last table set");
+  return m;
+}
+
+}  // namespace dsc::format

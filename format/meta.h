@@ -1,0 +1,30 @@
+// The meta section: field table, class names, build options and JPEG table sets (docs/format.md).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::format {
+
+enum class FieldType : uint8_t { kImage = 1, kLabel = 2 };
+
+struct Field {
+  FieldType type = FieldType::kImage;
+  std::string name;
+  std::vector<std::string> classes;  // classes[i] names label value i; empty when unnamed
+};
+
+struct Meta {
+  std::vector<Field> fields;  // fields[0] is the image; then 1..2 label fields
+  std::string build_options;  // "key=value\n" lines sorted by key
+  uint64_t skipped_count = 0;
+  std::vector<std::string> jpeg_tables;  // shared JPEG prefixes (SOI..SOS header)
+
+  size_t label_field_count() const { return fields.empty() ? 0 : fields.size() - 1; }
+};
+
+std::string EncodeMeta(const Meta& m);
+// Throws dsc::Error with `what` describing the first inconsistency (the caller adds the file name).
+Meta DecodeMeta(const uint8_t* p, size_t n);
+
+}  // namespace dsc::format

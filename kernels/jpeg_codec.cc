@@ -1,0 +1,87 @@
+#include "kernels/jpeg_codec.h"
+
+#include <turbojpeg.h>
+
+#include <cstring>
+
+namespace dsc::kernels {
+
+bool JpegInfo::is_gray() const { return colorspace == TJCS_GRAY; }
+bool JpegInfo::is_cmyk() const { return colorspace == TJCS_CMYK || colorspace == TJCS_YCCK; }
+
+JpegCodec::JpegCodec() : dec_(tjInitDecompress()), enc_(tjInitCompress()) {}
+
+JpegCodec::~JpegCodec() {
+  if (dec_) tjDestroy(dec_);
+  if (enc_) tjDestroy(enc_);
+}
+
+bool JpegCodec::Fail(void* handle) {
+  error_ = tjGetErrorStr2(handle);
+  return false;
+}
+
+bool JpegCodec::ReadHeader(const uint8_t* data, size_t size, JpegInfo* info) {
+  if (tjDecompressHeader3(dec_, data, static_cast<unsigned long>(size), &info->width, &info->height,
+                          &info->subsampling, &info->colorspace) != 0)
+    return Fail(dec_);
+  return true;
+}
+
+bool JpegCodec::DecodeRGB(const uint8_t* data, size_t size, const JpegInfo& info, uint8_t* rgb) {
+  const unsigned long n = static_cast<unsigned long>(size);
+  if (!info.is_cmyk()) {
+    if (tjDecompress2(dec_, data, n, rgb, info.width, 0, info.height, TJPF_RGB, 0) != 0) return Fail(dec_);
+    return true;
+  }
+  cmyk_.resize(size_t(info.width) * info.height * 4);
+  if (tjDecompress2(dec_, data, n, cmyk_.data(), info.width, 0, info.height, TJPF_CMYK, 0) != 0)
+    return Fail(dec_);
+  const size_t px = size_t(info.width) * info.height;
+  for (size_t i = 0; i < px; ++i) {
+    // TurboJPEG hands back the stored (Adobe, inverted) values: channel = 255 - ink, so R = C * K / 255.
+    const uint8_t* s = &cmyk_[i * 4];
+    for (int c = 0; c < 3; ++c) rgb[i * 3 + c] = uint8_t((s[c] * s[3] + 127) / 255);
+  }
+  return true;
+}
+
+bool JpegCodec::Encode(const uint8_t* pixels, int width, int height, int channels, int quality,
+                       int subsampling, std::vector<uint8_t>* out) {
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  const int pf = channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const int samp = channels == 1 ? TJSAMP_GRAY : subsampling;
+  if (tjCompress2(enc_, pixels, width, 0, height, pf, &buf, &len, samp, quality, 0) != 0) {
+    if (buf) tjFree(buf);
+    return Fail(enc_);
+  }
+  out->assign(buf, buf + len);
+  tjFree(buf);
+  return true;
+}
+
+size_t JpegPrefixLength(const uint8_t* d, size_t n) {
+  if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) return 0;
+  size_t pos = 2;
+  while (pos + 4 <= n) {
+    if (d[pos] != 0xFF) return 0;
+    uint8_t marker = d[pos + 1];
+    if (marker == 0xFF) { ++pos; continue; }  // fill byte
+    size_t len = size_t(d[pos + 2]) << 8 | d[pos + 3];
+    if (len < 2 || pos + 2 + len > n) return 0;
+    pos += 2 + len;
+    if (marker == 0xDA) return pos < n ? pos : 0;
+  }
+  return 0;
+}
+
+int ParseSubsampling(const std::string& s) {
+  if (s == "444") return TJSAMP_444;
+  if (s == "422") return TJSAMP_422;
+  if (s == "420") return TJSAMP_420;
+  if (s == "gray") return TJSAMP_GRAY;
+  return -1;
+}
+
+}  // namespace dsc::kernels

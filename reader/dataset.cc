@@ -1,0 +1,52 @@
+#include "reader/dataset.h"
+
+#include <cstring>
+
+#include "format/error.h"
+#include "reader/file_source.h"
+
+namespace dsc {
+
+Dataset::Dataset(const std::string& path, DatasetOptions options)
+    : Dataset(options.use_pread ? OpenPreadSource(path) : OpenMmapSource(path), options) {}
+
+Dataset::Dataset(std::unique_ptr<format::ByteSource> source, DatasetOptions options)
+    : source_(std::move(source)), options_(options) {
+  view_ = format::FileView::Open(source_.get());
+  checked_.reset(new std::atomic<uint8_t>[view_->block_count()]);
+  for (size_t b = 0; b < view_->block_count(); ++b) checked_[b].store(0, std::memory_order_relaxed);
+}
+
+void Dataset::CheckBlockOnce(uint32_t b) const {
+  if (checked_[b].load(std::memory_order_acquire)) return;
+  view_->CheckBlock(b);  // throws on mismatch; racing threads may both check, which is harmless
+  checked_[b].store(1, std::memory_order_release);
+}
+
+Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
+  if (i >= size()) throw Error(path() + ": sample " + std::to_string(i) + " out of range (" + std::to_string(size()) + " samples)");
+  const format::IndexEntry e = view_->entry(i);
+  if (options_.verify) {
+    try {
+      CheckBlockOnce(e.block);
+    } catch (const Error& err) {
+      throw Error(std::string(err.what()) + " (reading sample " + std::to_string(i) + ")");
+    }
+  }
+  if (e.jpeg_table == 0) {
+    if (const uint8_t* m = source_->mapped()) return {m + e.offset, e.size};
+    return {source_->Read(e.offset, e.size, scratch), e.size};
+  }
+  const std::string& t = view_->jpeg_table(e.jpeg_table);
+  scratch->resize(t.size() + e.size);
+  std::memcpy(scratch->data(), t.data(), t.size());
+  if (const uint8_t* m = source_->mapped()) {
+    std::memcpy(scratch->data() + t.size(), m + e.offset, e.size);
+  } else {
+    std::vector<uint8_t> tmp;
+    std::memcpy(scratch->data() + t.size(), source_->Read(e.offset, e.size, &tmp), e.size);
+  }
+  return {scratch->data(), scratch->size()};
+}
+
+}  // namespace dsc

@@ -1,0 +1,57 @@
+// A dsc file opened for reading: validated on open, O(1) access to any sample's payload and labels.
+//
+//   dsc::Dataset ds("cifar10.beton");             // mmap, metadata validated
+//   dsc::Dataset ds("x.beton", {.verify = true});  // also checks each block's checksum on first touch
+//
+// Thread-safe for concurrent reads.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/byte_source.h"
+#include "format/file_view.h"
+
+namespace dsc {
+
+struct DatasetOptions {
+  bool verify = false;     // check each block's checksum the first time one of its samples is read
+  bool use_pread = false;  // pread instead of mmap (network filesystems)
+};
+
+// A sample's stored bytes, ready for the decoder (shared JPEG tables already put back).
+struct Payload {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+class Dataset {
+ public:
+  explicit Dataset(const std::string& path, DatasetOptions options = {});
+  // Opens an already constructed source (tests use an in-memory one). Takes ownership.
+  Dataset(std::unique_ptr<format::ByteSource> source, DatasetOptions options);
+
+  const std::string& path() const { return source_->name(); }
+  uint64_t size() const { return view_->sample_count(); }
+  const format::FileView& view() const { return *view_; }
+  const format::Meta& meta() const { return view_->meta(); }
+  format::IndexEntry entry(uint64_t i) const { return view_->entry(i); }
+  int32_t label(uint64_t i, size_t field = 0) const { return view_->entry(i).label[field]; }
+
+  // The payload of sample i. `scratch` receives the bytes when they cannot be handed out in place
+  // (pread backend, or a JPEG stored without its shared tables). Throws dsc::Error naming the file
+  // and sample on a checksum mismatch (verify) or an I/O error.
+  Payload ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const;
+
+ private:
+  void CheckBlockOnce(uint32_t b) const;
+
+  std::unique_ptr<format::ByteSource> source_;
+  std::unique_ptr<format::FileView> view_;
+  DatasetOptions options_;
+  std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per block: 1 once its checksum matched
+};
+
+}  // namespace dsc

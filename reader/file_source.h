@@ -1,0 +1,15 @@
+// Storage backends for format::ByteSource: mmap (the default: payloads are read in place) and pread
+// (for network filesystems, where mmap page faults are slow or unreliable).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "format/byte_source.h"
+
+namespace dsc {
+
+// Both throw dsc::Error naming the path when the file cannot be opened.
+std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path);
+std::unique_ptr<format::ByteSource> OpenPreadSource(const std::string& path);
+
+}  // namespace dsc

@@ -1,0 +1,81 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <cxxopts.hpp>
+
+#include "format/error.h"
+#include "tools/commands.h"
+#include "writer/build.h"
+
+namespace dsc::tools {
+
+int CmdBuild(int argc, char** argv) {
+  cxxopts::Options opts("dsc build", "Compile a dataset into one indexed, checksummed file.\n"
+                        "SRC is a CIFAR-10/100 download folder (binary or python version), a class-per-folder\n"
+                        "image tree (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg), or a manifest\n"
+                        "file of 'path<TAB>label' lines.\n\n"
+                        "  dsc build cifar-10-batches-bin/ cifar10-train.beton\n"
+                        "  dsc build cifar10/ cifar10-test.beton --split test\n"
+                        "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
+  opts.positional_help("SRC OUT");
+  opts.add_options()
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest", cxxopts::value<std::string>()->default_value("auto"))
+      ("split", "train or test", cxxopts::value<std::string>()->default_value("train"))
+      ("encoding", "jpeg, raw, raw-zstd, auto (default: raw for pixel sources, JPEG pass-through for JPEG sources)",
+       cxxopts::value<std::string>()->default_value("default"))
+      ("quality", "JPEG quality when encoding", cxxopts::value<int>()->default_value("90"))
+      ("subsampling", "444, 422, 420 or gray when encoding", cxxopts::value<std::string>()->default_value("420"))
+      ("max-resolution", "downscale images whose longest side exceeds N (area averaging)", cxxopts::value<int>()->default_value("0"))
+      ("center-crop", "crop a centred square of side RATIO x the shorter side", cxxopts::value<double>()->default_value("0"))
+      ("reencode", "re-encode JPEG sources even when nothing requires it")
+      ("jpeg-tables", "shared (store identical JPEG headers once) or inline", cxxopts::value<std::string>()->default_value("shared"))
+      ("block-size", "block capacity in bytes (power of two)", cxxopts::value<uint64_t>()->default_value("4194304"))
+      ("threads", "encoder threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+      ("skip-invalid", "skip unreadable samples (each is printed) instead of failing")
+      ("quiet", "no progress bar")
+      ("h,help", "show this help")
+      ("src", "", cxxopts::value<std::string>())("out", "", cxxopts::value<std::string>());
+  opts.parse_positional({"src", "out"});
+  writer::BuildOptions o;
+  std::string src, out;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) {
+      std::fputs(opts.help().c_str(), stdout);
+      return kExitOk;
+    }
+    if (!r.count("src") || !r.count("out")) throw cxxopts::exceptions::exception("expected SRC and OUT");
+    src = r["src"].as<std::string>();
+    out = r["out"].as<std::string>();
+    o.format = r["format"].as<std::string>();
+    o.split = r["split"].as<std::string>();
+    o.encode.encoding = r["encoding"].as<std::string>();
+    o.encode.quality = r["quality"].as<int>();
+    o.encode.subsampling = r["subsampling"].as<std::string>();
+    o.encode.max_resolution = r["max-resolution"].as<int>();
+    o.encode.center_crop = r["center-crop"].as<double>();
+    o.encode.reencode = r.count("reencode") > 0;
+    o.jpeg_tables = r["jpeg-tables"].as<std::string>();
+    o.block_size = r["block-size"].as<uint64_t>();
+    o.threads = r["threads"].as<int>();
+    o.skip_invalid = r.count("skip-invalid") > 0;
+    o.progress = !r.count("quiet") && ::isatty(2);
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "dsc build: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  try {
+    auto rep = writer::Build(src, out, o);
+    std::printf("wrote %s: %llu samples from %s (%s), %.1f MiB, %.2f s, %.0f images/s", out.c_str(),
+                (unsigned long long)rep.samples, src.c_str(), rep.format.c_str(), rep.file_size / 1048576.0,
+                rep.seconds, rep.samples / rep.seconds);
+    if (rep.skipped) std::printf(", %llu skipped", (unsigned long long)rep.skipped);
+    std::printf("\n");
+    return kExitOk;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "dsc build: error: %s\n", e.what());
+    return kExitBad;
+  }
+}
+
+}  // namespace dsc::tools

@@ -1,0 +1,110 @@
+#include <png.h>
+
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "format/error.h"
+#include "kernels/jpeg_codec.h"
+#include "reader/dataset.h"
+#include "reader/decode_rgb.h"
+#include "tools/commands.h"
+
+namespace dsc::tools {
+
+namespace {
+
+void WritePng(const std::string& path, const uint8_t* rgb, int w, int h) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error(path + ": cannot create");
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    std::fclose(f);
+    throw Error(path + ": PNG write failed");
+  }
+  png_init_io(png, f);
+  png_set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int y = 0; y < h; ++y) png_write_row(png, const_cast<uint8_t*>(rgb + size_t(y) * w * 3));
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  if (std::fclose(f) != 0) throw Error(path + ": write failed");
+}
+
+void WritePpm(const std::string& path, const uint8_t* rgb, int w, int h) {
+  std::ofstream o(path, std::ios::binary);
+  o << "P6\n" << w << " " << h << "\n255\n";
+  o.write(reinterpret_cast<const char*>(rgb), std::streamsize(size_t(w) * h * 3));
+  if (!o) throw Error(path + ": write failed");
+}
+
+}  // namespace
+
+int CmdExport(int argc, char** argv) {
+  cxxopts::Options opts("dsc export", "Write stored samples as PNG (or PPM) images plus labels.tsv, to look at\n"
+                        "what a file holds.\n\n  dsc export cifar10.beton --index 0 --count 16 --out /tmp/look\n");
+  opts.positional_help("FILE");
+  opts.add_options()
+      ("index", "first sample", cxxopts::value<uint64_t>()->default_value("0"))
+      ("count", "number of samples", cxxopts::value<uint64_t>()->default_value("1"))
+      ("out", "output directory (created)", cxxopts::value<std::string>())
+      ("ppm", "write PPM instead of PNG")
+      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+  opts.parse_positional({"file"});
+  std::string file, out;
+  uint64_t first = 0, count = 1;
+  bool ppm = false;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
+    if (!r.count("file") || !r.count("out")) throw cxxopts::exceptions::exception("expected FILE and --out DIR");
+    file = r["file"].as<std::string>();
+    out = r["out"].as<std::string>();
+    first = r["index"].as<uint64_t>();
+    count = r["count"].as<uint64_t>();
+    ppm = r.count("ppm") > 0;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "dsc export: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  try {
+    Dataset ds(file, {.verify = true});
+    if (first >= ds.size() || count > ds.size() - first)
+      throw Error(file + ": samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                  " out of range (" + std::to_string(ds.size()) + " samples)");
+    std::filesystem::create_directories(out);
+    std::ofstream labels(std::filesystem::path(out) / "labels.tsv");
+    const auto& m = ds.meta();
+    labels << "file\tindex";
+    for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << m.fields[f].name << "\t" << m.fields[f].name << "_name";
+    labels << "\n";
+    kernels::JpegCodec codec;
+    std::vector<uint8_t> scratch, rgb;
+    for (uint64_t i = first; i < first + count; ++i) {
+      DecodeSampleRGB(ds, i, &codec, &scratch, &rgb);
+      auto e = ds.entry(i);
+      char name[32];
+      std::snprintf(name, sizeof name, "%08llu.%s", (unsigned long long)i, ppm ? "ppm" : "png");
+      std::string path = (std::filesystem::path(out) / name).string();
+      ppm ? WritePpm(path, rgb.data(), e.width, e.height) : WritePng(path, rgb.data(), e.width, e.height);
+      labels << name << "\t" << i;
+      for (size_t f = 1; f < m.fields.size(); ++f) {
+        const auto& cls = m.fields[f].classes;
+        labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? cls[size_t(e.label[f - 1])] : "");
+      }
+      labels << "\n";
+    }
+    if (!labels) throw Error(out + "/labels.tsv: write failed");
+    std::printf("wrote %llu image(s) and labels.tsv to %s\n", (unsigned long long)count, out.c_str());
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsc export: error: %s\n", e.what());
+    return kExitBad;
+  }
+}
+
+}  // namespace dsc::tools

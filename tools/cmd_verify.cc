@@ -1,0 +1,68 @@
+#include <cstdio>
+#include <cxxopts.hpp>
+
+#include "format/error.h"
+#include "format/file_view.h"
+#include "kernels/jpeg_codec.h"
+#include "reader/dataset.h"
+#include "reader/decode_rgb.h"
+#include "reader/file_source.h"
+#include "tools/commands.h"
+
+namespace dsc::tools {
+
+int CmdVerify(int argc, char** argv) {
+  cxxopts::Options opts("dsc verify", "Check every checksum, every index entry and every must-be-zero byte of a\n"
+                        "dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
+                        "block or sample, and exits 1.");
+  opts.positional_help("FILE");
+  opts.add_options()("decode", "also decode every sample")("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+  opts.parse_positional({"file"});
+  std::string file;
+  bool decode = false;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
+    if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
+    file = r["file"].as<std::string>();
+    decode = r.count("decode") > 0;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  try {
+    auto src = OpenMmapSource(file);
+    auto problems = format::VerifyFile(*src);
+    for (const auto& p : problems) std::fprintf(stderr, "%s: %s\n", file.c_str(), format::Describe(p).c_str());
+    if (!problems.empty()) {
+      std::fprintf(stderr, "%s: DAMAGED (%zu problem%s)\n", file.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
+      return kExitBad;
+    }
+    Dataset ds(std::move(src), {});
+    if (decode) {
+      kernels::JpegCodec codec;
+      std::vector<uint8_t> scratch, rgb;
+      size_t bad = 0;
+      for (uint64_t i = 0; i < ds.size(); ++i) {
+        try {
+          DecodeSampleRGB(ds, i, &codec, &scratch, &rgb);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          ++bad;
+        }
+      }
+      if (bad) {
+        std::fprintf(stderr, "%s: %zu sample(s) do not decode\n", file.c_str(), bad);
+        return kExitBad;
+      }
+    }
+    std::printf("%s: OK (%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), (unsigned long long)ds.size(),
+                ds.view().block_count(), (unsigned long long)ds.view().header().file_size, decode ? ", every sample decoded" : "");
+    return kExitOk;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "dsc verify: error: %s\n", e.what());
+    return kExitBad;
+  }
+}
+
+}  // namespace dsc::tools

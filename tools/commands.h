@@ -1,0 +1,21 @@
+// The `dsc` subcommands. Each takes its own argv (argv[0] is the subcommand) and returns the exit
+// code: 0 success, 1 bad input or a damaged file, 2 usage error.
+#pragma once
+#include <string>
+
+namespace dsc::tools {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBad = 1;
+constexpr int kExitUsage = 2;
+
+int CmdBuild(int argc, char** argv);
+int CmdInfo(int argc, char** argv);
+int CmdVerify(int argc, char** argv);
+int CmdExport(int argc, char** argv);
+int CmdBench(int argc, char** argv);
+
+// JSON string literal with escapes.
+std::string JsonString(const std::string& s);
+
+}  // namespace dsc::tools

@@ -1,0 +1,33 @@
+// Writes a file so that the target path only ever holds a complete file or nothing new.
+// The data goes to an unnamed O_TMPFILE inode in the target's directory (so even `kill -9` leaves
+// nothing behind); Commit() fsyncs it, links it under a hidden temporary name, renames that over the
+// target and fsyncs the directory. Filesystems without O_TMPFILE get a hidden named temporary file
+// that the destructor removes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dsc::writer {
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& target);  // throws dsc::Error naming the target
+  ~AtomicFile();                                   // not committed: the data is discarded
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  // Positioned writes; throw dsc::Error naming the target and the offset (e.g. disk full).
+  void WriteAt(uint64_t offset, const void* data, size_t size);
+  void Commit();
+  const std::string& target() const { return target_; }
+
+ private:
+  std::string target_, dir_, temp_name_;
+  int fd_ = -1;
+  int dir_fd_ = -1;
+  bool anonymous_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace dsc::writer

@@ -1,0 +1,187 @@
+#include "writer/build.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "writer/atomic_file.h"
+#include "writer/file_builder.h"
+#include "writer/source.h"
+
+namespace dsc::writer {
+
+namespace {
+
+// Samples are encoded in windows: every thread works on one window, then the packer appends the window
+// in sample order. Output order is therefore the source order whatever the thread count.
+struct Slot {
+  Encoded enc;
+  int32_t labels[2] = {0, 0};
+  std::string error;  // non-empty: the sample failed
+};
+
+class WindowPool {
+ public:
+  WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src) {
+    for (int t = 0; t < threads; ++t) encoders_.emplace_back(std::make_unique<Encoder>(opt));
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Loop(t); });
+  }
+  ~WindowPool() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  // Encodes samples [first, first + slots.size()) into slots, using every thread including this one.
+  void Run(size_t first, std::vector<Slot>* slots) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      first_ = first;
+      slots_ = slots;
+      next_.store(0);
+      busy_ = int(workers_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    Work(0);
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [this] { return busy_ == 0; });
+  }
+
+ private:
+  void Loop(int t) {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      Work(t);
+      std::lock_guard<std::mutex> l(mu_);
+      if (--busy_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  void Work(int t) {
+    SourceItem item;
+    for (size_t i; (i = next_.fetch_add(1)) < slots_->size();) {
+      Slot& s = (*slots_)[i];
+      s.error.clear();
+      try {
+        src_.Load(first_ + i, &item);
+        encoders_[size_t(t)]->Encode(item, &s.enc);
+        s.labels[0] = item.label[0];
+        s.labels[1] = item.label[1];
+      } catch (const std::exception& e) {
+        s.error = e.what();
+      }
+    }
+  }
+
+  const Source& src_;
+  std::vector<std::unique_ptr<Encoder>> encoders_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  int busy_ = 0;
+  size_t first_ = 0;
+  std::vector<Slot>* slots_ = nullptr;
+  std::atomic<size_t> next_{0};
+};
+
+void DrawProgress(size_t done, size_t total, double seconds) {
+  const int width = 30;
+  int filled = total ? int(width * done / total) : width;
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.0f images/s ", filled, "##############################",
+               width - filled, "", done, total, seconds > 0 ? done / seconds : 0.0);
+  if (done == total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+// The file records options as "key=value" lines sorted by key (docs/format.md).
+std::string SortedLines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) lines.push_back(text.substr(start, nl + 1 - start));
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& l : lines) out += l;
+  return out;
+}
+
+}  // namespace
+
+BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+  o.encode.Validate();
+  if (o.jpeg_tables != "shared" && o.jpeg_tables != "inline") throw Error("--jpeg-tables must be 'shared' or 'inline'");
+  if (o.block_size < format::kPageSize || (o.block_size & (o.block_size - 1)) || o.block_size > (1ull << 31))
+    throw Error("--block-size must be a power of two between 4096 and 2^31");
+  auto src = OpenSource(source, o.format, o.split);
+  const auto ignored = src->ignored();
+  if (!ignored.empty()) {
+    log("warning: " + std::to_string(ignored.size()) + " file(s) in the class folders are not .jpg/.jpeg and were not included:");
+    for (size_t i = 0; i < ignored.size(); ++i) log("  ignored: " + ignored[i]);
+  }
+  const int threads = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+
+  AtomicFile file(out);
+  FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");
+  BuildReport rep;
+  rep.format = src->format();
+  const size_t total = src->size();
+  const size_t window = 512 * size_t(threads);
+  std::vector<Slot> slots;
+  {
+    WindowPool pool(*src, o.encode, threads);
+    for (size_t first = 0; first < total; first += window) {
+      slots.resize(std::min(window, total - first));
+      pool.Run(first, &slots);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (!slots[i].error.empty()) {
+          if (!o.skip_invalid) throw Error(slots[i].error + " (use --skip-invalid to skip such samples)");
+          log("skipped: " + slots[i].error);
+          ++rep.skipped;
+          continue;
+        }
+        builder.Add(slots[i].enc, slots[i].labels);
+        rep.payload_bytes += slots[i].enc.payload.size();
+        ++rep.encodings[format::EncodingName(format::Encoding(slots[i].enc.encoding))];
+      }
+      if (o.progress) DrawProgress(first + slots.size(), total, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  if (builder.samples() == 0) throw Error(source + ": no samples to write (all were skipped)");
+
+  format::Meta meta;
+  meta.fields.push_back({format::FieldType::kImage, "image", {}});
+  for (const auto& f : src->label_fields()) meta.fields.push_back({format::FieldType::kLabel, f.name, f.classes});
+  meta.build_options = SortedLines("block_size=" + std::to_string(o.block_size) + "\n" + o.encode.Describe() +
+                                   "format=" + src->format() + "\n" + "jpeg_tables=" + o.jpeg_tables + "\n" +
+                                   "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n");
+  meta.skipped_count = rep.skipped;
+  rep.file_size = builder.Finish(meta);
+  file.Commit();
+  rep.samples = builder.samples();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace dsc::writer

@@ -1,0 +1,41 @@
+// `dsc build`: source -> payload encoding (all cores) -> packed file, written atomically.
+// The output depends only on the source and the options, never on the thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "writer/encoder.h"
+
+namespace dsc::writer {
+
+struct BuildOptions {
+  std::string format = "auto";     // see OpenSource
+  std::string split = "train";
+  EncodeOptions encode;
+  std::string jpeg_tables = "shared";  // or "inline"
+  uint64_t block_size = 4u << 20;
+  int threads = 0;                 // 0 = all cores
+  bool skip_invalid = false;
+  bool progress = false;           // draw a progress bar on stderr
+  // Receives warnings and skipped-sample lines; stderr when unset.
+  std::function<void(const std::string&)> log;
+};
+
+struct BuildReport {
+  std::string format;
+  uint64_t samples = 0;
+  uint64_t skipped = 0;
+  uint64_t file_size = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t jpeg_tables = 0;
+  std::map<std::string, uint64_t> encodings;  // encoding name -> sample count
+  double seconds = 0;
+};
+
+// Throws dsc::Error naming the file or sample at fault; the target is then left untouched.
+BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& options);
+
+}  // namespace dsc::writer

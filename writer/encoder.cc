@@ -1,0 +1,137 @@
+#include "writer/encoder.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "kernels/resize.h"
+
+namespace dsc::writer {
+
+using format::Encoding;
+
+void EncodeOptions::Validate() const {
+  if (encoding != "default" && encoding != "jpeg" && encoding != "raw" && encoding != "raw-zstd" && encoding != "auto")
+    throw Error("--encoding must be jpeg, raw, raw-zstd or auto, not '" + encoding + "'");
+  if (quality < 1 || quality > 100) throw Error("--quality must be in 1..100");
+  if (kernels::ParseSubsampling(subsampling) < 0) throw Error("--subsampling must be 444, 422, 420 or gray");
+  if (max_resolution < 0 || max_resolution > 65535) throw Error("--max-resolution must be in 0..65535");
+  if (!(center_crop == 0 || (center_crop > 0 && center_crop <= 1))) throw Error("--center-crop must be in (0, 1]");
+}
+
+std::string EncodeOptions::Describe() const {
+  std::ostringstream s;
+  s << "center_crop=" << center_crop << "\n"
+    << "encoding=" << encoding << "\n"
+    << "max_resolution=" << max_resolution << "\n"
+    << "quality=" << quality << "\n"
+    << "reencode=" << (reencode ? 1 : 0) << "\n"
+    << "subsampling=" << subsampling << "\n"
+    << "zstd_level=" << zstd_level << "\n";
+  return s.str();
+}
+
+Encoder::Encoder(const EncodeOptions& options)
+    : opt_(options), subsampling_(kernels::ParseSubsampling(options.subsampling)) {}
+
+bool Encoder::Transform(int* w, int* h, int channels) {
+  bool changed = false;
+  if (opt_.center_crop > 0) {
+    int side = std::max(1, int(std::lround(opt_.center_crop * std::min(*w, *h))));
+    if (side != *w || side != *h) {
+      tmp_.resize(size_t(side) * side * channels);
+      kernels::CropCopy(rgb_.data(), *w, channels, (*w - side) / 2, (*h - side) / 2, side, side, tmp_.data());
+      rgb_.swap(tmp_);
+      *w = *h = side;
+      changed = true;
+    }
+  }
+  int ow, oh;
+  kernels::FitLongestSide(*w, *h, opt_.max_resolution, &ow, &oh);
+  if (ow != *w || oh != *h) {
+    tmp_.resize(size_t(ow) * oh * channels);
+    kernels::ResizeArea(rgb_.data(), *w, *h, channels, tmp_.data(), ow, oh);
+    rgb_.swap(tmp_);
+    *w = ow;
+    *h = oh;
+    changed = true;
+  }
+  return changed;
+}
+
+void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out) {
+  const uint8_t* px = rgb_.data();
+  if (channels == 1) {  // rgb_ holds a grayscale image expanded to RGB; keep one channel
+    tmp_.resize(size_t(w) * h);
+    for (size_t i = 0; i < tmp_.size(); ++i) tmp_[i] = rgb_[i * 3];
+    px = tmp_.data();
+  }
+  if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload))
+    throw Error(where + ": JPEG encode failed: " + codec_.error());
+  out->encoding = uint8_t(Encoding::kJpeg);
+  out->channels = uint8_t(channels);
+  out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
+}
+
+void Encoder::StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out) {
+  const size_t n = size_t(w) * h * 3;
+  out->channels = 3;
+  out->jpeg_prefix = 0;
+  if (!zstd) {
+    out->payload.assign(rgb_.begin(), rgb_.begin() + n);
+    out->encoding = uint8_t(Encoding::kRaw);
+    return;
+  }
+  out->payload.resize(ZSTD_compressBound(n));
+  size_t r = ZSTD_compress(out->payload.data(), out->payload.size(), rgb_.data(), n, opt_.zstd_level);
+  if (ZSTD_isError(r)) throw Error(where + ": zstd compression failed: " + ZSTD_getErrorName(r));
+  out->payload.resize(r);
+  out->encoding = uint8_t(Encoding::kRawZstd);
+}
+
+void Encoder::Encode(const SourceItem& item, Encoded* out) {
+  const std::string& enc = opt_.encoding;
+  int w, h, channels = 3;
+  bool must_change = false;
+  kernels::JpegInfo info;
+  if (item.is_pixels) {
+    w = item.width;
+    h = item.height;
+    rgb_.assign(item.bytes.begin(), item.bytes.end());
+  } else {
+    if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info))
+      throw Error(item.where + ": not a readable JPEG: " + codec_.error());
+    if (info.width > 65535 || info.height > 65535) throw Error(item.where + ": image larger than 65535 pixels on a side");
+    w = info.width;
+    h = info.height;
+    channels = info.is_gray() ? 1 : 3;
+    rgb_.resize(size_t(w) * h * 3);
+    // Decoding every source JPEG proves it is readable before it is stored, even when passed through.
+    if (!codec_.DecodeRGB(item.bytes.data(), item.bytes.size(), info, rgb_.data()))
+      throw Error(item.where + ": corrupt JPEG: " + codec_.error());
+    must_change = opt_.reencode || info.is_cmyk();
+  }
+  must_change |= Transform(&w, &h, channels);
+  out->width = uint16_t(w);
+  out->height = uint16_t(h);
+
+  const bool pass_through_ok = !item.is_pixels && !must_change;
+  if (enc == "raw" || (enc == "default" && item.is_pixels)) return StoreRaw(w, h, false, item.where, out);
+  if (enc == "raw-zstd") return StoreRaw(w, h, true, item.where, out);
+  if (pass_through_ok) {
+    out->payload = item.bytes;
+    out->encoding = uint8_t(Encoding::kJpeg);
+    out->channels = uint8_t(channels);
+    out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
+  } else {
+    EncodeJpeg(w, h, channels, item.where, out);
+  }
+  // auto: raw whenever raw is not larger than the JPEG (FFCV's "smart" mode).
+  if (enc == "auto" && size_t(w) * h * 3 <= out->payload.size()) StoreRaw(w, h, false, item.where, out);
+}
+
+}  // namespace dsc::writer

@@ -1,0 +1,55 @@
+// Turns one source sample into the payload stored in the file: raw pixels, zstd-compressed pixels, a
+// JPEG passed through byte for byte, or a JPEG re-encoded after resizing / cropping.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/jpeg_codec.h"
+#include "writer/source.h"
+
+namespace dsc::writer {
+
+struct EncodeOptions {
+  // "default": pixel sources store raw, JPEG sources pass through; or "jpeg", "raw", "raw-zstd", "auto".
+  std::string encoding = "default";
+  int quality = 90;
+  std::string subsampling = "420";
+  int max_resolution = 0;    // longest side; 0 = unlimited
+  double center_crop = 0;    // 0 = off; else crop a centred square of side RATIO x the shorter side
+  bool reencode = false;     // re-encode JPEG sources even when nothing requires it
+  int zstd_level = 3;
+
+  // Throws dsc::Error for an invalid combination.
+  void Validate() const;
+  // The canonical "key=value\n" lines recorded in the file (sorted by key).
+  std::string Describe() const;
+};
+
+struct Encoded {
+  std::vector<uint8_t> payload;
+  uint16_t width = 0, height = 0;
+  uint8_t encoding = 0;       // format::Encoding
+  uint8_t channels = 3;
+  size_t jpeg_prefix = 0;     // JPEG only: length of the tables prefix (SOI..SOS header); 0 if unknown
+};
+
+// One per thread (owns a TurboJPEG handle and scratch buffers).
+class Encoder {
+ public:
+  explicit Encoder(const EncodeOptions& options);
+  // Throws dsc::Error naming item.where when the sample cannot be decoded or encoded.
+  void Encode(const SourceItem& item, Encoded* out);
+
+ private:
+  bool Transform(int* w, int* h, int channels);  // applies crop / resize to rgb_; true when changed
+  void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);
+  void StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out);
+
+  EncodeOptions opt_;
+  int subsampling_;
+  kernels::JpegCodec codec_;
+  std::vector<uint8_t> rgb_, tmp_;
+};
+
+}  // namespace dsc::writer

@@ -1,0 +1,41 @@
+// Packs encoded samples into the block layout of docs/format.md (LevelDB-style builder: Add in sample
+// order, then Finish). Payload blocks stream to disk as they fill, so memory stays at one block.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/layout.h"
+#include "format/meta.h"
+#include "writer/atomic_file.h"
+#include "writer/encoder.h"
+
+namespace dsc::writer {
+
+class FileBuilder {
+ public:
+  FileBuilder(AtomicFile* out, uint64_t block_size, bool share_jpeg_tables);
+  void Add(const Encoded& e, const int32_t labels[2]);
+  // Writes index, meta (with the table sets gathered by Add), block table, footer and header.
+  // Returns the file size. Does not commit the AtomicFile.
+  uint64_t Finish(format::Meta meta);
+  uint64_t samples() const { return index_.size() / format::kIndexEntrySize; }
+
+ private:
+  void CloseBlock();
+  uint64_t WriteSection(const std::string& bytes, format::SectionRef* ref);
+
+  AtomicFile* out_;
+  uint64_t block_size_;
+  bool share_;
+  uint64_t pos_ = format::kPageSize;  // next free, page-aligned offset
+  std::vector<uint8_t> block_;        // the open block's content
+  format::BlockEntry open_;
+  std::vector<format::BlockEntry> blocks_;
+  std::string index_;
+  std::unordered_map<std::string, uint16_t> table_ids_;
+  std::vector<std::string> tables_;
+};
+
+}  // namespace dsc::writer

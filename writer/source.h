@@ -1,0 +1,51 @@
+// Dataset sources: where the samples of a build come from. A Source lists its samples up front (so the
+// count and order are known) and loads any one of them on demand, from any thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dsc::writer {
+
+struct LabelField {
+  std::string name;                  // "label", "fine_label", "coarse_label"
+  std::vector<std::string> classes;  // classes[i] names value i; may be empty
+};
+
+struct SourceItem {
+  bool is_pixels = false;       // true: `bytes` holds width*height*3 RGB pixels; false: an encoded file
+  int width = 0, height = 0;    // for pixels
+  std::vector<uint8_t> bytes;
+  int32_t label[2] = {0, 0};
+  std::string where;            // names the sample in messages: a path, or "FILE record N"
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual std::string format() const = 0;  // "cifar-binary", "cifar-python", "tree", "manifest"
+  virtual const std::vector<LabelField>& label_fields() const = 0;
+  virtual size_t size() const = 0;
+  // Thread-safe. Throws dsc::Error naming the file when the sample cannot be read.
+  virtual void Load(size_t i, SourceItem* out) const = 0;
+  // Paths of files the source saw but does not use (reported to the user, never silently dropped).
+  virtual std::vector<std::string> ignored() const { return {}; }
+};
+
+// Opens `path` as `format` ("auto", "cifar-binary", "cifar-python", "tree", "manifest"), selecting
+// `split` ("train" or "test"). Throws dsc::Error explaining what was expected.
+std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split);
+
+std::unique_ptr<Source> OpenCifarBinary(const std::string& dir, const std::string& split);
+std::unique_ptr<Source> OpenCifarPython(const std::string& dir, const std::string& split);
+std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split);
+std::unique_ptr<Source> OpenManifest(const std::string& file);
+
+// The CIFAR-10 class names, in label order (used when a download's meta file is missing).
+const std::vector<std::string>& Cifar10ClassNames();
+
+// Reads a whole file; throws dsc::Error naming it.
+std::vector<uint8_t> ReadWholeFile(const std::string& path);
+
+}  // namespace dsc::writer

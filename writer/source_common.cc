@@ -1,0 +1,71 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "format/error.h"
+#include "writer/source.h"
+
+namespace dsc::writer {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& Cifar10ClassNames() {
+  static const std::vector<std::string> names = {"airplane", "automobile", "bird", "cat", "deer",
+                                                 "dog", "frog", "horse", "ship", "truck"};
+  return names;
+}
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": not a regular file");
+  }
+  std::vector<uint8_t> buf(size_t(st.st_size));
+  size_t got = 0;
+  while (got < buf.size()) {
+    ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int e = errno;
+      ::close(fd);
+      throw Error(path + ": read failed at byte " + std::to_string(got) + ": " + (r == 0 ? "file shrank while reading" : std::strerror(e)));
+    }
+    got += size_t(r);
+  }
+  ::close(fd);
+  return buf;
+}
+
+std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split) {
+  if (split != "train" && split != "test") throw Error("--split must be 'train' or 'test', not '" + split + "'");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
+  if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) return OpenManifest(path);
+  if (!fs::is_directory(path, ec)) throw Error(path + ": not a directory");
+  std::string dir = path;
+  // Accept the folder that holds an extracted download as well as the download folder itself.
+  for (const char* sub : {"cifar-10-batches-bin", "cifar-100-binary", "cifar-10-batches-py", "cifar-100-python"}) {
+    if (format == "auto" && fs::is_directory(fs::path(path) / sub, ec) && !fs::exists(fs::path(path) / "train", ec)) {
+      dir = (fs::path(path) / sub).string();
+      break;
+    }
+  }
+  auto has = [&](const char* f) { return fs::is_regular_file(fs::path(dir) / f, ec); };
+  if (format == "cifar-binary" ||
+      (format == "auto" && (has("data_batch_1.bin") || has("test_batch.bin") || has("train.bin") || has("test.bin"))))
+    return OpenCifarBinary(dir, split);
+  if (format == "cifar-python" ||
+      (format == "auto" && (has("data_batch_1") || has("test_batch") || (has("train") && has("meta")))))
+    return OpenCifarPython(dir, split);
+  if (format == "tree" || format == "auto") return OpenImageTree(dir, split);
+  throw Error("unknown --format '" + format + "' (expected auto, cifar-binary, cifar-python, tree, manifest)");
+}
+
+}  // namespace dsc::writer

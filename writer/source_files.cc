@@ -1,0 +1,125 @@
+// Sources whose samples are image files: a class-per-folder tree, or a manifest of `path<TAB>label`.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "format/error.h"
+#include "writer/source.h"
+
+namespace dsc::writer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool IsImageName(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".jpg" || ext == ".jpeg";
+}
+
+bool IsHidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
+
+struct FileSample {
+  std::string path;
+  int32_t label;
+};
+
+class FileList : public Source {
+ public:
+  FileList(std::string format, std::vector<LabelField> fields, std::vector<FileSample> samples,
+           std::vector<std::string> ignored)
+      : format_(std::move(format)), fields_(std::move(fields)), samples_(std::move(samples)), ignored_(std::move(ignored)) {}
+
+  std::string format() const override { return format_; }
+  const std::vector<LabelField>& label_fields() const override { return fields_; }
+  size_t size() const override { return samples_.size(); }
+  std::vector<std::string> ignored() const override { return ignored_; }
+
+  void Load(size_t i, SourceItem* out) const override {
+    out->where = samples_[i].path;
+    out->is_pixels = false;
+    out->bytes = ReadWholeFile(samples_[i].path);
+    out->label[0] = samples_[i].label;
+    out->label[1] = 0;
+  }
+
+ private:
+  std::string format_;
+  std::vector<LabelField> fields_;
+  std::vector<FileSample> samples_;
+  std::vector<std::string> ignored_;
+};
+
+// Every file under `dir` (recursively, skipping dot-entries), sorted by path so the order is stable.
+std::vector<fs::path> SortedFiles(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (IsHidden(it->path())) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) out.push_back(it->path());
+  }
+  if (ec) throw Error(dir.string() + ": cannot list: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split) {
+  std::error_code ec;
+  fs::path root = dir;
+  if (fs::is_directory(root / "train", ec) || fs::is_directory(root / "test", ec)) {
+    root /= split;
+    if (!fs::is_directory(root, ec)) throw Error(dir + ": has split folders but no '" + split + "' folder");
+  }
+  std::vector<std::string> classes;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory() && !IsHidden(e.path())) classes.push_back(e.path().filename().string());
+  if (ec) throw Error(root.string() + ": cannot list: " + ec.message());
+  std::sort(classes.begin(), classes.end());
+  if (classes.empty()) throw Error(root.string() + ": no class folders (expected ROOT/<class>/*.jpg)");
+  std::vector<FileSample> samples;
+  std::vector<std::string> ignored;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    for (const auto& f : SortedFiles(root / classes[c])) {
+      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c)});
+      else ignored.push_back(f.string());
+    }
+  }
+  if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg files in the class folders");
+  return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored));
+}
+
+std::unique_ptr<Source> OpenManifest(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw Error(file + ": cannot open manifest");
+  const fs::path base = fs::path(file).parent_path();
+  std::vector<FileSample> samples;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    size_t tab = line.rfind('\t');
+    if (tab == std::string::npos || tab == 0 || tab + 1 == line.size())
+      throw Error(file + ":" + std::to_string(n) + ": expected 'path<TAB>label'");
+    const std::string label = line.substr(tab + 1);
+    char* end = nullptr;
+    long v = std::strtol(label.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX)
+      throw Error(file + ":" + std::to_string(n) + ": label '" + label + "' is not a non-negative integer");
+    fs::path p = line.substr(0, tab);
+    if (p.is_relative()) p = base / p;
+    samples.push_back({p.string(), int32_t(v)});
+  }
+  if (samples.empty()) throw Error(file + ": the manifest lists no samples");
+  return std::make_unique<FileList>("manifest", std::vector<LabelField>{{"label", {}}}, std::move(samples),
+                                    std::vector<std::string>{});
+}
+
+}  // namespace dsc::writer
