@@ -18,6 +18,15 @@ JpegCodec::~JpegCodec() {
 
 bool JpegCodec::Fail(void* handle) {
   error_ = tjGetErrorStr2(handle);
+  // libjpeg-turbo 2.1 can leave a handle unusable after an error (later calls fail with stale
+  // errors), so a failed handle is replaced before the next call.
+  if (handle == dec_) {
+    tjDestroy(dec_);
+    dec_ = tjInitDecompress();
+  } else {
+    tjDestroy(enc_);
+    enc_ = tjInitCompress();
+  }
   return false;
 }
 

@@ -1,0 +1,91 @@
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace dsc::test {
+
+namespace fs = std::filesystem;
+
+std::string CifarJpegRoot() { return std::string(DSC_TESTDATA) + "/cifar10"; }
+
+std::string ScratchDir(const std::string& tag) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "global";
+  std::replace(name.begin(), name.end(), '/', '_');
+  fs::path dir = fs::path(DSC_TESTDATA) / "scratch" / (name + tag);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string SubsetTree(int per_class, const std::string& split, bool with_split_folders) {
+  fs::path root = fs::path(ScratchDir("-tree-" + split + std::to_string(per_class))) / "tree";
+  fs::path base = with_split_folders ? root / split : root;
+  for (const auto& cls : fs::directory_iterator(fs::path(CifarJpegRoot()) / split)) {
+    std::vector<fs::path> files;
+    for (const auto& f : fs::directory_iterator(cls.path())) files.push_back(f.path());
+    std::sort(files.begin(), files.end());
+    fs::create_directories(base / cls.path().filename());
+    for (int i = 0; i < per_class && i < int(files.size()); ++i)
+      fs::create_symlink(files[size_t(i)], base / cls.path().filename() / files[size_t(i)].filename());
+  }
+  return root.string();
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), std::streamsize(size));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* pw, int* ph) {
+  tjhandle h = tjInitDecompress();
+  int w = 0, hh = 0, sub = 0, cs = 0;
+  std::vector<uint8_t> out;
+  if (tjDecompressHeader3(h, jpeg.data(), jpeg.size(), &w, &hh, &sub, &cs) == 0) {
+    out.resize(size_t(w) * hh * 3);
+    if (tjDecompress2(h, jpeg.data(), jpeg.size(), out.data(), w, 0, hh, TJPF_RGB, 0) != 0) out.clear();
+  }
+  tjDestroy(h);
+  if (pw) *pw = w;
+  if (ph) *ph = hh;
+  return out;
+}
+
+double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size() || a.empty()) return 0;
+  double se = 0;
+  for (size_t i = 0; i < a.size(); ++i) se += double(int(a[i]) - int(b[i])) * (int(a[i]) - int(b[i]));
+  if (se == 0) return 99;
+  return 10 * std::log10(255.0 * 255.0 / (se / double(a.size())));
+}
+
+int RunDsc(const std::string& args, std::string* output) {
+  std::string cmd = std::string(DSC_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace dsc::test

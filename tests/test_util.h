@@ -1,0 +1,28 @@
+// Shared test helpers: scratch folders, the real CIFAR-10 in the build tree, a reference decoder.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::test {
+
+// Root of the unpacked real CIFAR-10 ("<root>/train/<class>/NNNN.jpg", "<root>/test/...").
+std::string CifarJpegRoot();
+// A fresh, empty folder for this test (removed at the start of the next run, not at exit).
+std::string ScratchDir(const std::string& tag = "");
+// A class-per-folder tree holding the first `per_class` images of each class of `split`, as symlinks
+// to the real files (fast to make; the writer reads through them).
+std::string SubsetTree(int per_class, const std::string& split = "train", bool with_split_folders = false);
+
+std::vector<uint8_t> ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const void* data, size_t size);
+inline void WriteFile(const std::string& path, const std::vector<uint8_t>& v) { WriteFile(path, v.data(), v.size()); }
+
+// Reference decode with TurboJPEG's own API, straight to RGB.
+std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* w = nullptr, int* h = nullptr);
+double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
+
+// Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.
+int RunDsc(const std::string& args, std::string* output = nullptr);
+
+}  // namespace dsc::test
