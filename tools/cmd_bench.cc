@@ -1,12 +1,255 @@
+// dsc bench: loader throughput on a file, where the time goes, and what bounds it.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <cxxopts.hpp>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
+#include "format/error.h"
+#include "reader/loader.h"
+#include "reader/trace.h"
 #include "tools/commands.h"
 
 namespace dsc::tools {
 
-int CmdBench(int, char**) {
-  std::fprintf(stderr, "dsc bench: not available in this build yet\n");
-  return kExitBad;
+namespace {
+
+uint64_t AnonRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssAnon:", 0) == 0) return std::stoull(line.substr(8)) * 1024;
+  return 0;
+}
+
+struct EpochResult {
+  uint64_t images = 0;
+  double seconds = 0;
+  StageStats stages;
+  uint64_t peak_anon = 0;
+  double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
+};
+
+EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak) {
+  loader.reset_stats();
+  EpochResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t n = 0;
+  for (const Batch& b : loader.epoch(epoch)) {
+    r.images += b.size - b.padding_count;
+    if (consumer_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(consumer_ms));
+    if ((++n & 7) == 0) *peak = std::max(*peak, AnonRssBytes());
+    if (max_batches && n >= max_batches) break;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.stages = loader.stats();
+  *peak = std::max(*peak, AnonRssBytes());
+  r.peak_anon = *peak;
+  return r;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
+  const double wall_ns = r.seconds * 1e9;
+  const double wait = r.stages.consumer_wait_ns / wall_ns;
+  std::ostringstream v;
+  if (consumer_ms > 0 && wait < 0.05) {
+    v << "the loader keeps up: the consumer waited " << int(wait * 100 + 0.5) << "% of the time, so the simulated "
+      << consumer_ms << " ms training step bounds throughput";
+    return v.str();
+  }
+  struct Stage { const char* name; uint64_t ns; const char* advice; };
+  Stage st[] = {{"read", r.stages.read_ns, "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
+                {"decode", r.stages.decode_ns, "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
+                {"augment", r.stages.augment_ns, "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
+                {"collate", r.stages.collate_ns, "collate bound: larger batches"}};
+  const Stage* top = &st[0];
+  uint64_t total = 0;
+  for (const auto& s : st) {
+    total += s.ns;
+    if (s.ns > top->ns) top = &s;
+  }
+  const double busy = total / (wall_ns * threads);
+  v << top->name << " is the largest stage (" << int(100.0 * top->ns / std::max<uint64_t>(1, total) + 0.5)
+    << "% of worker time): " << top->advice;
+  if (busy < 0.7) v << "; workers were busy only " << int(busy * 100 + 0.5) << "% of the time (backpressure or scheduling: try a larger --prefetch)";
+  if (threads < int(std::thread::hardware_concurrency())) v << "; " << threads << " of " << std::thread::hardware_concurrency() << " cores used";
+  return v.str();
+}
+
+}  // namespace
+
+int CmdBench(int argc, char** argv) {
+  cxxopts::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
+                        "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
+                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n");
+  opts.positional_help("FILE");
+  opts.add_options()
+      ("preset", "cifar-train, cifar-test or imagenet-train", cxxopts::value<std::string>()->default_value("cifar-train"))
+      ("batch-size", "samples per batch", cxxopts::value<uint32_t>()->default_value("512"))
+      ("epochs", "epochs to run (the first is reported but excluded from the median)", cxxopts::value<int>()->default_value("3"))
+      ("threads", "decode threads, or 'auto' to pick threads and prefetch by measurement", cxxopts::value<std::string>()->default_value("0"))
+      ("prefetch", "batches prepared ahead", cxxopts::value<uint32_t>()->default_value("3"))
+      ("order", "random, quasi_random or sequential (default: the preset's)", cxxopts::value<std::string>()->default_value(""))
+      ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cxxopts::value<std::string>()->default_value("float32"))
+      ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
+      ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
+      ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("verify", "check block checksums on first touch")
+      ("json", "machine-readable output")
+      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+  opts.parse_positional({"file"});
+  std::string file, trace_path, threads_arg;
+  LoaderOptions o;
+  int epochs = 3;
+  double consumer_ms = 0;
+  bool json = false;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
+    if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
+    file = r["file"].as<std::string>();
+    const std::string preset = r["preset"].as<std::string>();
+    if (preset == "cifar-train") o = LoaderOptions::CifarTrain();
+    else if (preset == "cifar-test") o = LoaderOptions::CifarTest();
+    else if (preset == "imagenet-train") o = LoaderOptions::ImagenetTrain();
+    else throw cxxopts::exceptions::exception("unknown --preset '" + preset + "'");
+    o.batch_size = r["batch-size"].as<uint32_t>();
+    epochs = std::max(1, r["epochs"].as<int>());
+    threads_arg = r["threads"].as<std::string>();
+    if (threads_arg != "auto") o.threads = std::stoi(threads_arg);
+    o.prefetch = r["prefetch"].as<uint32_t>();
+    const std::string order = r["order"].as<std::string>();
+    if (order == "random") o.order = Order::kRandom;
+    else if (order == "quasi_random") o.order = Order::kQuasiRandom;
+    else if (order == "sequential") o.order = Order::kSequential;
+    else if (!order.empty()) throw cxxopts::exceptions::exception("unknown --order '" + order + "'");
+    const std::string dtype = r["dtype"].as<std::string>();
+    if (dtype == "float16") o.dtype = DType::kFloat16;
+    else if (dtype == "uint8") { o.dtype = DType::kUint8; o.layout = Layout::kNHWC; o.augment.normalize = false; }
+    else if (dtype != "float32") throw cxxopts::exceptions::exception("unknown --dtype '" + dtype + "'");
+    o.seed = r["seed"].as<uint64_t>();
+    consumer_ms = r["consumer-ms"].as<double>();
+    trace_path = r["trace"].as<std::string>();
+    o.verify = r.count("verify") > 0;
+    json = r.count("json") > 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  try {
+    o.collect_stats = true;
+    uint64_t peak = 0;
+    std::string autotune;
+    if (threads_arg == "auto") {
+      // Like tf.data's AUTOTUNE, but measured up front: a short run per candidate, best wins.
+      const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+      double best = 0;
+      int best_threads = 1;
+      uint32_t best_prefetch = o.prefetch;
+      std::ostringstream log;
+      for (int t = 1; t <= cores * 2; t = t < cores ? t + 1 : t * 2) {
+        LoaderOptions c = o;
+        c.threads = t;
+        Loader l(file, c);
+        const uint64_t batches = std::min<uint64_t>(l.batches_per_epoch(), 40);
+        RunEpoch(l, 0, consumer_ms, batches / 4 + 1, &peak);  // warm up
+        auto r = RunEpoch(l, 1, consumer_ms, batches, &peak);
+        log << " threads=" << t << ":" << int(r.images_per_second());
+        if (r.images_per_second() > best * 1.03) { best = r.images_per_second(); best_threads = t; }
+      }
+      for (uint32_t pf : {1u, 2u, 4u, 8u}) {
+        LoaderOptions c = o;
+        c.threads = best_threads;
+        c.prefetch = pf;
+        Loader l(file, c);
+        const uint64_t batches = std::min<uint64_t>(l.batches_per_epoch(), 40);
+        auto r = RunEpoch(l, 1, consumer_ms, batches, &peak);
+        log << " prefetch=" << pf << ":" << int(r.images_per_second());
+        if (pf == 1 || r.images_per_second() > best * 1.03) {
+          if (pf == 1) best = 0;
+          if (r.images_per_second() > best) { best = r.images_per_second(); best_prefetch = pf; }
+        }
+      }
+      o.threads = best_threads;
+      o.prefetch = best_prefetch;
+      autotune = log.str();
+      if (!json) std::printf("autotune:%s -> threads %d, prefetch %u\n", autotune.c_str(), o.threads, o.prefetch);
+    }
+    Tracer tracer;
+    std::vector<EpochResult> results;
+    peak = 0;
+    {
+      Loader loader(file, o);
+      for (int e = 0; e < epochs; ++e) {
+        if (!trace_path.empty() && e == epochs - 1) {
+          // Trace only the last epoch: a fresh loader with the tracer attached, same options.
+          LoaderOptions t = o;
+          t.tracer = &tracer;
+          Loader traced(file, t);
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak));
+        } else {
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak));
+        }
+        const auto& r = results.back();
+        if (!json)
+          std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
+                      (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
+                      100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
+      }
+      o.threads = loader.threads();
+    }
+    if (!trace_path.empty() && !tracer.Write(trace_path, o.threads)) throw Error(trace_path + ": cannot write the trace");
+    std::vector<double> rates;
+    for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
+    const double median = Median(rates);
+    uint64_t decoded = 0;
+    for (const auto& r : results) decoded += r.stages.samples;
+    const EpochResult& last = results.back();
+    const std::string verdict = Verdict(last, o.threads, consumer_ms);
+    if (json) {
+      std::ostringstream j;
+      j << "{\n  \"file\": " << JsonString(file) << ",\n  \"images_per_second\": " << median << ",\n  \"threads\": " << o.threads
+        << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"batch_size\": " << o.batch_size << ",\n  \"consumer_ms\": " << consumer_ms
+        << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
+      if (!autotune.empty()) j << ",\n  \"autotune\": " << JsonString(autotune);
+      j << ",\n  \"epochs\": [";
+      for (size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        j << (i ? "," : "") << "\n    {\"epoch\": " << i << ", \"images\": " << r.images << ", \"seconds\": " << r.seconds
+          << ", \"images_per_second\": " << r.images_per_second() << ", \"mb_per_second\": " << r.stages.payload_bytes / r.seconds / 1e6
+          << ", \"read_ns\": " << r.stages.read_ns << ", \"decode_ns\": " << r.stages.decode_ns << ", \"augment_ns\": "
+          << r.stages.augment_ns << ", \"collate_ns\": " << r.stages.collate_ns << ", \"consumer_wait_ns\": "
+          << r.stages.consumer_wait_ns << ", \"consumer_wait_share\": " << r.stages.consumer_wait_ns / (r.seconds * 1e9)
+          << ", \"images_decoded\": " << r.stages.samples << "}";
+      }
+      j << "\n  ]\n}\n";
+      std::fputs(j.str().c_str(), stdout);
+    } else {
+      const double per = last.stages.samples ? 1.0 / last.stages.samples : 0;
+      std::printf("\n%.0f images/s (median of epochs after the first), %d thread(s), prefetch %u, batch %u\n", median, o.threads,
+                  o.prefetch, o.batch_size);
+      std::printf("per image, summed over threads: read %.2f us, decode %.2f us, augment %.2f us, collate %.2f us\n",
+                  last.stages.read_ns * per / 1e3, last.stages.decode_ns * per / 1e3, last.stages.augment_ns * per / 1e3,
+                  last.stages.collate_ns * per / 1e3);
+      std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
+                  100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
+      std::printf("verdict: %s\n", verdict.c_str());
+      if (!trace_path.empty()) std::printf("trace of the last epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
+    }
+    return kExitOk;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "dsc bench: error: %s\n", e.what());
+    return kExitBad;
+  }
 }
 
 }  // namespace dsc::tools

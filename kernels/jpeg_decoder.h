@@ -1,0 +1,44 @@
+// The loader's JPEG decoder: libjpeg-turbo's libjpeg API, one instance per thread, reused for every
+// image (no per-image allocation). Errors never call exit(): error_exit is overridden to longjmp back,
+// and warnings (a truncated scan, corrupt data) count as errors so damaged samples are never passed
+// off as images. Supports decoding only a region, with DCT-domain downscaling, for crop transforms.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dsc::kernels {
+
+struct DecodedRegion {
+  int x = 0, y = 0;        // top-left of the buffer in scaled image coordinates
+  int width = 0, height = 0;
+  int scale_num = 8;       // the image was scaled by scale_num / 8
+};
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Parses the header. On false, error() says why.
+  bool ReadHeader(const uint8_t* data, size_t size, int* width, int* height);
+  // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart.
+  bool DecodeRGB(uint8_t* out, size_t stride);
+  // Decodes (after ReadHeader) the part of the image covering the rectangle (x, y, w, h) of the
+  // original, scaled by the smallest k/8 (k = 1..8) that keeps the rectangle at least min_w x min_h.
+  // The buffer receives region->height rows of region->width RGB pixels; `capacity` is its size.
+  bool DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t capacity,
+                    DecodedRegion* region);
+  const std::string& error() const { return error_; }
+
+  struct State;  // libjpeg's state, kept out of this header
+
+ private:
+  std::unique_ptr<State> s_;
+  std::string error_;
+};
+
+}  // namespace dsc::kernels

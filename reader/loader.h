@@ -1,0 +1,155 @@
+// The dsc loader: streams augmented, normalised batches out of a dsc file.
+//
+//   dsc::LoaderOptions opt = dsc::LoaderOptions::CifarTrain();
+//   opt.seed = 1;
+//   dsc::Loader loader("cifar10-train.beton", opt);
+//   for (uint64_t epoch = 0; epoch < 24; ++epoch)
+//     for (const dsc::Batch& b : loader.epoch(epoch))
+//       train_step(b.images_as<float>(), b.labels[0], b.size);
+//
+// A fixed pool of worker threads decodes each sample straight into its slot of a reusable batch
+// buffer; batches arrive in order; at most `prefetch` batches are prepared ahead of the one the
+// consumer holds, so memory is (prefetch + 1) x one batch, whatever the dataset size.
+//
+// Determinism: batch k of epoch e depends only on the file, the options and the seed: never on the
+// thread count or timing. state()/restore() checkpoint the position; a restored loader continues
+// with exactly the batches an uninterrupted run would have produced.
+//
+// Errors: a damaged sample (corrupt payload, checksum mismatch with verify = true) surfaces as a
+// dsc::Error thrown from the iteration, naming the file and the sample index. Leaving a loop early,
+// throwing out of it, or destroying the loader mid-epoch stops the workers without hanging.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/augment.h"
+#include "reader/dataset.h"
+#include "reader/order.h"
+
+namespace dsc {
+
+enum class DType : uint8_t { kFloat32, kFloat16, kUint8 };
+enum class Layout : uint8_t { kNCHW, kNHWC };
+size_t DTypeSize(DType t);
+
+struct LoaderOptions {
+  uint32_t batch_size = 512;
+  int threads = 0;        // decode threads; 0 = all cores
+  uint32_t prefetch = 3;  // batches prepared ahead of the one the consumer holds
+  Order order = Order::kRandom;
+  uint64_t seed = 0;
+  uint32_t rank = 0, world_size = 1;  // distributed: each rank reads its own shard
+  bool drop_last = false;
+  uint64_t quasi_window = 0;          // see OrderOptions
+  kernels::AugmentSpec augment;       // crop, flip, translate, cutout, normalise
+  DType dtype = DType::kFloat32;      // kUint8 requires kNHWC and no normalisation (normalise on the GPU)
+  Layout layout = Layout::kNCHW;
+  bool verify = false;                // check each block's checksum on first touch
+  bool use_pread = false;             // pread instead of mmap (network filesystems)
+  bool collect_stats = false;         // per-stage timings (dsc bench)
+  class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
+
+  // FFCV's CIFAR-10 pipelines: flip + translate(2) + cutout(4) (fills = CIFAR mean) + normalise, and
+  // normalise only; float32 NCHW, batch 512. ImageNet: RandomResizedCrop(224) + flip + normalise.
+  static LoaderOptions CifarTrain();
+  static LoaderOptions CifarTest();
+  static LoaderOptions ImagenetTrain();
+};
+
+// One batch, valid until the next one is requested (or the range ends).
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t index = 0;        // batch number within the epoch
+  uint32_t size = 0;         // samples in this batch, padding included
+  uint32_t padding_count = 0;
+  const void* images = nullptr;
+  DType dtype = DType::kFloat32;
+  Layout layout = Layout::kNCHW;
+  uint32_t channels = 3, height = 0, width = 0;
+  const int32_t* labels[2] = {nullptr, nullptr};  // per label field; labels[f][i] for sample i
+  size_t label_fields = 0;
+  const uint32_t* indices = nullptr;  // dataset index of each sample
+  const uint8_t* padding = nullptr;   // 1: the sample repeats another to fill the batch
+  template <typename T>
+  const T* images_as() const { return static_cast<const T*>(images); }
+  size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }
+};
+
+// Where a run is; save it with your checkpoint and hand it to restore().
+struct LoaderState {
+  uint64_t epoch = 0;
+  uint64_t next_batch = 0;  // the first batch not yet handed out
+  uint64_t seed = 0;
+};
+
+// Per-stage time summed over worker threads (nanoseconds), for `dsc bench`.
+struct StageStats {
+  uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;
+  uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch
+  uint64_t samples = 0, payload_bytes = 0;
+};
+
+class Pipeline;
+
+class Loader {
+ public:
+  Loader(const std::string& path, const LoaderOptions& options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  class Iterator;
+  class EpochRange;
+
+  // The batches of epoch `e`, starting at `first_batch`. Starting a range ends any previous one.
+  EpochRange epoch(uint64_t e, uint64_t first_batch = 0);
+  // Continues from state(): after restore(), the batches an uninterrupted run would have produced next.
+  EpochRange resume();
+  LoaderState state() const;
+  void restore(const LoaderState& s);
+
+  uint64_t batches_per_epoch() const;
+  uint32_t height() const;
+  uint32_t width() const;
+  const Dataset& dataset() const;
+  const LoaderOptions& options() const;
+  int threads() const;
+  StageStats stats() const;
+  void reset_stats();
+
+ private:
+  std::unique_ptr<Pipeline> p_;
+};
+
+class Loader::Iterator {
+ public:
+  const Batch& operator*() const { return *batch_; }
+  const Batch* operator->() const { return batch_; }
+  Iterator& operator++();
+  bool operator!=(const Iterator& o) const { return batch_ != o.batch_; }
+
+ private:
+  friend class Loader::EpochRange;
+  Pipeline* p_ = nullptr;
+  uint64_t job_ = 0;
+  const Batch* batch_ = nullptr;  // nullptr at the end
+};
+
+class Loader::EpochRange {
+ public:
+  ~EpochRange();
+  EpochRange(EpochRange&& o) noexcept;
+  EpochRange(const EpochRange&) = delete;
+  Iterator begin();
+  Iterator end() { return Iterator(); }
+
+ private:
+  friend class Loader;
+  EpochRange(Pipeline* p, uint64_t job) : p_(p), job_(job) {}
+  Pipeline* p_;
+  uint64_t job_;
+};
+
+}  // namespace dsc

@@ -1,0 +1,421 @@
+// The loader's engine: a fixed worker pool filling a ring of (prefetch + 1) batch slots.
+//
+// Work is handed out in chunks of consecutive samples of one batch through an atomic counter, in
+// batch order. A worker may fill batch k only while k < released + slots (released = batches the
+// consumer has given back), which bounds memory and gives backpressure. The consumer waits for its
+// batch's completion count, so batches are delivered in order whatever finishes first.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "format/error.h"
+#include "reader/loader.h"
+#include "reader/sample_processor.h"
+#include "reader/trace.h"
+
+namespace dsc {
+
+size_t DTypeSize(DType t) { return t == DType::kFloat32 ? 4 : t == DType::kFloat16 ? 2 : 1; }
+
+namespace {
+
+constexpr float kCifarMean[3] = {125.307f, 122.961f, 113.8575f};
+constexpr float kCifarStd[3] = {51.5865f, 50.847f, 51.255f};
+constexpr float kImagenetMean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};
+constexpr float kImagenetStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
+
+void SetNormalize(kernels::AugmentSpec* s, const float* mean, const float* std) {
+  s->normalize = true;
+  for (int c = 0; c < 3; ++c) {
+    s->mean[c] = mean[c];
+    s->std[c] = std[c];
+  }
+}
+
+uint64_t NowNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+}  // namespace
+
+LoaderOptions LoaderOptions::CifarTrain() {
+  LoaderOptions o;
+  o.augment.flip = true;
+  o.augment.translate = 2;
+  o.augment.cutout = 4;
+  for (int c = 0; c < 3; ++c) o.augment.fill[c] = uint8_t(kCifarMean[c] + 0.5f);
+  SetNormalize(&o.augment, kCifarMean, kCifarStd);
+  return o;
+}
+
+LoaderOptions LoaderOptions::CifarTest() {
+  LoaderOptions o;
+  o.order = Order::kSequential;
+  SetNormalize(&o.augment, kCifarMean, kCifarStd);
+  return o;
+}
+
+LoaderOptions LoaderOptions::ImagenetTrain() {
+  LoaderOptions o;
+  o.augment.crop = kernels::CropMode::kRandomResized;
+  o.augment.out_w = o.augment.out_h = 224;
+  o.augment.flip = true;
+  SetNormalize(&o.augment, kImagenetMean, kImagenetStd);
+  return o;
+}
+
+struct Slot {
+  std::unique_ptr<uint8_t, AlignedFree> images;
+  std::vector<int32_t> labels[2];
+  std::vector<uint32_t> indices;
+  std::vector<uint8_t> padding;
+  std::atomic<uint32_t> done{0};
+  std::mutex error_mu;
+  std::string error;
+  Batch batch;
+};
+
+class Pipeline {
+ public:
+  Pipeline(const std::string& path, const LoaderOptions& o)
+      : opt_(o), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
+    if (o.dtype == DType::kUint8 && (o.layout != Layout::kNHWC || o.augment.normalize))
+      throw Error("uint8 output must be NHWC and unnormalised (normalise on the GPU)");
+    if (o.augment.crop != kernels::CropMode::kNone) {
+      if (o.augment.out_w <= 0 || o.augment.out_h <= 0) throw Error("crop transforms need an output size");
+      width_ = uint32_t(o.augment.out_w);
+      height_ = uint32_t(o.augment.out_h);
+    } else if (ds_.size() > 0) {
+      const auto e0 = ds_.entry(0);
+      for (uint64_t i = 1; i < ds_.size(); ++i) {
+        const auto e = ds_.entry(i);
+        if (e.width != e0.width || e.height != e0.height)
+          throw Error(path + ": sample " + std::to_string(i) + " is " + std::to_string(e.width) + "x" +
+                      std::to_string(e.height) + " but sample 0 is " + std::to_string(e0.width) + "x" +
+                      std::to_string(e0.height) + "; batches need one size: add RandomResizedCrop or CenterCrop");
+      }
+      width_ = e0.width;
+      height_ = e0.height;
+    }
+    if (o.augment.cutout > int(std::min(width_, height_))) throw Error("cutout larger than the image");
+    order_.order = o.order;
+    order_.seed = o.seed;
+    order_.rank = o.rank;
+    order_.world_size = o.world_size;
+    order_.batch_size = o.batch_size;
+    order_.drop_last = o.drop_last;
+    order_.quasi_window = o.quasi_window;
+    PlanEpoch(ds_.view(), order_, 0);  // validates the options early
+    kernels::MakeNormalizeTable(o.augment, table_);
+    for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
+    format_ = {o.dtype, o.layout, width_, height_, table_, half_};
+    sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
+    slots_.resize(size_t(o.prefetch) + 1);
+    const size_t bytes = (sample_bytes_ * o.batch_size + 63) / 64 * 64;
+    for (auto& s : slots_) {
+      s = std::make_unique<Slot>();
+      s->images.reset(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+      if (!s->images) throw Error("cannot allocate batch buffers");
+      for (auto& l : s->labels) l.resize(o.batch_size);
+      s->indices.resize(o.batch_size);
+      s->padding.resize(o.batch_size);
+    }
+    threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+    stats_.resize(size_t(threads_));
+    for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  }
+
+  ~Pipeline() {
+    Cancel();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  // Starts a job for (epoch, first batch); returns its id.
+  uint64_t Start(uint64_t epoch, uint64_t first_batch) {
+    Cancel();
+    EpochPlan plan = PlanEpoch(ds_.view(), order_, epoch);
+    if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
+    std::lock_guard<std::mutex> l(mu_);
+    plan_ = std::move(plan);
+    epoch_ = epoch;
+    first_ = first_batch;
+    next_deliver_ = first_batch;
+    released_ = first_batch;
+    chunk_ = std::max<uint32_t>(1, std::min<uint32_t>(16, opt_.batch_size));
+    chunks_per_batch_ = (opt_.batch_size + chunk_ - 1) / chunk_;
+    next_task_.store(first_batch * chunks_per_batch_);
+    total_tasks_ = plan_.batches * chunks_per_batch_;
+    for (auto& s : slots_) ResetSlot(s.get());
+    cancel_.store(false);
+    active_ = threads_;
+    ++job_;
+    holding_ = false;
+    work_cv_.notify_all();
+    return job_;
+  }
+
+  // Hands out the next batch, or nullptr at the end of the epoch. Throws on a damaged sample.
+  const Batch* Next(uint64_t job) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (job != job_ || cancel_.load()) return nullptr;
+    if (holding_) {  // give the previous batch back
+      Slot* s = slots_[next_deliver_ % slots_.size()].get();
+      ResetSlot(s);
+      ++next_deliver_;
+      released_ = next_deliver_;
+      holding_ = false;
+      work_cv_.notify_all();
+    }
+    if (next_deliver_ >= plan_.batches) return nullptr;
+    const uint64_t k = next_deliver_;
+    Slot* s = slots_[k % slots_.size()].get();
+    const uint32_t len = plan_.batch_length(k);
+    const uint64_t t0 = NowNs();
+    done_cv_.wait(l, [&] { return s->done.load() >= len; });
+    const uint64_t t1 = NowNs();
+    wait_ns_ += t1 - t0;
+    if (opt_.tracer) opt_.tracer->Add(Tracer::kConsumerTrack, "wait for batch", t0, t1);
+    if (!s->error.empty()) {
+      std::string err = s->error;
+      l.unlock();
+      Cancel();
+      throw Error(err);
+    }
+    Batch& b = s->batch;
+    b.epoch = epoch_;
+    b.index = k;
+    b.size = len;
+    b.images = s->images.get();
+    b.dtype = opt_.dtype;
+    b.layout = opt_.layout;
+    b.height = height_;
+    b.width = width_;
+    b.label_fields = ds_.meta().label_field_count();
+    b.labels[0] = s->labels[0].data();
+    b.labels[1] = b.label_fields > 1 ? s->labels[1].data() : nullptr;
+    b.indices = s->indices.data();
+    b.padding = s->padding.data();
+    b.padding_count = 0;
+    for (uint32_t i = 0; i < len; ++i) b.padding_count += s->padding[i];
+    holding_ = true;
+    return &b;
+  }
+
+  // Stops the current job and waits until every worker is idle.
+  void Cancel() {
+    std::unique_lock<std::mutex> l(mu_);
+    cancel_.store(true);
+    work_cv_.notify_all();
+    idle_cv_.wait(l, [&] { return active_ == 0; });
+    if (holding_) {  // the batch the consumer held was handed out
+      ++next_deliver_;
+      holding_ = false;
+    }
+  }
+
+  bool IsJob(uint64_t job) {
+    std::lock_guard<std::mutex> l(mu_);
+    return job == job_;
+  }
+
+  LoaderState State() {
+    std::lock_guard<std::mutex> l(mu_);
+    // The batch the consumer holds counts as handed out.
+    return {epoch_, next_deliver_ + (holding_ ? 1 : 0), opt_.seed};
+  }
+
+  void Restore(const LoaderState& s) {
+    Cancel();
+    std::lock_guard<std::mutex> l(mu_);
+    opt_.seed = order_.seed = s.seed;
+    epoch_ = s.epoch;
+    next_deliver_ = s.next_batch;
+    holding_ = false;
+  }
+
+  StageStats Stats() {
+    std::lock_guard<std::mutex> l(mu_);
+    StageStats sum;
+    for (const auto& s : stats_) {
+      sum.read_ns += s.read_ns;
+      sum.decode_ns += s.decode_ns;
+      sum.augment_ns += s.augment_ns;
+      sum.collate_ns += s.collate_ns;
+      sum.samples += s.samples;
+      sum.payload_bytes += s.payload_bytes;
+    }
+    sum.consumer_wait_ns = wait_ns_;
+    return sum;
+  }
+
+  void ResetStats() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& s : stats_) s = StageStats();
+    wait_ns_ = 0;
+  }
+
+  uint64_t batches_per_epoch() const { return PlanEpoch(ds_.view(), order_, 0).batches; }
+
+  const LoaderOptions& options() const { return opt_; }
+  const Dataset& dataset() const { return ds_; }
+  uint32_t width() const { return width_; }
+  uint32_t height() const { return height_; }
+  int threads() const { return threads_; }
+  uint64_t epoch() const { return epoch_; }
+  uint64_t pending_batch() const { return next_deliver_; }
+
+ private:
+  void ResetSlot(Slot* s) {
+    s->done.store(0);
+    s->error.clear();
+  }
+
+  void WorkerLoop(int t) {
+    SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t));
+    StageStats local;
+    uint64_t seen = 0;
+    while (true) {
+      uint64_t epoch, seed;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        work_cv_.wait(l, [&] { return stop_ || job_ != seen; });
+        if (stop_) return;
+        seen = job_;
+        epoch = epoch_;
+        seed = opt_.seed;
+      }
+      RunJob(&proc, epoch, seed, &local);
+      std::lock_guard<std::mutex> l(mu_);
+      if (opt_.collect_stats) {
+        StageStats& g = stats_[size_t(t)];
+        g.read_ns += local.read_ns;
+        g.decode_ns += local.decode_ns;
+        g.augment_ns += local.augment_ns;
+        g.collate_ns += local.collate_ns;
+        g.samples += local.samples;
+        g.payload_bytes += local.payload_bytes;
+        local = StageStats();
+      }
+      if (--active_ == 0) idle_cv_.notify_all();
+    }
+  }
+
+  void RunJob(SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st) {
+    const size_t nslots = slots_.size();
+    while (!cancel_.load(std::memory_order_relaxed)) {
+      const uint64_t task = next_task_.fetch_add(1);
+      if (task >= total_tasks_) return;
+      const uint64_t k = task / chunks_per_batch_;
+      if (k >= released_.load(std::memory_order_acquire) + nslots) {
+        std::unique_lock<std::mutex> l(mu_);
+        work_cv_.wait(l, [&] { return cancel_.load() || k < released_.load() + nslots; });
+        if (cancel_.load()) return;
+      }
+      Slot* s = slots_[k % nslots].get();
+      const uint32_t len = plan_.batch_length(k);
+      const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
+      const uint32_t to = std::min(len, from + chunk_);
+      if (from >= to) continue;
+      for (uint32_t j = from; j < to; ++j) {
+        const uint64_t pos = k * opt_.batch_size + j;
+        const uint32_t sample = plan_.samples[pos];
+        const uint64_t c0 = opt_.collect_stats ? NowNs() : 0;
+        s->indices[j] = sample;
+        s->padding[j] = plan_.padding[pos];
+        const auto e = ds_.entry(sample);
+        s->labels[0][j] = e.label[0];
+        s->labels[1][j] = e.label[1];
+        if (opt_.collect_stats) st->collate_ns += NowNs() - c0;
+        try {
+          proc->Process(sample, seed, epoch, s->images.get() + size_t(j) * sample_bytes_, st);
+        } catch (const std::exception& ex) {
+          std::lock_guard<std::mutex> l(s->error_mu);
+          if (s->error.empty()) s->error = ex.what();
+        }
+      }
+      if (s->done.fetch_add(to - from) + (to - from) >= len) {
+        std::lock_guard<std::mutex> l(mu_);
+        done_cv_.notify_all();
+      }
+    }
+  }
+
+  LoaderOptions opt_;
+  Dataset ds_;
+  OrderOptions order_;
+  uint32_t width_ = 0, height_ = 0;
+  float table_[3 * 256];
+  uint16_t half_[3 * 256];
+  OutputFormat format_;
+  size_t sample_bytes_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  int threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::vector<StageStats> stats_;
+  uint64_t wait_ns_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_, idle_cv_;
+  bool stop_ = false;
+  std::atomic<bool> cancel_{false};
+  uint64_t job_ = 0;
+  int active_ = 0;
+  bool holding_ = false;
+  EpochPlan plan_;
+  uint64_t epoch_ = 0, first_ = 0, next_deliver_ = 0;
+  std::atomic<uint64_t> released_{0};
+  std::atomic<uint64_t> next_task_{0};
+  uint64_t total_tasks_ = 0;
+  uint32_t chunk_ = 1, chunks_per_batch_ = 1;
+};
+
+Loader::Loader(const std::string& path, const LoaderOptions& options) : p_(new Pipeline(path, options)) {}
+Loader::~Loader() = default;
+
+Loader::EpochRange Loader::epoch(uint64_t e, uint64_t first_batch) { return EpochRange(p_.get(), p_->Start(e, first_batch)); }
+Loader::EpochRange Loader::resume() { return epoch(p_->epoch(), p_->pending_batch()); }
+LoaderState Loader::state() const { return p_->State(); }
+void Loader::restore(const LoaderState& s) { p_->Restore(s); }
+uint64_t Loader::batches_per_epoch() const { return p_->batches_per_epoch(); }
+uint32_t Loader::height() const { return p_->height(); }
+uint32_t Loader::width() const { return p_->width(); }
+const Dataset& Loader::dataset() const { return p_->dataset(); }
+const LoaderOptions& Loader::options() const { return p_->options(); }
+int Loader::threads() const { return p_->threads(); }
+StageStats Loader::stats() const { return p_->Stats(); }
+void Loader::reset_stats() { p_->ResetStats(); }
+
+Loader::EpochRange::EpochRange(EpochRange&& o) noexcept : p_(o.p_), job_(o.job_) { o.p_ = nullptr; }
+
+Loader::EpochRange::~EpochRange() {
+  if (p_ && p_->IsJob(job_)) p_->Cancel();
+}
+
+Loader::Iterator Loader::EpochRange::begin() {
+  Iterator it;
+  it.p_ = p_;
+  it.job_ = job_;
+  it.batch_ = p_->Next(job_);
+  return it;
+}
+
+Loader::Iterator& Loader::Iterator::operator++() {
+  batch_ = p_->Next(job_);
+  return *this;
+}
+
+}  // namespace dsc

@@ -1,0 +1,179 @@
+#include "reader/sample_processor.h"
+
+#include <zstd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "reader/trace.h"
+
+namespace dsc {
+
+namespace {
+uint64_t NowNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+}  // namespace
+
+SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
+                                 Tracer* tracer, uint32_t track)
+    : ds_(ds), spec_(spec), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track), zstd_(ZSTD_createDCtx()) {
+  row_.resize(size_t(out.width) * 3);
+}
+
+SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
+
+void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st) {
+  const uint64_t t0 = stats_ ? NowNs() : 0;
+  const format::IndexEntry e = ds_.entry(index);
+  const Payload p = ds_.ReadPayload(index, &scratch_);
+  const uint64_t t1 = stats_ ? NowNs() : 0;
+  auto fail = [&](const std::string& why) {
+    return Error(ds_.path() + ": sample " + std::to_string(index) + ": " + why);
+  };
+  kernels::CropRect rect;
+  kernels::SampleParams params;
+  kernels::MakeParams(spec_, e.width, e.height, seed, epoch, index, &rect, &params);
+  const uint8_t* src = nullptr;
+  int sw = e.width, sh = e.height;
+  const size_t raw = size_t(e.width) * e.height * 3;
+  switch (format::Encoding(e.encoding)) {
+    case format::Encoding::kRaw:
+      src = p.data;  // straight from the mapping: no copy
+      break;
+    case format::Encoding::kRawZstd: {
+      if (pixels_.size() < raw) pixels_.resize(raw);
+      size_t r = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(zstd_), pixels_.data(), raw, p.data, p.size);
+      if (ZSTD_isError(r) || r != raw) throw fail(std::string("corrupt zstd payload: ") + (ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short"));
+      src = pixels_.data();
+      break;
+    }
+    case format::Encoding::kJpeg: {
+      int w, h;
+      if (!jpeg_.ReadHeader(p.data, p.size, &w, &h)) throw fail("corrupt JPEG: " + jpeg_.error());
+      if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
+      if (pixels_.size() < raw) pixels_.resize(raw);
+      if (spec_.crop == kernels::CropMode::kNone) {
+        if (!jpeg_.DecodeRGB(pixels_.data(), size_t(w) * 3)) throw fail("corrupt JPEG: " + jpeg_.error());
+      } else {
+        kernels::DecodedRegion region;
+        if (!jpeg_.DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), pixels_.data(),
+                                pixels_.size(), &region))
+          throw fail("corrupt JPEG: " + jpeg_.error());
+        kernels::RebaseParams(rect, region.x, region.y, region.scale_num, &params);
+        sw = region.width;
+        sh = region.height;
+      }
+      src = pixels_.data();
+      break;
+    }
+  }
+  const uint64_t t2 = stats_ ? NowNs() : 0;
+  WriteRows(params, src, sw, sh, sw * 3, dst);
+  if (stats_) {
+    const uint64_t t3 = NowNs();
+    st->read_ns += t1 - t0;
+    st->decode_ns += t2 - t1;
+    st->augment_ns += t3 - t2;
+    st->samples += 1;
+    st->payload_bytes += p.size;
+    if (tracer_) {
+      tracer_->Add(track_, "read", t0, t1);
+      tracer_->Add(track_, "decode", t1, t2);
+      tracer_->Add(track_, "augment", t2, t3);
+    }
+  }
+}
+
+void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride,
+                                uint8_t* dst) {
+  const int ow = int(out_.width), oh = int(out_.height);
+  const bool identity = spec_.crop == kernels::CropMode::kNone && sw == ow && sh == oh;
+  uint8_t* row = row_.data();
+  for (int y = 0; y < oh; ++y) {
+    if (!identity) {
+      for (int x = 0; x < ow; ++x) kernels::OutputPixel(p, spec_, ow, oh, src, sw, sh, stride, x, y, row + x * 3);
+    } else {
+      // Fast path of OutputPixel for an unscaled image: whole-row copies (tests check equality).
+      const int ty = y - p.dy;
+      if (ty < 0 || ty >= oh) {
+        for (int x = 0; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+      } else {
+        const uint8_t* s = src + size_t(ty) * stride;
+        const int lo = p.dx > 0 ? p.dx : 0, hi = p.dx < 0 ? ow + p.dx : ow;  // x with 0 <= x - dx < ow
+        for (int x = 0; x < lo; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+        for (int x = hi; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+        if (!p.flip) {
+          std::memcpy(row + lo * 3, s + (lo - p.dx) * 3, size_t(hi - lo) * 3);
+        } else {
+          for (int x = lo; x < hi; ++x) {
+            const uint8_t* q = s + (ow - 1 - (x - p.dx)) * 3;
+            row[x * 3] = q[0];
+            row[x * 3 + 1] = q[1];
+            row[x * 3 + 2] = q[2];
+          }
+        }
+      }
+      if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
+        const int end = p.cut_x + spec_.cutout < ow ? p.cut_x + spec_.cutout : ow;
+        for (int x = p.cut_x; x < end; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+      }
+    }
+    EmitRow(row, y, dst);
+  }
+}
+
+void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
+  const size_t w = out_.width, plane = size_t(out_.width) * out_.height;
+  const float* t = out_.table;
+  switch (out_.dtype) {
+    case DType::kUint8:
+      std::memcpy(dst + size_t(y) * w * 3, rgb, w * 3);
+      return;
+    case DType::kFloat32: {
+      float* o = reinterpret_cast<float*>(dst);
+      if (out_.layout == Layout::kNCHW) {
+        float* r = o + size_t(y) * w;
+        float* g = r + plane;
+        float* b = g + plane;
+        for (size_t x = 0; x < w; ++x) {
+          r[x] = t[rgb[x * 3]];
+          g[x] = t[256 + rgb[x * 3 + 1]];
+          b[x] = t[512 + rgb[x * 3 + 2]];
+        }
+      } else {
+        float* r = o + size_t(y) * w * 3;
+        for (size_t x = 0; x < w * 3; x += 3) {
+          r[x] = t[rgb[x]];
+          r[x + 1] = t[256 + rgb[x + 1]];
+          r[x + 2] = t[512 + rgb[x + 2]];
+        }
+      }
+      return;
+    }
+    case DType::kFloat16: {
+      const uint16_t* h = out_.half;
+      uint16_t* o = reinterpret_cast<uint16_t*>(dst);
+      if (out_.layout == Layout::kNCHW) {
+        uint16_t* r = o + size_t(y) * w;
+        for (size_t x = 0; x < w; ++x) {
+          r[x] = h[rgb[x * 3]];
+          r[x + plane] = h[256 + rgb[x * 3 + 1]];
+          r[x + 2 * plane] = h[512 + rgb[x * 3 + 2]];
+        }
+      } else {
+        uint16_t* r = o + size_t(y) * w * 3;
+        for (size_t x = 0; x < w * 3; x += 3) {
+          r[x] = h[rgb[x]];
+          r[x + 1] = h[256 + rgb[x + 1]];
+          r[x + 2] = h[512 + rgb[x + 2]];
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace dsc

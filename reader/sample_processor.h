@@ -1,0 +1,49 @@
+// Turns one stored sample into its slot of a batch: read payload, decode, augment, normalise, write
+// in the output dtype and layout. One per worker thread; all scratch memory is reused across
+// samples, so the hot path does not allocate.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/augment.h"
+#include "kernels/jpeg_decoder.h"
+#include "reader/dataset.h"
+#include "reader/loader.h"
+
+namespace dsc {
+
+struct OutputFormat {
+  DType dtype = DType::kFloat32;
+  Layout layout = Layout::kNCHW;
+  uint32_t width = 0, height = 0;
+  const float* table = nullptr;      // normalisation table (3 x 256)
+  const uint16_t* half = nullptr;    // the same table as IEEE half bits
+};
+
+class SampleProcessor {
+ public:
+  SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
+                  class Tracer* tracer = nullptr, uint32_t track = 0);
+  ~SampleProcessor();
+  SampleProcessor(const SampleProcessor&) = delete;
+  SampleProcessor& operator=(const SampleProcessor&) = delete;
+  // Writes sample `index` (augmented for `epoch` with `seed`) to `dst`. Throws dsc::Error naming the
+  // file and sample when the payload cannot be decoded.
+  void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats);
+
+ private:
+  void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
+  void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
+
+  const Dataset& ds_;
+  kernels::AugmentSpec spec_;
+  OutputFormat out_;
+  bool stats_;
+  class Tracer* tracer_;
+  uint32_t track_;
+  kernels::JpegDecoder jpeg_;
+  void* zstd_ = nullptr;  // ZSTD_DCtx
+  std::vector<uint8_t> scratch_, pixels_, row_;
+};
+
+}  // namespace dsc
