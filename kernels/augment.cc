@@ -85,10 +85,18 @@ void RebaseParams(const CropRect& r, int buf_x, int buf_y, int scale_num, Sample
   p->src_h = (int64_t(r.h) * scale_num) << 13;
 }
 
+void NormalizeCoefficients(const AugmentSpec& s, float scale[3], float bias[3]) {
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = s.normalize ? 1.0f / s.std[c] : 1.0f;
+    bias[c] = s.normalize ? -s.mean[c] * scale[c] : 0.0f;
+  }
+}
+
 void MakeNormalizeTable(const AugmentSpec& s, float table[3 * 256]) {
+  float scale[3], bias[3];
+  NormalizeCoefficients(s, scale, bias);
   for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v)
-      table[c * 256 + v] = s.normalize ? (float(v) - s.mean[c]) / s.std[c] : float(v);
+    for (int v = 0; v < 256; ++v) table[c * 256 + v] = Normalize(uint8_t(v), scale[c], bias[c]);
 }
 
 }  // namespace dsc::kernels

@@ -104,7 +104,18 @@ DSC_HD uint16_t FloatToHalf(float f) {
   return uint16_t(sign | (base + (rem > 0x1000u || (rem == 0x1000u && (base & 1)))));
 }
 
-// Normalisation tables: value v of channel c maps to table[c * 256 + v].
+// Normalisation is defined as v * scale + bias with scale = 1 / std and bias = -mean / std, computed
+// in float as one multiply then one add (never fused), so CPU tables, CPU vector loops and the CUDA
+// kernel agree bit for bit.
+void NormalizeCoefficients(const AugmentSpec& s, float scale[3], float bias[3]);
+DSC_HD float Normalize(uint8_t v, float scale, float bias) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(__fmul_rn(float(v), scale), bias);
+#else
+  return float(v) * scale + bias;
+#endif
+}
+// Value v of channel c maps to table[c * 256 + v].
 void MakeNormalizeTable(const AugmentSpec& s, float table[3 * 256]);
 
 }  // namespace dsc::kernels

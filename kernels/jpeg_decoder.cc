@@ -11,6 +11,10 @@ namespace dsc::kernels {
 
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
+  jpeg_source_mgr src;  // two-piece source: head, then body
+  const uint8_t* body = nullptr;
+  size_t body_size = 0;
+  bool on_body = false;
   struct Err {
     jpeg_error_mgr mgr;
     jmp_buf jump;
@@ -31,6 +35,37 @@ void EmitMessage(j_common_ptr c, int level) {
   if (level < 0) ErrorExit(c);  // a warning: corrupt or truncated data
 }
 
+void InitSource(j_decompress_ptr) {}
+void TermSource(j_decompress_ptr) {}
+
+boolean FillInput(j_decompress_ptr c) {
+  auto* s = reinterpret_cast<JpegDecoder::State*>(c->client_data);
+  static const JOCTET kEoi[2] = {0xFF, JPEG_EOI};
+  if (!s->on_body && s->body_size > 0) {
+    s->on_body = true;
+    c->src->next_input_byte = s->body;
+    c->src->bytes_in_buffer = s->body_size;
+    return TRUE;
+  }
+  WARNMS(c, JWRN_JPEG_EOF);  // becomes an error (EmitMessage): the stream is truncated
+  c->src->next_input_byte = kEoi;
+  c->src->bytes_in_buffer = 2;
+  return TRUE;
+}
+
+void SkipInput(j_decompress_ptr c, long n) {
+  while (n > 0) {
+    if (size_t(n) <= c->src->bytes_in_buffer) {
+      c->src->next_input_byte += n;
+      c->src->bytes_in_buffer -= size_t(n);
+      return;
+    }
+    n -= long(c->src->bytes_in_buffer);
+    c->src->bytes_in_buffer = 0;
+    FillInput(c);
+  }
+}
+
 }  // namespace
 
 JpegDecoder::JpegDecoder() : s_(new State()) {
@@ -39,11 +74,21 @@ JpegDecoder::JpegDecoder() : s_(new State()) {
   s_->err.mgr.emit_message = EmitMessage;
   s_->cinfo.client_data = s_.get();
   jpeg_create_decompress(&s_->cinfo);
+  s_->src.init_source = InitSource;
+  s_->src.fill_input_buffer = FillInput;
+  s_->src.skip_input_data = SkipInput;
+  s_->src.resync_to_restart = jpeg_resync_to_restart;
+  s_->src.term_source = TermSource;
 }
 
 JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&s_->cinfo); }
 
 bool JpegDecoder::ReadHeader(const uint8_t* data, size_t size, int* width, int* height) {
+  return ReadHeader(data, size, nullptr, 0, width, height);
+}
+
+bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
+                             int* width, int* height) {
   jpeg_decompress_struct* c = &s_->cinfo;
   if (setjmp(s_->err.jump)) {
     error_ = s_->err.message;
@@ -51,7 +96,12 @@ bool JpegDecoder::ReadHeader(const uint8_t* data, size_t size, int* width, int* 
     return false;
   }
   jpeg_abort_decompress(c);
-  jpeg_mem_src(c, data, static_cast<unsigned long>(size));
+  s_->body = body;
+  s_->body_size = body_size;
+  s_->on_body = false;
+  s_->src.next_input_byte = head;
+  s_->src.bytes_in_buffer = head_size;
+  c->src = &s_->src;
   jpeg_read_header(c, TRUE);
   c->out_color_space = JCS_RGB;  // also expands grayscale; CMYK is refused at start
   *width = int(c->image_width);

@@ -25,6 +25,10 @@ class JpegDecoder {
 
   // Parses the header. On false, error() says why.
   bool ReadHeader(const uint8_t* data, size_t size, int* width, int* height);
+  // The same for a stream stored in two pieces (shared tables, then the rest): libjpeg reads the
+  // first piece, then the second, so the pieces are never copied together. Both must outlive the decode.
+  bool ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size, int* width,
+                  int* height);
   // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart.
   bool DecodeRGB(uint8_t* out, size_t stride);
   // Decodes (after ReadHeader) the part of the image covering the rectangle (x, y, w, h) of the

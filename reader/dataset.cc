@@ -23,7 +23,19 @@ void Dataset::CheckBlockOnce(uint32_t b) const {
   checked_[b].store(1, std::memory_order_release);
 }
 
-Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
+Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const {
+  const format::IndexEntry e = Touch(i);
+  Parts parts;
+  if (e.jpeg_table) {
+    const std::string& t = view_->jpeg_table(e.jpeg_table);
+    parts.head = {reinterpret_cast<const uint8_t*>(t.data()), t.size()};
+  }
+  const uint8_t* m = source_->mapped();
+  parts.body = {m ? m + e.offset : source_->Read(e.offset, e.size, scratch), e.size};
+  return parts;
+}
+
+format::IndexEntry Dataset::Touch(uint64_t i) const {
   if (i >= size()) throw Error(path() + ": sample " + std::to_string(i) + " out of range (" + std::to_string(size()) + " samples)");
   const format::IndexEntry e = view_->entry(i);
   if (options_.verify) {
@@ -33,6 +45,11 @@ Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
       throw Error(std::string(err.what()) + " (reading sample " + std::to_string(i) + ")");
     }
   }
+  return e;
+}
+
+Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
+  const format::IndexEntry e = Touch(i);
   if (e.jpeg_table == 0) {
     if (const uint8_t* m = source_->mapped()) return {m + e.offset, e.size};
     return {source_->Read(e.offset, e.size, scratch), e.size};

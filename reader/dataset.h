@@ -44,9 +44,16 @@ class Dataset {
   // (pread backend, or a JPEG stored without its shared tables). Throws dsc::Error naming the file
   // and sample on a checksum mismatch (verify) or an I/O error.
   Payload ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const;
+  // The payload as stored: `head` is the shared JPEG table set (empty when none), `body` the rest.
+  // Together they are the exact bytes ReadPayload returns, without copying them together.
+  struct Parts {
+    Payload head, body;
+  };
+  Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const;
 
  private:
   void CheckBlockOnce(uint32_t b) const;
+  format::IndexEntry Touch(uint64_t i) const;  // bounds check, and the block's checksum when verifying
 
   std::unique_ptr<format::ByteSource> source_;
   std::unique_ptr<format::FileView> view_;

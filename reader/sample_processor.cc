@@ -7,6 +7,7 @@
 
 #include "format/error.h"
 #include "format/layout.h"
+#include "kernels/normalize_row.h"
 #include "reader/trace.h"
 
 namespace dsc {
@@ -28,7 +29,8 @@ SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st) {
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const format::IndexEntry e = ds_.entry(index);
-  const Payload p = ds_.ReadPayload(index, &scratch_);
+  const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
+  const Payload p = parts.head.size ? Payload{nullptr, parts.head.size + parts.body.size} : parts.body;
   const uint64_t t1 = stats_ ? NowNs() : 0;
   auto fail = [&](const std::string& why) {
     return Error(ds_.path() + ": sample " + std::to_string(index) + ": " + why);
@@ -52,7 +54,8 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
     }
     case format::Encoding::kJpeg: {
       int w, h;
-      if (!jpeg_.ReadHeader(p.data, p.size, &w, &h)) throw fail("corrupt JPEG: " + jpeg_.error());
+      if (!jpeg_.ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
+        throw fail("corrupt JPEG: " + jpeg_.error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
       uint8_t* buf = DecodeBuffer(size_t(w), size_t(h));
       stride = int(DecodeStride(size_t(w)));
@@ -110,33 +113,50 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
     if (!identity) {
       for (int x = 0; x < ow; ++x) kernels::OutputPixel(p, spec_, ow, oh, src, sw, sh, stride, x, y, row + x * 3);
     } else {
-      // Fast path of OutputPixel for an unscaled image: whole-row copies (tests check equality).
+      // Fast path of OutputPixel for an unscaled image (tests check equality). A flipped row is built
+      // mirrored (out[x] = row[ow - 1 - x], which makes the translate a plain shift by -dx) and
+      // reversed after normalisation, where reversing is a few vector permutes.
+      const bool mirror = p.flip != 0;
+      const int shift = mirror ? -p.dx : p.dx;
       const int ty = y - p.dy;
       if (ty < 0 || ty >= oh) {
         for (int x = 0; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
       } else {
         const uint8_t* s = src + size_t(ty) * stride;
-        const int lo = p.dx > 0 ? p.dx : 0, hi = p.dx < 0 ? ow + p.dx : ow;  // x with 0 <= x - dx < ow
+        const int lo = shift > 0 ? shift : 0, hi = shift < 0 ? ow + shift : ow;  // 0 <= x - shift < ow
         for (int x = 0; x < lo; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
         for (int x = hi; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
-        if (!p.flip) {
-          std::memcpy(row + lo * 3, s + (lo - p.dx) * 3, size_t(hi - lo) * 3);
-        } else {
-          for (int x = lo; x < hi; ++x) {
-            const uint8_t* q = s + (ow - 1 - (x - p.dx)) * 3;
-            row[x * 3] = q[0];
-            row[x * 3 + 1] = q[1];
-            row[x * 3 + 2] = q[2];
-          }
-        }
+        std::memcpy(row + lo * 3, s + (lo - shift) * 3, size_t(hi - lo) * 3);
       }
       if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
-        const int end = p.cut_x + spec_.cutout < ow ? p.cut_x + spec_.cutout : ow;
-        for (int x = p.cut_x; x < end; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+        int from = p.cut_x, to = p.cut_x + spec_.cutout < ow ? p.cut_x + spec_.cutout : ow;
+        if (mirror) {
+          const int f = ow - to, t = ow - from;
+          from = f;
+          to = t;
+        }
+        for (int x = from; x < to; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+      }
+      if (mirror) {
+        EmitMirroredRow(row, y, dst);
+        continue;
       }
     }
     EmitRow(row, y, dst);
   }
+}
+
+void SampleProcessor::EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst) {
+  const size_t w = out_.width, plane = size_t(out_.width) * out_.height;
+  if (out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW) {
+    EmitRow(rgb, y, dst);
+    float* r = reinterpret_cast<float*>(dst) + size_t(y) * w;
+    for (size_t c = 0; c < 3; ++c) kernels::ReverseFloats(r + c * plane, w);
+    return;
+  }
+  for (size_t a = 0, b = w - 1; a < b; ++a, --b)
+    for (int c = 0; c < 3; ++c) std::swap(rgb[a * 3 + c], rgb[b * 3 + c]);
+  EmitRow(rgb, y, dst);
 }
 
 void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
@@ -150,13 +170,7 @@ void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
       float* o = reinterpret_cast<float*>(dst);
       if (out_.layout == Layout::kNCHW) {
         float* r = o + size_t(y) * w;
-        float* g = r + plane;
-        float* b = g + plane;
-        for (size_t x = 0; x < w; ++x) {
-          r[x] = t[rgb[x * 3]];
-          g[x] = t[256 + rgb[x * 3 + 1]];
-          b[x] = t[512 + rgb[x * 3 + 2]];
-        }
+        kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias);
       } else {
         float* r = o + size_t(y) * w * 3;
         for (size_t x = 0; x < w * 3; x += 3) {

@@ -18,6 +18,7 @@ struct OutputFormat {
   uint32_t width = 0, height = 0;
   const float* table = nullptr;      // normalisation table (3 x 256)
   const uint16_t* half = nullptr;    // the same table as IEEE half bits
+  float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};  // the table's coefficients (kernels::Normalize)
 };
 
 class SampleProcessor {
@@ -34,6 +35,7 @@ class SampleProcessor {
  private:
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
+  void EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed
   static size_t DecodeStride(size_t width);
   uint8_t* DecodeBuffer(size_t width, size_t height);
 

@@ -1,0 +1,111 @@
+#include "kernels/normalize_row.h"
+
+#include "kernels/augment.h"
+
+#include <utility>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace dsc::kernels {
+
+void NormalizeRowPlanarScalar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
+                              const float bias[3]) {
+  for (size_t x = 0; x < w; ++x) {
+    r[x] = Normalize(rgb[3 * x], scale[0], bias[0]);
+    g[x] = Normalize(rgb[3 * x + 1], scale[1], bias[1]);
+    b[x] = Normalize(rgb[3 * x + 2], scale[2], bias[2]);
+  }
+}
+
+#if defined(__x86_64__)
+
+namespace {
+
+__attribute__((target("avx2"))) inline void Store8(__m128i bytes, __m256 scale, __m256 bias, float* out) {
+  const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_mul_ps(v, scale), bias));
+}
+
+__attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, size_t w, float* r, float* g,
+                                                             float* b, const float scale[3], const float bias[3]) {
+  // 16 pixels (48 bytes) per step: three loads, byte shuffles gather each channel's 16 values.
+  const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
+  const __m128i r2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
+  const __m128i g0 = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i g1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
+  const __m128i g2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
+  const __m128i b0 = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i b1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
+  const __m128i b2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
+  const __m256 sr = _mm256_set1_ps(scale[0]), sg = _mm256_set1_ps(scale[1]), sb = _mm256_set1_ps(scale[2]);
+  const __m256 br = _mm256_set1_ps(bias[0]), bg = _mm256_set1_ps(bias[1]), bb = _mm256_set1_ps(bias[2]);
+  size_t x = 0;
+  for (; x + 16 <= w; x += 16) {
+    const uint8_t* p = rgb + 3 * x;
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32));
+    const __m128i R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(m, r1)), _mm_shuffle_epi8(c, r2));
+    const __m128i G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(m, g1)), _mm_shuffle_epi8(c, g2));
+    const __m128i B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(m, b1)), _mm_shuffle_epi8(c, b2));
+    Store8(R, sr, br, r + x);
+    Store8(_mm_srli_si128(R, 8), sr, br, r + x + 8);
+    Store8(G, sg, bg, g + x);
+    Store8(_mm_srli_si128(G, 8), sg, bg, g + x + 8);
+    Store8(B, sb, bb, b + x);
+    Store8(_mm_srli_si128(B, 8), sb, bb, b + x + 8);
+  }
+  NormalizeRowPlanarScalar(rgb + 3 * x, w - x, r + x, g + x, b + x, scale, bias);
+}
+
+__attribute__((target("avx2"))) void ReverseFloatsAvx2(float* p, size_t n) {
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  size_t a = 0, b = n;
+  while (b - a >= 16) {
+    const __m256 lo = _mm256_loadu_ps(p + a), hi = _mm256_loadu_ps(p + b - 8);
+    _mm256_storeu_ps(p + a, _mm256_permutevar8x32_ps(hi, rev));
+    _mm256_storeu_ps(p + b - 8, _mm256_permutevar8x32_ps(lo, rev));
+    a += 8;
+    b -= 8;
+  }
+  for (--b; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+}  // namespace
+
+void ReverseFloats(float* p, size_t n) {
+  if (n < 2) return;
+  if (HaveAvx2()) return ReverseFloatsAvx2(p, n);
+  for (size_t a = 0, b = n - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
+void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
+                        const float bias[3]) {
+  if (HaveAvx2()) return NormalizeRowPlanarAvx2(rgb, w, r, g, b, scale, bias);
+  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias);
+}
+
+#else
+
+bool HaveAvx2() { return false; }
+
+void ReverseFloats(float* p, size_t n) {
+  for (size_t a = 0, b = n ? n - 1 : 0; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
+                        const float bias[3]) {
+  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias);
+}
+
+#endif
+
+}  // namespace dsc::kernels
