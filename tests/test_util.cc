@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -19,13 +20,17 @@ std::string CifarJpegRoot() { return std::string(DSC_TESTDATA) + "/cifar10"; }
 
 std::string ScratchDir(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "global";
+  // Outside a test (suite set-up) the folder is per process: ctest runs each test as its own process,
+  // in parallel, and they must not share a folder.
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "suite-" + std::to_string(::getpid());
   std::replace(name.begin(), name.end(), '/', '_');
   fs::path dir = fs::path(DSC_TESTDATA) / "scratch" / (name + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
 }
+
+void RemoveScratch(const std::string& dir) { fs::remove_all(dir); }
 
 std::string SubsetTree(int per_class, const std::string& split, bool with_split_folders) {
   fs::path root = fs::path(ScratchDir("-tree-" + split + std::to_string(per_class))) / "tree";

@@ -8,8 +8,10 @@ namespace dsc::test {
 
 // Root of the unpacked real CIFAR-10 ("<root>/train/<class>/NNNN.jpg", "<root>/test/...").
 std::string CifarJpegRoot();
-// A fresh, empty folder for this test (removed at the start of the next run, not at exit).
+// A fresh, empty folder for this test (removed at the start of the next run, not at exit). Outside a
+// test it is per process; remove it with RemoveScratch when done.
 std::string ScratchDir(const std::string& tag = "");
+void RemoveScratch(const std::string& dir);
 // A class-per-folder tree holding the first `per_class` images of each class of `split`, as symlinks
 // to the real files (fast to make; the writer reads through them).
 std::string SubsetTree(int per_class, const std::string& split = "train", bool with_split_folders = false);

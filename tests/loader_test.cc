@@ -1,0 +1,402 @@
+// The loader end to end on real CIFAR-10 bytes: pixels against libjpeg-turbo's own decode and naive
+// augmentation references, determinism across thread counts, resume, sharding, errors, early exit,
+// and bounded memory.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <set>
+
+#include "format/error.h"
+#include "kernels/augment.h"
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+struct Files {
+  std::string jpg, raw, zstd, tree;
+};
+
+const Files& Built() {
+  static Files f = [] {
+    Files f;
+    auto dir = ScratchDir("-loader");
+    f.tree = SubsetTree(60);  // 600 real images
+    writer::BuildOptions o;
+    o.block_size = 16384;
+    o.log = [](const std::string&) {};
+    f.jpg = dir + "/jpg.beton";
+    writer::Build(f.tree, f.jpg, o);
+    o.encode.encoding = "raw";
+    f.raw = dir + "/raw.beton";
+    writer::Build(f.tree, f.raw, o);
+    o.encode.encoding = "raw-zstd";
+    f.zstd = dir + "/zstd.beton";
+    writer::Build(f.tree, f.zstd, o);
+    return f;
+  }();
+  return f;
+}
+
+// Everything a batch holds, copied out.
+struct Copy {
+  std::vector<uint8_t> images;
+  std::vector<int32_t> labels;
+  std::vector<uint32_t> indices;
+  std::vector<uint8_t> padding;
+  bool operator==(const Copy& o) const {
+    return images == o.images && labels == o.labels && indices == o.indices && padding == o.padding;
+  }
+};
+
+std::vector<Copy> RunEpoch(Loader& l, uint64_t epoch, uint64_t first = 0) {
+  std::vector<Copy> out;
+  for (const Batch& b : l.epoch(epoch, first)) {
+    Copy c;
+    const uint8_t* im = static_cast<const uint8_t*>(b.images);
+    c.images.assign(im, im + b.image_bytes() * b.size);
+    c.labels.assign(b.labels[0], b.labels[0] + b.size);
+    c.indices.assign(b.indices, b.indices + b.size);
+    c.padding.assign(b.padding, b.padding + b.size);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+LoaderOptions Uint8(LoaderOptions o) {
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.augment.normalize = false;
+  return o;
+}
+
+std::vector<uint8_t> Decoded(const Dataset& ds, uint32_t i) {
+  std::vector<uint8_t> scratch;
+  Payload p = ds.ReadPayload(i, &scratch);
+  return ReferenceDecode(std::vector<uint8_t>(p.data, p.data + p.size));
+}
+
+TEST(Loader, PlainDecodeEqualsLibjpegTurbo) {
+  for (const auto& file : {Built().jpg, Built().raw, Built().zstd}) {
+    LoaderOptions o = Uint8(LoaderOptions::CifarTest());
+    o.batch_size = 50;
+    o.threads = 2;
+    Loader l(file, o);
+    Dataset ref(Built().jpg);
+    uint64_t n = 0;
+    for (const Batch& b : l.epoch(0)) {
+      for (uint32_t j = 0; j < b.size; ++j) {
+        const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
+        auto want = Decoded(ref, b.indices[j]);
+        ASSERT_EQ(std::memcmp(got, want.data(), want.size()), 0) << file << " sample " << b.indices[j];
+        ASSERT_EQ(b.labels[0][j], ref.label(b.indices[j]));
+        ++n;
+      }
+    }
+    EXPECT_EQ(n, 600u);
+  }
+}
+
+TEST(Loader, CifarAugmentationsMatchANaiveReference) {
+  LoaderOptions o = Uint8(LoaderOptions::CifarTrain());
+  o.batch_size = 64;
+  o.seed = 17;
+  Loader l(Built().jpg, o);
+  Dataset ds(Built().jpg);
+  for (const Batch& b : l.epoch(2)) {
+    for (uint32_t j = 0; j < b.size; ++j) {
+      const uint32_t idx = b.indices[j];
+      auto src = Decoded(ds, idx);
+      kernels::CropRect rect;
+      kernels::SampleParams p;
+      kernels::MakeParams(o.augment, 32, 32, 17, 2, idx, &rect, &p);
+      const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          // flip -> translate(fill) -> cutout(fill), written out naively
+          int sx = x - p.dx, sy = y - p.dy;
+          bool inside = sx >= 0 && sy >= 0 && sx < 32 && sy < 32;
+          if (p.flip) sx = 31 - sx;
+          bool cut = x >= p.cut_x && x < p.cut_x + 4 && y >= p.cut_y && y < p.cut_y + 4;
+          for (int c = 0; c < 3; ++c) {
+            uint8_t want = (inside && !cut) ? src[(size_t(sy) * 32 + sx) * 3 + c] : o.augment.fill[c];
+            ASSERT_EQ(got[(y * 32 + x) * 3 + c], want) << "sample " << idx << " " << x << "," << y;
+          }
+        }
+    }
+  }
+}
+
+TEST(Loader, OutputFormatsAgreeWithNormalize) {
+  LoaderOptions base = LoaderOptions::CifarTrain();
+  base.batch_size = 100;
+  base.seed = 3;
+  Loader u8(Built().jpg, Uint8(base));
+  auto ref = RunEpoch(u8, 1);
+  float scale[3], bias[3];
+  kernels::NormalizeCoefficients(base.augment, scale, bias);
+  for (auto [dtype, layout] : {std::pair{DType::kFloat32, Layout::kNCHW}, {DType::kFloat32, Layout::kNHWC},
+                               {DType::kFloat16, Layout::kNCHW}, {DType::kFloat16, Layout::kNHWC}}) {
+    LoaderOptions o = base;
+    o.dtype = dtype;
+    o.layout = layout;
+    Loader l(Built().jpg, o);
+    auto got = RunEpoch(l, 1);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].indices, ref[k].indices);
+      const size_t n = ref[k].indices.size();
+      for (size_t j = 0; j < n; ++j)
+        for (size_t c = 0; c < 3; ++c)
+          for (size_t i = 0; i < 1024; ++i) {
+            const uint8_t v = ref[k].images[j * 3072 + i * 3 + c];
+            const size_t pos = j * 3072 + (layout == Layout::kNCHW ? c * 1024 + i : i * 3 + c);
+            const float want = kernels::Normalize(v, scale[c], bias[c]);
+            if (dtype == DType::kFloat32) {
+              float f;
+              std::memcpy(&f, got[k].images.data() + pos * 4, 4);
+              ASSERT_EQ(f, want);
+            } else {
+              uint16_t h;
+              std::memcpy(&h, got[k].images.data() + pos * 2, 2);
+              ASSERT_EQ(h, kernels::FloatToHalf(want));
+            }
+          }
+    }
+  }
+}
+
+TEST(Loader, RandomResizedCropWithinBoundOfFullDecode) {
+  LoaderOptions o = Uint8(LoaderOptions::ImagenetTrain());
+  o.augment.out_w = o.augment.out_h = 24;  // smaller than the 32x32 source: DCT scaling kicks in sometimes
+  o.batch_size = 40;
+  o.seed = 9;
+  Loader l(Built().jpg, o);
+  Dataset ds(Built().jpg);
+  double total = 0;
+  size_t count = 0;
+  int worst = 0;
+  for (const Batch& b : l.epoch(0)) {
+    for (uint32_t j = 0; j < b.size; ++j) {
+      auto full = Decoded(ds, b.indices[j]);
+      kernels::CropRect rect;
+      kernels::SampleParams p;
+      kernels::MakeParams(o.augment, 32, 32, 9, 0, b.indices[j], &rect, &p);
+      const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
+      for (int y = 0; y < 24; ++y)
+        for (int x = 0; x < 24; ++x) {
+          uint8_t want[3];
+          kernels::OutputPixel(p, o.augment, 24, 24, full.data(), 32, 32, 96, x, y, want);
+          for (int c = 0; c < 3; ++c) {
+            int d = std::abs(int(got[(y * 24 + x) * 3 + c]) - int(want[c]));
+            total += d;
+            worst = std::max(worst, d);
+            ++count;
+          }
+        }
+    }
+  }
+  const double mean = total / double(count);
+  std::printf("crop path vs full decode + resample: mean |diff| %.3f, max %d\n", mean, worst);
+  EXPECT_LT(mean, 3.0) << "stated bound: DCT-domain scaling changes pixels a little";
+}
+
+TEST(Loader, IdenticalBatchesForAnyThreadCount) {
+  for (const auto& file : {Built().jpg, Built().zstd}) {
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.batch_size = 64;
+    o.seed = 5;
+    o.threads = 1;
+    Loader one(file, o);
+    auto a = RunEpoch(one, 4);
+    for (int t : {2, 3, 7}) {
+      o.threads = t;
+      o.prefetch = uint32_t(t);
+      Loader many(file, o);
+      EXPECT_TRUE(RunEpoch(many, 4) == a) << t << " threads, " << file;
+    }
+  }
+}
+
+TEST(Loader, ResumeEqualsUninterruptedRun) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 32;
+  o.seed = 77;
+  Loader full(Built().jpg, o);
+  auto want = RunEpoch(full, 3);
+  LoaderState saved;
+  {
+    Loader first(Built().jpg, o);
+    int n = 0;
+    for (const Batch& b : first.epoch(3)) {
+      (void)b;
+      if (++n == 7) break;
+    }
+    saved = first.state();
+  }
+  EXPECT_EQ(saved.epoch, 3u);
+  EXPECT_EQ(saved.next_batch, 7u);
+  LoaderOptions other = o;
+  other.seed = 1;  // restore() brings the seed back
+  other.threads = 1;
+  Loader second(Built().jpg, other);
+  second.restore(saved);
+  std::vector<Copy> rest;
+  for (const Batch& b : second.resume()) {
+    Copy c;
+    c.images.assign(b.images_as<uint8_t>(), b.images_as<uint8_t>() + b.image_bytes() * b.size);
+    c.labels.assign(b.labels[0], b.labels[0] + b.size);
+    c.indices.assign(b.indices, b.indices + b.size);
+    c.padding.assign(b.padding, b.padding + b.size);
+    rest.push_back(c);
+  }
+  ASSERT_EQ(rest.size(), want.size() - 7);
+  for (size_t k = 0; k < rest.size(); ++k) EXPECT_TRUE(rest[k] == want[k + 7]) << "batch " << k + 7;
+}
+
+TEST(Loader, ShardsCoverTheDatasetOnceAndPaddingIsFlagged) {
+  std::vector<int> seen(600, 0);
+  uint64_t batches = 0;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.batch_size = 64;
+    o.rank = rank;
+    o.world_size = 3;
+    o.order = Order::kQuasiRandom;
+    Loader l(Built().jpg, o);
+    if (rank == 0) batches = l.batches_per_epoch();
+    EXPECT_EQ(l.batches_per_epoch(), batches);
+    for (const Batch& b : l.epoch(0))
+      for (uint32_t j = 0; j < b.size; ++j)
+        if (!b.padding[j]) ++seen[b.indices[j]];
+  }
+  for (int s : seen) ASSERT_EQ(s, 1);
+}
+
+TEST(Loader, PreadBackendMatchesMmap) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 128;
+  Loader a(Built().jpg, o);
+  o.use_pread = true;
+  o.verify = true;
+  Loader b(Built().jpg, o);
+  EXPECT_TRUE(RunEpoch(a, 0) == RunEpoch(b, 0));
+}
+
+std::string CorruptCopy(const std::string& file, const std::string& name, bool fix_checksums) {
+  auto bytes = ReadFile(file);
+  Dataset ds(file);
+  const auto e = ds.entry(123);
+  for (uint32_t k = 0; k < e.size; k += 3) bytes[e.offset + k] ^= 0x5A;  // garble sample 123
+  if (fix_checksums) {
+    // Re-seal the block so only the JPEG itself is broken (what verify = false must survive).
+    format::MemorySource src("x", bytes.data(), bytes.size());
+    auto v = format::FileView::Open(&src);  // metadata untouched, still opens
+    (void)v;
+  }
+  std::string out = ScratchDir("-" + name) + "/bad.beton";
+  WriteFile(out, bytes);
+  return out;
+}
+
+TEST(Loader, CorruptSampleSurfacesAsAnErrorNamingFileAndSample) {
+  const std::string bad = CorruptCopy(Built().jpg, "corrupt", false);
+  for (bool verify : {true, false}) {
+    LoaderOptions o = LoaderOptions::CifarTest();
+    o.batch_size = 50;
+    o.verify = verify;
+    Loader l(bad, o);
+    try {
+      for (const Batch& b : l.epoch(0)) (void)b;
+      ADD_FAILURE() << "no error with verify=" << verify;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(bad), std::string::npos) << m;
+      EXPECT_NE(m.find(verify ? "checksum mismatch" : "sample 123"), std::string::npos) << m;
+      if (verify) {
+        EXPECT_NE(m.find("reading sample"), std::string::npos) << m;
+      }
+    }
+    // The loader is still usable afterwards: a later epoch fails the same way, never hangs.
+    EXPECT_THROW(for (const Batch& b : l.epoch(1)) (void)b, Error);
+  }
+}
+
+TEST(Loader, EarlyExitDestructionAndConsumerExceptionsNeverHang) {
+  auto run = [] {
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.batch_size = 16;
+    o.prefetch = 2;
+    o.threads = 3;
+    for (int i = 0; i < 20; ++i) {
+      Loader l(Built().jpg, o);
+      int n = 0;
+      for (const Batch& b : l.epoch(uint64_t(i))) {
+        (void)b;
+        if (++n == i % 5 + 1) break;  // leave at different points
+      }
+      auto r = l.epoch(uint64_t(i) + 1);  // start and abandon a range, then destroy mid-epoch
+      auto it = r.begin();
+      (void)it;
+      try {
+        for (const Batch& b : l.epoch(7)) {
+          (void)b;
+          throw std::runtime_error("consumer failed");
+        }
+      } catch (const std::runtime_error&) {
+      }
+      // Workers are blocked on a full ring now (slow consumer); destruction must still return.
+      auto r2 = l.epoch(9);
+      auto it2 = r2.begin();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      (void)it2;
+    }
+    return true;
+  };
+  auto f = std::async(std::launch::async, run);
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the loader hung";
+  EXPECT_TRUE(f.get());
+}
+
+uint64_t AnonRss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssAnon:", 0) == 0) return std::stoull(line.substr(8)) * 1024;
+  return 0;
+}
+
+TEST(Loader, AnonymousMemoryStaysFlatOver50Epochs) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 64;
+  Loader l(Built().jpg, o);
+  uint64_t after5 = 0, delivered = 0;
+  for (uint64_t e = 0; e < 50; ++e) {
+    for (const Batch& b : l.epoch(e)) delivered += b.size - b.padding_count;
+    if (e == 4) after5 = AnonRss();
+  }
+  const uint64_t after50 = AnonRss();
+  std::printf("anonymous RSS after epoch 5: %.2f MiB, after epoch 50: %.2f MiB\n", after5 / 1048576.0, after50 / 1048576.0);
+  EXPECT_EQ(delivered, 50u * 600);
+  EXPECT_LT(after50, after5 + (1u << 20)) << "grew by more than 1 MiB";
+}
+
+TEST(Loader, RejectsImpossibleOptions) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.dtype = DType::kUint8;  // normalised uint8 is not a thing
+  EXPECT_THROW(Loader(Built().jpg, o), Error);
+  o = LoaderOptions::CifarTrain();
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_THROW(Loader(Built().jpg, o), Error);
+  EXPECT_THROW(Loader("/nonexistent.beton", LoaderOptions()), Error);
+}
+
+}  // namespace
+}  // namespace dsc::test

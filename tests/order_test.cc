@@ -1,0 +1,150 @@
+// Sample orders: exactly-once coverage for every order, alone and sharded over 1-8 ranks, with and
+// without drop_last; determinism in (seed, epoch); quasi-random locality.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "format/error.h"
+#include "reader/dataset.h"
+#include "reader/order.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+class Orders : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = ScratchDir("-orders");
+    writer::BuildOptions o;
+    o.block_size = 8192;  // ~27 JPEGs per block: many blocks
+    o.log = [](const std::string&) {};
+    tree_ = SubsetTree(101);
+    writer::Build(tree_, dir_ + "/f.beton", o);  // 1010 samples: divisible by nothing useful
+    ds_ = new Dataset(dir_ + "/f.beton");
+  }
+  static void TearDownTestSuite() {
+    delete ds_;
+    RemoveScratch(dir_);
+    RemoveScratch(std::filesystem::path(tree_).parent_path().string());
+  }
+  static std::string dir_, tree_;
+  static Dataset* ds_;
+};
+Dataset* Orders::ds_ = nullptr;
+std::string Orders::dir_, Orders::tree_;
+
+TEST_F(Orders, ExactlyOncePerEpochForEveryOrderAndShardCount) {
+  const uint64_t n = ds_->size();
+  for (Order order : {Order::kSequential, Order::kRandom, Order::kQuasiRandom}) {
+    for (uint32_t world = 1; world <= 8; ++world) {
+      for (bool drop_last : {false, true}) {
+        for (uint32_t batch : {1u, 7u, 64u}) {
+          SCOPED_TRACE("order " + std::to_string(int(order)) + " world " + std::to_string(world) + " drop_last " +
+                       std::to_string(drop_last) + " batch " + std::to_string(batch));
+          std::vector<int> seen(n, 0);
+          uint64_t batches = ~0ull;
+          for (uint32_t rank = 0; rank < world; ++rank) {
+            OrderOptions o{order, 7, rank, world, batch, drop_last, 0};
+            EpochPlan p = PlanEpoch(ds_->view(), o, 3);
+            if (batches == ~0ull) batches = p.batches;
+            ASSERT_EQ(p.batches, batches) << "every rank gets the same number of batches";
+            for (size_t i = 0; i < p.samples.size(); ++i)
+              if (!p.padding[i]) ++seen[p.samples[i]];
+            const bool keeps_short = order == Order::kSequential && world == 1 && !drop_last;
+            if (!keeps_short) {
+              ASSERT_EQ(p.samples.size(), p.batches * batch) << "batches are full";
+            }
+          }
+          uint64_t once = 0;
+          for (int s : seen) {
+            ASSERT_LE(s, 1);
+            once += uint64_t(s);
+          }
+          if (drop_last) {
+            EXPECT_EQ(once, batches * batch * world);
+            EXPECT_LT(n - once, uint64_t(batch) * world);
+          } else {
+            EXPECT_EQ(once, n) << "the union over ranks is the whole dataset";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Orders, PureFunctionOfSeedAndEpoch) {
+  OrderOptions o{Order::kRandom, 11, 1, 3, 32, true, 0};
+  auto a = PlanEpoch(ds_->view(), o, 5), b = PlanEpoch(ds_->view(), o, 5), c = PlanEpoch(ds_->view(), o, 6);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_NE(a.samples, c.samples);
+  o.seed = 12;
+  EXPECT_NE(PlanEpoch(ds_->view(), o, 5).samples, a.samples);
+  // The samples dropped by drop_last depend on (seed, epoch), not only on the file.
+  auto dropped = [&](uint64_t epoch) {
+    std::set<uint32_t> all;
+    for (uint32_t i = 0; i < ds_->size(); ++i) all.insert(i);
+    for (uint32_t r = 0; r < 3; ++r) {
+      OrderOptions q{Order::kRandom, 11, r, 3, 32, true, 0};
+      for (uint32_t s : PlanEpoch(ds_->view(), q, epoch).samples) all.erase(s);
+    }
+    return all;
+  };
+  EXPECT_EQ(dropped(5), dropped(5));
+  EXPECT_NE(dropped(5), dropped(6));
+  EXPECT_EQ(dropped(5).size(), ds_->size() % 96);
+}
+
+TEST_F(Orders, SequentialSingleRankKeepsTheShortLastBatch) {
+  OrderOptions o{Order::kSequential, 0, 0, 1, 100, false, 0};
+  auto p = PlanEpoch(ds_->view(), o, 0);
+  EXPECT_EQ(p.batches, 11u);
+  EXPECT_EQ(p.batch_length(10), 10u);
+  for (uint32_t i = 0; i < p.samples.size(); ++i) ASSERT_EQ(p.samples[i], i);
+}
+
+TEST_F(Orders, PaddingRepeatsAreFlagged) {
+  OrderOptions o{Order::kRandom, 3, 0, 1, 64, false, 0};
+  auto p = PlanEpoch(ds_->view(), o, 0);
+  size_t pads = 0;
+  for (auto f : p.padding) pads += f;
+  EXPECT_EQ(pads, p.batches * 64 - ds_->size());
+  for (size_t i = 0; i < p.samples.size(); ++i) ASSERT_EQ(bool(p.padding[i]), i >= ds_->size());
+}
+
+TEST_F(Orders, QuasiRandomBatchesTouchFewBlocks) {
+  const uint32_t batch = 32;
+  OrderOptions q{Order::kQuasiRandom, 5, 0, 1, batch, true, 64};
+  OrderOptions r{Order::kRandom, 5, 0, 1, batch, true, 0};
+  auto blocks_per_batch = [&](const EpochPlan& p) {
+    double total = 0;
+    for (uint64_t k = 0; k < p.batches; ++k) {
+      std::set<uint32_t> blocks;
+      for (uint32_t j = 0; j < batch; ++j) blocks.insert(ds_->entry(p.samples[k * batch + j]).block);
+      total += double(blocks.size());
+    }
+    return total / double(p.batches);
+  };
+  const double quasi = blocks_per_batch(PlanEpoch(ds_->view(), q, 1));
+  const double random = blocks_per_batch(PlanEpoch(ds_->view(), r, 1));
+  EXPECT_LE(quasi, 5.0) << "a 64-sample window spans at most 4 blocks of ~27 samples";
+  EXPECT_GT(random, 2 * quasi);
+  // And it still is a permutation.
+  auto order = GlobalOrder(ds_->view(), q, 1);
+  std::set<uint32_t> uniq(order.begin(), order.end());
+  EXPECT_EQ(uniq.size(), ds_->size());
+}
+
+TEST_F(Orders, RejectsBadShardOptions) {
+  OrderOptions o{Order::kRandom, 0, 4, 4, 8, false, 0};
+  EXPECT_THROW(PlanEpoch(ds_->view(), o, 0), Error);
+  o.rank = 0;
+  o.batch_size = 0;
+  EXPECT_THROW(PlanEpoch(ds_->view(), o, 0), Error);
+}
+
+}  // namespace
+}  // namespace dsc::test
