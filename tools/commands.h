@@ -14,6 +14,7 @@ int CmdInfo(int argc, char** argv);
 int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdBench(int argc, char** argv);
+int CmdGenerate(int argc, char** argv);
 
 // JSON string literal with escapes.
 std::string JsonString(const std::string& s);

@@ -23,6 +23,7 @@ const char* kUsage =
     "  verify FILE        check every checksum, index entry and must-be-zero byte\n"
     "  export FILE        write samples as PNG files plus a labels file\n"
     "  bench FILE         measure loader throughput and name the bottleneck\n"
+    "  generate OUT       write a synthetic class-per-folder JPEG dataset to try dsc on\n"
     "  --version          print the version\n";
 
 }  // namespace
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   if (cmd == "verify") return dsc::tools::CmdVerify(argc - 1, argv + 1);
   if (cmd == "export") return dsc::tools::CmdExport(argc - 1, argv + 1);
   if (cmd == "bench") return dsc::tools::CmdBench(argc - 1, argv + 1);
+  if (cmd == "generate") return dsc::tools::CmdGenerate(argc - 1, argv + 1);
   std::fprintf(stderr, "dsc: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return dsc::tools::kExitUsage;
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what dsc needs to build and test, from Debian/Ubuntu packages (skips apt when all are there).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy
+      libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libxxhash-dev libpng-dev libcxxopts-dev
+      libgtest-dev libgmock-dev)
+# Ubuntu names libjpeg-turbo's libjpeg API package differently.
+if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1 && apt-cache show libjpeg-turbo8-dev >/dev/null 2>&1; then
+  pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")
+fi
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+echo "installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
