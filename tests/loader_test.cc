@@ -289,24 +289,18 @@ TEST(Loader, PreadBackendMatchesMmap) {
   EXPECT_TRUE(RunEpoch(a, 0) == RunEpoch(b, 0));
 }
 
-std::string CorruptCopy(const std::string& file, const std::string& name, bool fix_checksums) {
+std::string CorruptCopy(const std::string& file, const std::string& name) {
   auto bytes = ReadFile(file);
   Dataset ds(file);
   const auto e = ds.entry(123);
   for (uint32_t k = 0; k < e.size; k += 3) bytes[e.offset + k] ^= 0x5A;  // garble sample 123
-  if (fix_checksums) {
-    // Re-seal the block so only the JPEG itself is broken (what verify = false must survive).
-    format::MemorySource src("x", bytes.data(), bytes.size());
-    auto v = format::FileView::Open(&src);  // metadata untouched, still opens
-    (void)v;
-  }
   std::string out = ScratchDir("-" + name) + "/bad.beton";
   WriteFile(out, bytes);
   return out;
 }
 
 TEST(Loader, CorruptSampleSurfacesAsAnErrorNamingFileAndSample) {
-  const std::string bad = CorruptCopy(Built().jpg, "corrupt", false);
+  const std::string bad = CorruptCopy(Built().jpg, "corrupt");
   for (bool verify : {true, false}) {
     LoaderOptions o = LoaderOptions::CifarTest();
     o.batch_size = 50;
@@ -373,6 +367,9 @@ uint64_t AnonRss() {
 }
 
 TEST(Loader, AnonymousMemoryStaysFlatOver50Epochs) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes hold freed memory (quarantine), so RSS is not the loader's";
+#endif
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.batch_size = 64;
   Loader l(Built().jpg, o);
