@@ -11,11 +11,12 @@
 namespace dsc::kernels {
 
 void NormalizeRowPlanarScalar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
-                              const float bias[3]) {
+                              const float bias[3], bool reverse) {
   for (size_t x = 0; x < w; ++x) {
-    r[x] = Normalize(rgb[3 * x], scale[0], bias[0]);
-    g[x] = Normalize(rgb[3 * x + 1], scale[1], bias[1]);
-    b[x] = Normalize(rgb[3 * x + 2], scale[2], bias[2]);
+    const size_t o = reverse ? w - 1 - x : x;
+    r[o] = Normalize(rgb[3 * x], scale[0], bias[0]);
+    g[o] = Normalize(rgb[3 * x + 1], scale[1], bias[1]);
+    b[o] = Normalize(rgb[3 * x + 2], scale[2], bias[2]);
   }
 }
 
@@ -23,13 +24,18 @@ void NormalizeRowPlanarScalar(const uint8_t* rgb, size_t w, float* r, float* g, 
 
 namespace {
 
-__attribute__((target("avx2"))) inline void Store8(__m128i bytes, __m256 scale, __m256 bias, float* out) {
-  const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_mul_ps(v, scale), bias));
+// Converts 8 bytes and stores them at out (reversed when rev); streaming when `stream` (out aligned).
+__attribute__((target("avx2"))) inline void Store8(__m128i bytes, __m256 scale, __m256 bias, float* out, bool rev,
+                                                   bool stream) {
+  __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), scale), bias);
+  if (rev) v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+  if (stream) _mm256_stream_ps(out, v);
+  else _mm256_storeu_ps(out, v);
 }
 
 __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, size_t w, float* r, float* g,
-                                                             float* b, const float scale[3], const float bias[3]) {
+                                                             float* b, const float scale[3], const float bias[3],
+                                                             bool rev) {
   // 16 pixels (48 bytes) per step: three loads, byte shuffles gather each channel's 16 values.
   const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
@@ -42,6 +48,10 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
   const __m128i b2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
   const __m256 sr = _mm256_set1_ps(scale[0]), sg = _mm256_set1_ps(scale[1]), sb = _mm256_set1_ps(scale[2]);
   const __m256 br = _mm256_set1_ps(bias[0]), bg = _mm256_set1_ps(bias[1]), bb = _mm256_set1_ps(bias[2]);
+  // Streaming stores need every 8-float store aligned: all three rows 32-byte aligned and, when
+  // mirrored, w a multiple of 8 so the mirrored positions stay aligned.
+  const bool stream = ((reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(b)) & 31) == 0 &&
+                      (!rev || w % 8 == 0);
   size_t x = 0;
   for (; x + 16 <= w; x += 16) {
     const uint8_t* p = rgb + 3 * x;
@@ -51,14 +61,17 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
     const __m128i R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(m, r1)), _mm_shuffle_epi8(c, r2));
     const __m128i G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(m, g1)), _mm_shuffle_epi8(c, g2));
     const __m128i B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(m, b1)), _mm_shuffle_epi8(c, b2));
-    Store8(R, sr, br, r + x);
-    Store8(_mm_srli_si128(R, 8), sr, br, r + x + 8);
-    Store8(G, sg, bg, g + x);
-    Store8(_mm_srli_si128(G, 8), sg, bg, g + x + 8);
-    Store8(B, sb, bb, b + x);
-    Store8(_mm_srli_si128(B, 8), sb, bb, b + x + 8);
+    const size_t o0 = rev ? w - x - 8 : x, o1 = rev ? w - x - 16 : x + 8;
+    Store8(R, sr, br, r + o0, rev, stream);
+    Store8(_mm_srli_si128(R, 8), sr, br, r + o1, rev, stream);
+    Store8(G, sg, bg, g + o0, rev, stream);
+    Store8(_mm_srli_si128(G, 8), sg, bg, g + o1, rev, stream);
+    Store8(B, sb, bb, b + o0, rev, stream);
+    Store8(_mm_srli_si128(B, 8), sb, bb, b + o1, rev, stream);
   }
-  NormalizeRowPlanarScalar(rgb + 3 * x, w - x, r + x, g + x, b + x, scale, bias);
+  // The tail: pixels x..w-1 land at x..w-1, or mirrored at 0..w-1-x.
+  if (rev) NormalizeRowPlanarScalar(rgb + 3 * x, w - x, r, g, b, scale, bias, true);
+  else NormalizeRowPlanarScalar(rgb + 3 * x, w - x, r + x, g + x, b + x, scale, bias);
 }
 
 __attribute__((target("avx2"))) void ReverseFloatsAvx2(float* p, size_t n) {
@@ -88,12 +101,16 @@ bool HaveAvx2() {
 }
 
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
-                        const float bias[3]) {
-  if (HaveAvx2()) return NormalizeRowPlanarAvx2(rgb, w, r, g, b, scale, bias);
-  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias);
+                        const float bias[3], bool reverse) {
+  if (HaveAvx2()) return NormalizeRowPlanarAvx2(rgb, w, r, g, b, scale, bias, reverse);
+  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias, reverse);
 }
 
+void StreamFence() { _mm_sfence(); }
+
 #else
+
+void StreamFence() {}
 
 bool HaveAvx2() { return false; }
 
@@ -102,8 +119,8 @@ void ReverseFloats(float* p, size_t n) {
 }
 
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
-                        const float bias[3]) {
-  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias);
+                        const float bias[3], bool reverse) {
+  NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias, reverse);
 }
 
 #endif

@@ -76,6 +76,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   }
   const uint64_t t2 = stats_ ? NowNs() : 0;
   WriteRows(params, src, sw, sh, stride, dst);
+  kernels::StreamFence();  // streaming stores are visible before the batch is published
   if (stats_) {
     const uint64_t t3 = NowNs();
     st->read_ns += t1 - t0;
@@ -149,9 +150,8 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
 void SampleProcessor::EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst) {
   const size_t w = out_.width, plane = size_t(out_.width) * out_.height;
   if (out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW) {
-    EmitRow(rgb, y, dst);
     float* r = reinterpret_cast<float*>(dst) + size_t(y) * w;
-    for (size_t c = 0; c < 3; ++c) kernels::ReverseFloats(r + c * plane, w);
+    kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias, /*reverse=*/true);
     return;
   }
   for (size_t a = 0, b = w - 1; a < b; ++a, --b)
