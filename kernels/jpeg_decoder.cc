@@ -21,6 +21,8 @@ struct JpegDecoder::State {
     char message[JMSG_LENGTH_MAX];
   } err;
   std::vector<JSAMPROW> rows;  // reused: whole-image reads let libjpeg upsample in place
+  std::vector<uint8_t> planes[3];
+  std::vector<JSAMPROW> plane_rows[3];
 };
 
 namespace {
@@ -96,6 +98,7 @@ bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_
     return false;
   }
   jpeg_abort_decompress(c);
+  c->raw_data_out = FALSE;
   s_->body = body;
   s_->body_size = body_size;
   s_->on_body = false;
@@ -109,7 +112,7 @@ bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_
   return true;
 }
 
-bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride) {
+bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride, bool fancy) {
   jpeg_decompress_struct* c = &s_->cinfo;
   if (setjmp(s_->err.jump)) {
     error_ = s_->err.message;
@@ -118,6 +121,7 @@ bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride) {
   }
   c->scale_num = 8;
   c->scale_denom = 8;
+  c->do_fancy_upsampling = fancy ? TRUE : FALSE;
   jpeg_start_decompress(c);
   // Hand libjpeg every row at once (as TurboJPEG does): reading one row per call makes it go through
   // an extra buffer, which cost up to 2.5x on 32x32 images here.
@@ -130,14 +134,76 @@ bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride) {
   return true;
 }
 
-bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride,
-                               size_t capacity, DecodedRegion* region) {
+bool JpegDecoder::CanDecodePlanes() const {
+  const jpeg_decompress_struct* c = &s_->cinfo;
+  const bool ycc = c->jpeg_color_space == JCS_YCbCr && c->num_components == 3;
+  const bool gray = c->jpeg_color_space == JCS_GRAYSCALE && c->num_components == 1;
+  if (!ycc && !gray) return false;
+  if (ycc && (c->comp_info[0].h_samp_factor != c->max_h_samp_factor || c->comp_info[0].v_samp_factor != c->max_v_samp_factor))
+    return false;  // luma must be full resolution
+  for (int i = 0; i < c->num_components; ++i) {
+    const int hr = c->max_h_samp_factor / c->comp_info[i].h_samp_factor, vr = c->max_v_samp_factor / c->comp_info[i].v_samp_factor;
+    if ((hr != 1 && hr != 2) || (vr != 1 && vr != 2) || hr * c->comp_info[i].h_samp_factor != c->max_h_samp_factor ||
+        vr * c->comp_info[i].v_samp_factor != c->max_v_samp_factor)
+      return false;
+  }
+  return true;
+}
+
+bool JpegDecoder::DecodePlanes(JpegPlanes* out) {
   jpeg_decompress_struct* c = &s_->cinfo;
   if (setjmp(s_->err.jump)) {
     error_ = s_->err.message;
     jpeg_abort_decompress(c);
     return false;
   }
+  c->scale_num = 8;
+  c->scale_denom = 8;
+  c->raw_data_out = TRUE;
+  c->out_color_space = c->jpeg_color_space;
+  jpeg_start_decompress(c);
+  const int group = c->max_v_samp_factor * DCTSIZE;  // image rows per jpeg_read_raw_data call
+  const int calls = int((c->output_height + unsigned(group) - 1) / unsigned(group));
+  out->components = c->num_components;
+  out->width = int(c->output_width);
+  out->height = int(c->output_height);
+  for (int i = 0; i < c->num_components; ++i) {
+    const jpeg_component_info& ci = c->comp_info[i];
+    // Rows start 16 bytes past a 32-byte boundary (see the reader's note on libjpeg-turbo's
+    // non-temporal stores); the stride is a multiple of 32.
+    const size_t stride = (size_t(ci.width_in_blocks) * DCTSIZE + 31) / 32 * 32;
+    const size_t rows = size_t(calls) * ci.v_samp_factor * DCTSIZE;
+    auto& buf = s_->planes[i];
+    if (buf.size() < stride * rows + 64) buf.resize(stride * rows + 64);
+    uint8_t* base = buf.data() + (32 - reinterpret_cast<uintptr_t>(buf.data()) % 32) % 32 + 16;
+    auto& ptrs = s_->plane_rows[i];
+    if (ptrs.size() < rows) ptrs.resize(rows);
+    for (size_t r = 0; r < rows; ++r) ptrs[r] = base + r * stride;
+    out->plane[i] = base;
+    out->stride[i] = stride;
+    out->hshift[i] = c->max_h_samp_factor / ci.h_samp_factor == 2;
+    out->vshift[i] = c->max_v_samp_factor / ci.v_samp_factor == 2;
+  }
+  for (int k = 0; c->output_scanline < c->output_height; ++k) {
+    JSAMPARRAY arrays[3];
+    for (int i = 0; i < c->num_components; ++i)
+      arrays[i] = s_->plane_rows[i].data() + size_t(k) * c->comp_info[i].v_samp_factor * DCTSIZE;
+    jpeg_read_raw_data(c, arrays, JDIMENSION(group));
+  }
+  jpeg_finish_decompress(c);
+  c->raw_data_out = FALSE;
+  return true;
+}
+
+bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride,
+                               size_t capacity, DecodedRegion* region, bool fancy) {
+  jpeg_decompress_struct* c = &s_->cinfo;
+  if (setjmp(s_->err.jump)) {
+    error_ = s_->err.message;
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  c->do_fancy_upsampling = fancy ? TRUE : FALSE;
   int k = 1;
   while (k < 8 && (w * k < min_w * 8 || h * k < min_h * 8)) ++k;
   c->scale_num = unsigned(k);

@@ -10,6 +10,16 @@
 
 namespace dsc::kernels {
 
+// A JPEG decoded to its component planes (no upsampling, no colour conversion): plane 0 is luma (or
+// gray), 1 and 2 are Cb and Cr, subsampled by 2^hshift horizontally and 2^vshift vertically.
+struct JpegPlanes {
+  int components = 0;  // 1 (gray) or 3 (YCbCr)
+  int width = 0, height = 0;
+  const uint8_t* plane[3] = {nullptr, nullptr, nullptr};
+  size_t stride[3] = {0, 0, 0};
+  int hshift[3] = {0, 0, 0}, vshift[3] = {0, 0, 0};
+};
+
 struct DecodedRegion {
   int x = 0, y = 0;        // top-left of the buffer in scaled image coordinates
   int width = 0, height = 0;
@@ -29,14 +39,20 @@ class JpegDecoder {
   // first piece, then the second, so the pieces are never copied together. Both must outlive the decode.
   bool ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size, int* width,
                   int* height);
-  // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart.
-  bool DecodeRGB(uint8_t* out, size_t stride);
+  // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart. `fancy`: libjpeg's
+  // default triangle-filter chroma upsampling; otherwise box upsampling (TurboJPEG's FASTUPSAMPLE).
+  bool DecodeRGB(uint8_t* out, size_t stride, bool fancy = true);
+  // After ReadHeader: whether DecodePlanes handles this image (YCbCr or gray, chroma subsampled by 1 or 2).
+  bool CanDecodePlanes() const;
+  // Decodes to planes owned by the decoder (valid until the next call). Much faster than DecodeRGB on
+  // small images: libjpeg skips upsampling and colour conversion, which the caller fuses with its own pass.
+  bool DecodePlanes(JpegPlanes* out);
   // Decodes (after ReadHeader) the part of the image covering the rectangle (x, y, w, h) of the
   // original, scaled by the smallest k/8 (k = 1..8) that keeps the rectangle at least min_w x min_h.
   // The buffer receives region->height rows of region->width RGB pixels, `stride` bytes apart
   // (stride >= 3 x the image width); `capacity` is its size.
   bool DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride, size_t capacity,
-                    DecodedRegion* region);
+                    DecodedRegion* region, bool fancy = true);
   const std::string& error() const { return error_; }
 
   struct State;  // libjpeg's state, kept out of this header

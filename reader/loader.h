@@ -46,6 +46,11 @@ struct LoaderOptions {
   kernels::AugmentSpec augment;       // crop, flip, translate, cutout, normalise
   DType dtype = DType::kFloat32;      // kUint8 requires kNHWC and no normalisation (normalise on the GPU)
   Layout layout = Layout::kNCHW;
+  // JPEG chroma upsampling. false (default): box upsampling, bit-identical to libjpeg-turbo's decode
+  // with TurboJPEG's TJFLAG_FASTUPSAMPLE, and decoded through the fused path (planes -> colour
+  // conversion + augmentation + normalisation in one pass). true: libjpeg's default triangle filter,
+  // bit-identical to what PIL / torchvision / OpenCV decode, and slower.
+  bool fancy_upsampling = false;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
   bool collect_stats = false;         // per-stage timings (dsc bench)

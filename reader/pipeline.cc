@@ -117,7 +117,7 @@ class Pipeline {
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
     kernels::MakeNormalizeTable(o.augment, table_);
     for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
-    format_ = {o.dtype, o.layout, width_, height_, table_, half_, {1, 1, 1}, {0, 0, 0}};
+    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}};
     kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
     sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
     slots_.resize(size_t(o.prefetch) + 1);

@@ -3,10 +3,12 @@
 #include <zstd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 
 #include "format/error.h"
 #include "format/layout.h"
+#include "kernels/color.h"
 #include "kernels/normalize_row.h"
 #include "reader/trace.h"
 
@@ -57,14 +59,23 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
       if (!jpeg_.ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
         throw fail("corrupt JPEG: " + jpeg_.error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
+      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_.CanDecodePlanes()) {
+        kernels::JpegPlanes planes;
+        if (!jpeg_.DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_.error());
+        const uint64_t t2 = stats_ ? NowNs() : 0;
+        WritePlanes(params, planes, dst);
+        kernels::StreamFence();
+        if (stats_) Account(st, t0, t1, t2, p.size);
+        return;
+      }
       uint8_t* buf = DecodeBuffer(size_t(w), size_t(h));
       stride = int(DecodeStride(size_t(w)));
       if (spec_.crop == kernels::CropMode::kNone) {
-        if (!jpeg_.DecodeRGB(buf, size_t(stride))) throw fail("corrupt JPEG: " + jpeg_.error());
+        if (!jpeg_.DecodeRGB(buf, size_t(stride), out_.fancy_upsampling)) throw fail("corrupt JPEG: " + jpeg_.error());
       } else {
         kernels::DecodedRegion region;
         if (!jpeg_.DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), buf,
-                                size_t(stride), size_t(stride) * size_t(h), &region))
+                                size_t(stride), size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
           throw fail("corrupt JPEG: " + jpeg_.error());
         kernels::RebaseParams(rect, region.x, region.y, region.scale_num, &params);
         sw = region.width;
@@ -77,17 +88,81 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   const uint64_t t2 = stats_ ? NowNs() : 0;
   WriteRows(params, src, sw, sh, stride, dst);
   kernels::StreamFence();  // streaming stores are visible before the batch is published
-  if (stats_) {
-    const uint64_t t3 = NowNs();
-    st->read_ns += t1 - t0;
-    st->decode_ns += t2 - t1;
-    st->augment_ns += t3 - t2;
-    st->samples += 1;
-    st->payload_bytes += p.size;
-    if (tracer_) {
-      tracer_->Add(track_, "read", t0, t1);
-      tracer_->Add(track_, "decode", t1, t2);
-      tracer_->Add(track_, "augment", t2, t3);
+  if (stats_) Account(st, t0, t1, t2, p.size);
+}
+
+void SampleProcessor::Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes) {
+  const uint64_t t3 = NowNs();
+  st->read_ns += t1 - t0;
+  st->decode_ns += t2 - t1;
+  st->augment_ns += t3 - t2;
+  st->samples += 1;
+  st->payload_bytes += bytes;
+  if (tracer_) {
+    tracer_->Add(track_, "read", t0, t1);
+    tracer_->Add(track_, "decode", t1, t2);
+    tracer_->Add(track_, "augment", t2, t3);
+  }
+}
+
+void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& jp, uint8_t* dst) {
+  const int ow = int(out_.width), oh = int(out_.height);
+  const size_t w = size_t(ow), plane = size_t(ow) * size_t(oh);
+  // planar_: the converted source row (3 x w), then the three output rows being assembled (3 x w).
+  if (planar_.size() < 6 * w) planar_.resize(6 * w);
+  uint8_t* src_rgb = planar_.data();
+  uint8_t* out_rgb = planar_.data() + 3 * w;
+  const bool mirror = p.flip != 0;
+  const int shift = mirror ? -p.dx : p.dx;  // see WriteRows: a flipped row is built mirrored
+  const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
+  for (int y = 0; y < oh; ++y) {
+    const int ty = y - p.dy;
+    const bool inside = ty >= 0 && ty < oh;
+    if (inside) {
+      const uint8_t* Y = jp.plane[0] + size_t(ty) * jp.stride[0];
+      if (jp.components == 3) {
+        const uint8_t* cb = jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1];
+        const uint8_t* cr = jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2];
+        kernels::ColorConvertRow(Y, cb, cr, w, jp.hshift[1], src_rgb, src_rgb + w, src_rgb + 2 * w);
+      } else {
+        for (int c = 0; c < 3; ++c) std::memcpy(src_rgb + c * w, Y, w);
+      }
+    }
+    const int lo = shift > 0 ? shift : 0, hi = shift < 0 ? ow + shift : ow;
+    int cut_from = 0, cut_to = 0;
+    if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
+      cut_from = p.cut_x;
+      cut_to = std::min(ow, p.cut_x + spec_.cutout);
+      if (mirror) {
+        const int f = ow - cut_to, t = ow - cut_from;
+        cut_from = f;
+        cut_to = t;
+      }
+    }
+    for (size_t c = 0; c < 3; ++c) {
+      uint8_t* row = out_rgb + c * w;
+      if (!inside) {
+        std::memset(row, spec_.fill[c], w);
+      } else {
+        std::memset(row, spec_.fill[c], size_t(lo));
+        std::memset(row + hi, spec_.fill[c], size_t(ow - hi));
+        std::memcpy(row + lo, src_rgb + c * w + (lo - shift), size_t(hi - lo));
+      }
+      if (cut_to > cut_from) std::memset(row + cut_from, spec_.fill[c], size_t(cut_to - cut_from));
+      if (planar_out) {
+        float* o = reinterpret_cast<float*>(dst) + c * plane + size_t(y) * w;
+        kernels::NormalizePlaneRow(row, w, o, out_.scale[c], out_.bias[c], mirror);
+      }
+    }
+    if (!planar_out) {
+      uint8_t* rgb = row_.data();
+      for (size_t x = 0; x < w; ++x) {
+        rgb[3 * x] = out_rgb[x];
+        rgb[3 * x + 1] = out_rgb[w + x];
+        rgb[3 * x + 2] = out_rgb[2 * w + x];
+      }
+      if (mirror) EmitMirroredRow(rgb, y, dst);
+      else EmitRow(rgb, y, dst);
     }
   }
 }

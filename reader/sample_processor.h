@@ -18,6 +18,7 @@ struct OutputFormat {
   uint32_t width = 0, height = 0;
   const float* table = nullptr;      // normalisation table (3 x 256)
   const uint16_t* half = nullptr;    // the same table as IEEE half bits
+  bool fancy_upsampling = false;     // see LoaderOptions
   float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};  // the table's coefficients (kernels::Normalize)
 };
 
@@ -34,8 +35,11 @@ class SampleProcessor {
 
  private:
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
+  // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
+  void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
   void EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed
+  void Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes);
   static size_t DecodeStride(size_t width);
   uint8_t* DecodeBuffer(size_t width, size_t height);
 
@@ -47,7 +51,7 @@ class SampleProcessor {
   uint32_t track_;
   kernels::JpegDecoder jpeg_;
   void* zstd_ = nullptr;  // ZSTD_DCtx
-  std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_;
+  std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_, planar_;
 };
 
 }  // namespace dsc

@@ -2,11 +2,13 @@
 // conversion, the AVX2 rows against the portable rows, OutputPixel against textbook definitions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "kernels/augment.h"
+#include "kernels/color.h"
 #include "kernels/normalize_row.h"
 #include "kernels/random.h"
 
@@ -52,6 +54,38 @@ TEST(NormalizeRow, Avx2EqualsScalarBitForBit) {
     for (size_t x = 0; x < w; ++x) ASSERT_EQ(rev[x], a[w - 1 - x]);
   }
   std::printf("AVX2 in use: %s\n", HaveAvx2() ? "yes" : "no");
+}
+
+TEST(Color, VectorRowsEqualScalarAndLibjpegFormula) {
+  std::mt19937 rng(3);
+  for (size_t w : {1u, 7u, 8u, 32u, 33u, 250u}) {
+    for (int hshift : {0, 1}) {
+      std::vector<uint8_t> y(w), cb(w), cr(w);
+      for (size_t i = 0; i < w; ++i) {
+        y[i] = uint8_t(rng());
+        cb[i] = uint8_t(rng());
+        cr[i] = uint8_t(rng());
+      }
+      std::vector<uint8_t> a(3 * w), b(3 * w);
+      ColorConvertRow(y.data(), cb.data(), cr.data(), w, hshift, a.data(), a.data() + w, a.data() + 2 * w);
+      ColorConvertRowScalar(y.data(), cb.data(), cr.data(), w, hshift, b.data(), b.data() + w, b.data() + 2 * w);
+      ASSERT_EQ(a, b) << "w=" << w << " hshift=" << hshift;
+      for (size_t x = 0; x < w; ++x) {  // within rounding of the textbook JFIF equations
+        const double Y = y[x], Cb = cb[x >> hshift] - 128.0, Cr = cr[x >> hshift] - 128.0;
+        ASSERT_NEAR(a[x], std::clamp(Y + 1.402 * Cr, 0.0, 255.0), 1.0);
+        ASSERT_NEAR(a[w + x], std::clamp(Y - 0.344136 * Cb - 0.714136 * Cr, 0.0, 255.0), 1.0);
+        ASSERT_NEAR(a[2 * w + x], std::clamp(Y + 1.772 * Cb, 0.0, 255.0), 1.0);
+      }
+    }
+    std::vector<uint8_t> in(w);
+    for (auto& v : in) v = uint8_t(rng());
+    alignas(32) float fa[256], fb[256];
+    for (bool rev : {false, true}) {
+      NormalizePlaneRow(in.data(), w, fa, 0.5f, -3.0f, rev);
+      NormalizePlaneRowScalar(in.data(), w, fb, 0.5f, -3.0f, rev);
+      ASSERT_EQ(std::memcmp(fa, fb, w * 4), 0);
+    }
+  }
 }
 
 TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {

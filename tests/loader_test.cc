@@ -10,6 +10,8 @@
 #include <future>
 #include <set>
 
+#include <turbojpeg.h>
+
 #include "format/error.h"
 #include "kernels/augment.h"
 #include "reader/loader.h"
@@ -76,30 +78,59 @@ LoaderOptions Uint8(LoaderOptions o) {
   return o;
 }
 
-std::vector<uint8_t> Decoded(const Dataset& ds, uint32_t i) {
+// libjpeg-turbo's own decode of sample i: box chroma upsampling (dsc's default) or fancy.
+std::vector<uint8_t> Decoded(const Dataset& ds, uint32_t i, bool fancy = false) {
   std::vector<uint8_t> scratch;
   Payload p = ds.ReadPayload(i, &scratch);
-  return ReferenceDecode(std::vector<uint8_t>(p.data, p.data + p.size));
+  return ReferenceDecode(std::vector<uint8_t>(p.data, p.data + p.size), nullptr, nullptr, fancy ? 0 : TJFLAG_FASTUPSAMPLE);
 }
 
 TEST(Loader, PlainDecodeEqualsLibjpegTurbo) {
-  for (const auto& file : {Built().jpg, Built().raw, Built().zstd}) {
+  // raw and raw-zstd hold libjpeg-turbo's default (fancy) decode, made at build time.
+  for (const auto& [file, fancy] : {std::pair{Built().jpg, false}, {Built().jpg, true}, {Built().raw, true}, {Built().zstd, true}}) {
+    SCOPED_TRACE(file + (fancy ? " fancy" : " box"));
     LoaderOptions o = Uint8(LoaderOptions::CifarTest());
     o.batch_size = 50;
     o.threads = 2;
+    o.fancy_upsampling = fancy;
     Loader l(file, o);
     Dataset ref(Built().jpg);
     uint64_t n = 0;
     for (const Batch& b : l.epoch(0)) {
       for (uint32_t j = 0; j < b.size; ++j) {
         const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
-        auto want = Decoded(ref, b.indices[j]);
+        auto want = Decoded(ref, b.indices[j], fancy);
         ASSERT_EQ(std::memcmp(got, want.data(), want.size()), 0) << file << " sample " << b.indices[j];
         ASSERT_EQ(b.labels[0][j], ref.label(b.indices[j]));
         ++n;
       }
     }
     EXPECT_EQ(n, 600u);
+  }
+}
+
+TEST(Loader, FusedPathMatchesTheRgbPathForEveryOutputFormat) {
+  // The fused path (planes) and the RGB path with box upsampling are two implementations of the same
+  // pixels; crop-free augmentations through both must agree exactly, in every dtype and layout.
+  for (auto [dtype, layout] : {std::pair{DType::kFloat32, Layout::kNCHW}, {DType::kFloat32, Layout::kNHWC},
+                               {DType::kFloat16, Layout::kNCHW}, {DType::kUint8, Layout::kNHWC}}) {
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.dtype = dtype;
+    o.layout = layout;
+    if (dtype == DType::kUint8) o.augment.normalize = false;
+    o.batch_size = 100;
+    o.seed = 21;
+    Loader fused(Built().jpg, o);
+    auto a = RunEpoch(fused, 0);
+    // Same pixels through the generic row path: a 1x1 "crop" of the whole image is not identity
+    // geometry, so force the RGB path with a CenterCrop of ratio 1 and the full output size.
+    o.augment.crop = kernels::CropMode::kCenter;
+    o.augment.center_ratio = 1.0f;
+    o.augment.out_w = o.augment.out_h = 32;
+    Loader rgb(Built().jpg, o);
+    auto b = RunEpoch(rgb, 0);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(a[k] == b[k]) << "batch " << k;
   }
 }
 
@@ -112,7 +143,7 @@ TEST(Loader, CifarAugmentationsMatchANaiveReference) {
   for (const Batch& b : l.epoch(2)) {
     for (uint32_t j = 0; j < b.size; ++j) {
       const uint32_t idx = b.indices[j];
-      auto src = Decoded(ds, idx);
+      auto src = Decoded(ds, idx);  // box upsampling, the loader's default
       kernels::CropRect rect;
       kernels::SampleParams p;
       kernels::MakeParams(o.augment, 32, 32, 17, 2, idx, &rect, &p);

@@ -58,13 +58,13 @@ void WriteFile(const std::string& path, const void* data, size_t size) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* pw, int* ph) {
+std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* pw, int* ph, int flags) {
   tjhandle h = tjInitDecompress();
   int w = 0, hh = 0, sub = 0, cs = 0;
   std::vector<uint8_t> out;
   if (tjDecompressHeader3(h, jpeg.data(), jpeg.size(), &w, &hh, &sub, &cs) == 0) {
     out.resize(size_t(w) * hh * 3);
-    if (tjDecompress2(h, jpeg.data(), jpeg.size(), out.data(), w, 0, hh, TJPF_RGB, 0) != 0) out.clear();
+    if (tjDecompress2(h, jpeg.data(), jpeg.size(), out.data(), w, 0, hh, TJPF_RGB, flags) != 0) out.clear();
   }
   tjDestroy(h);
   if (pw) *pw = w;

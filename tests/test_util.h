@@ -20,8 +20,8 @@ std::vector<uint8_t> ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const void* data, size_t size);
 inline void WriteFile(const std::string& path, const std::vector<uint8_t>& v) { WriteFile(path, v.data(), v.size()); }
 
-// Reference decode with TurboJPEG's own API, straight to RGB.
-std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* w = nullptr, int* h = nullptr);
+// Reference decode with TurboJPEG's own API, straight to RGB (flags: TJFLAG_*, e.g. FASTUPSAMPLE).
+std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* w = nullptr, int* h = nullptr, int flags = 0);
 double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
 
 // Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.

@@ -1,0 +1,32 @@
+// YCbCr -> RGB exactly as libjpeg(-turbo) computes it (jdcolor.c / jdmerge.c: 16-bit fixed point,
+// round half up, clamp to 0..255). Decoding JPEGs to planes and converting here gives the same pixels
+// as libjpeg-turbo's own decode with box ("fast") chroma upsampling, TurboJPEG's TJFLAG_FASTUPSAMPLE.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/hd.h"
+
+namespace dsc::kernels {
+
+DSC_HD uint8_t Clamp255(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+DSC_HD void YccToRgb(int y, int cb, int cr, uint8_t* r, uint8_t* g, uint8_t* b) {
+  cb -= 128;
+  cr -= 128;
+  *r = Clamp255(y + ((91881 * cr + 32768) >> 16));
+  *g = Clamp255(y + ((-22554 * cb + 32768 - 46802 * cr) >> 16));
+  *b = Clamp255(y + ((116130 * cb + 32768) >> 16));
+}
+
+// One row: luma y[0..w), chroma at x >> hshift (hshift 0: 4:4:4 rows, 1: 4:2:x rows), into planar rows.
+void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
+                     uint8_t* g, uint8_t* b);
+void ColorConvertRowScalar(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
+                           uint8_t* g, uint8_t* b);
+
+// out[x] = Normalize(in[x], scale, bias) (mirrored when reverse); streaming stores when aligned.
+void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse);
+void NormalizePlaneRowScalar(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse);
+
+}  // namespace dsc::kernels
