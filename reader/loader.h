@@ -21,8 +21,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/augment.h"
 #include "reader/dataset.h"
@@ -43,6 +45,7 @@ struct LoaderOptions {
   uint32_t rank = 0, world_size = 1;  // distributed: each rank reads its own shard
   bool drop_last = false;
   uint64_t quasi_window = 0;          // see OrderOptions
+  std::vector<uint32_t> subset;       // load only these samples (see OrderOptions)
   kernels::AugmentSpec augment;       // crop, flip, translate, cutout, normalise
   DType dtype = DType::kFloat32;      // kUint8 requires kNHWC and no normalisation (normalise on the GPU)
   Layout layout = Layout::kNCHW;
@@ -54,6 +57,13 @@ struct LoaderOptions {
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
   bool collect_stats = false;         // per-stage timings (dsc bench)
+  // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is
+  // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,
+  // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
+  bool defer_augment = false;
+  // Batch buffer memory (e.g. pinned host memory for fast copies to a GPU); aligned_alloc when unset.
+  std::function<void*(size_t)> allocate;
+  std::function<void(void*)> release;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
 
   // FFCV's CIFAR-10 pipelines: flip + translate(2) + cutout(4) (fills = CIFAR mean) + normalise, and
@@ -77,6 +87,9 @@ struct Batch {
   size_t label_fields = 0;
   const uint32_t* indices = nullptr;  // dataset index of each sample
   const uint8_t* padding = nullptr;   // 1: the sample repeats another to fill the batch
+  // Each sample's augmentation parameters. With defer_augment they describe the work left to do on
+  // the uint8 images (source region = the whole image); otherwise what was already applied.
+  const kernels::SampleParams* params = nullptr;
   template <typename T>
   const T* images_as() const { return static_cast<const T*>(images); }
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }

@@ -23,9 +23,21 @@ uint32_t EpochPlan::batch_length(uint64_t k) const {
 }
 
 std::vector<uint32_t> GlobalOrder(const format::FileView& file, const OrderOptions& o, uint64_t epoch) {
-  const uint64_t n = file.sample_count();
-  std::vector<uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
+  std::vector<uint32_t> order;
+  std::vector<uint8_t> member;  // subset membership, for quasi-random
+  if (o.subset.empty()) {
+    order.resize(file.sample_count());
+    std::iota(order.begin(), order.end(), 0u);
+  } else {
+    member.assign(file.sample_count(), 0);
+    for (uint32_t s : o.subset) {
+      if (s >= file.sample_count()) throw Error("subset sample " + std::to_string(s) + " out of range");
+      if (member[s]) throw Error("subset lists sample " + std::to_string(s) + " twice");
+      member[s] = 1;
+    }
+    order = o.subset;
+  }
+  const uint64_t n = order.size();
   kernels::Rng rng(o.seed, epoch, 0, kernels::kStreamOrder);
   if (o.order == Order::kRandom) {
     Shuffle(&order, 0, n, &rng);
@@ -37,7 +49,8 @@ std::vector<uint32_t> GlobalOrder(const format::FileView& file, const OrderOptio
     size_t pos = 0, window_start = 0;
     for (uint32_t b : blocks) {
       const auto& be = file.block(b);
-      for (uint32_t i = 0; i < be.sample_count; ++i) order[pos++] = be.first_sample + i;
+      for (uint32_t i = 0; i < be.sample_count; ++i)
+        if (member.empty() || member[be.first_sample + i]) order[pos++] = be.first_sample + i;
       if (pos - window_start >= window) {
         Shuffle(&order, window_start, pos, &rng);
         window_start = pos;
@@ -51,8 +64,8 @@ std::vector<uint32_t> GlobalOrder(const format::FileView& file, const OrderOptio
 EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& o, uint64_t epoch) {
   if (o.world_size == 0 || o.rank >= o.world_size) throw Error("rank must be below world_size");
   if (o.batch_size == 0) throw Error("batch_size must be at least 1");
-  const uint64_t n = file.sample_count(), w = o.world_size, b = o.batch_size;
   std::vector<uint32_t> order = GlobalOrder(file, o, epoch);
+  const uint64_t n = order.size(), w = o.world_size, b = o.batch_size;
   EpochPlan plan;
   plan.batch_size = o.batch_size;
   if (n == 0) return plan;

@@ -30,6 +30,9 @@ struct OrderOptions {
   // quasi_random: blocks are shuffled, then samples are shuffled within windows of consecutive
   // (shuffled) blocks holding at least this many samples. 0 = 4 x batch_size x world_size.
   uint64_t quasi_window = 0;
+  // When non-empty, the epoch covers only these samples (each at most once; e.g. a seeded random
+  // subset for short runs). Orders and sharding apply to the subset as they would to the file.
+  std::vector<uint32_t> subset;
 };
 
 struct EpochPlan {
@@ -43,7 +46,7 @@ struct EpochPlan {
 
 // Throws dsc::Error for invalid options (rank >= world_size, batch_size 0).
 EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& options, uint64_t epoch);
-// The epoch's global order of all samples before sharding (exposed for tests).
+// The epoch's global order of all samples (or of the subset) before sharding (exposed for tests).
 std::vector<uint32_t> GlobalOrder(const format::FileView& file, const OrderOptions& options, uint64_t epoch);
 
 }  // namespace dsc

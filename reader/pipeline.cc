@@ -41,9 +41,6 @@ uint64_t NowNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
 
 }  // namespace
 
@@ -74,7 +71,12 @@ LoaderOptions LoaderOptions::ImagenetTrain() {
 }
 
 struct Slot {
-  std::unique_ptr<uint8_t, AlignedFree> images;
+  ~Slot() {
+    if (images) release(images);
+  }
+  uint8_t* images = nullptr;
+  std::function<void(void*)> release;
+  std::vector<kernels::SampleParams> params;
   std::vector<int32_t> labels[2];
   std::vector<uint32_t> indices;
   std::vector<uint8_t> padding;
@@ -88,8 +90,9 @@ class Pipeline {
  public:
   Pipeline(const std::string& path, const LoaderOptions& o)
       : opt_(o), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
-    if (o.dtype == DType::kUint8 && (o.layout != Layout::kNHWC || o.augment.normalize))
+    if (o.dtype == DType::kUint8 && (o.layout != Layout::kNHWC || (o.augment.normalize && !o.defer_augment)))
       throw Error("uint8 output must be NHWC and unnormalised (normalise on the GPU)");
+    if (o.defer_augment && o.dtype != DType::kUint8) throw Error("defer_augment needs uint8 NHWC output");
     if (o.augment.crop != kernels::CropMode::kNone) {
       if (o.augment.out_w <= 0 || o.augment.out_h <= 0) throw Error("crop transforms need an output size");
       width_ = uint32_t(o.augment.out_w);
@@ -114,18 +117,27 @@ class Pipeline {
     order_.batch_size = o.batch_size;
     order_.drop_last = o.drop_last;
     order_.quasi_window = o.quasi_window;
+    order_.subset = o.subset;
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
     kernels::MakeNormalizeTable(o.augment, table_);
     for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
     format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}};
+    if (o.defer_augment) {  // the CPU stage writes plain pixels
+      kernels::AugmentSpec plain;
+      kernels::MakeNormalizeTable(plain, table_);
+      kernels::NormalizeCoefficients(plain, format_.scale, format_.bias);
+    }
     kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
     sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
     slots_.resize(size_t(o.prefetch) + 1);
     const size_t bytes = (sample_bytes_ * o.batch_size + 63) / 64 * 64;
     for (auto& s : slots_) {
       s = std::make_unique<Slot>();
-      s->images.reset(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+      s->release = o.release ? o.release : [](void* p) { std::free(p); };
+      s->images = static_cast<uint8_t*>(o.allocate ? o.allocate(std::max<size_t>(bytes, 64))
+                                                   : std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
       if (!s->images) throw Error("cannot allocate batch buffers");
+      s->params.resize(o.batch_size);
       for (auto& l : s->labels) l.resize(o.batch_size);
       s->indices.resize(o.batch_size);
       s->padding.resize(o.batch_size);
@@ -200,7 +212,8 @@ class Pipeline {
     b.epoch = epoch_;
     b.index = k;
     b.size = len;
-    b.images = s->images.get();
+    b.images = s->images;
+    b.params = s->params.data();
     b.dtype = opt_.dtype;
     b.layout = opt_.layout;
     b.height = height_;
@@ -286,7 +299,7 @@ class Pipeline {
   }
 
   void WorkerLoop(int t) {
-    SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t));
+    SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t), opt_.defer_augment);
     StageStats local;
     uint64_t seen = 0;
     while (true) {
@@ -342,7 +355,7 @@ class Pipeline {
         s->labels[1][j] = e.label[1];
         if (opt_.collect_stats) st->collate_ns += NowNs() - c0;
         try {
-          proc->Process(sample, seed, epoch, s->images.get() + size_t(j) * sample_bytes_, st);
+          proc->Process(sample, seed, epoch, s->images + size_t(j) * sample_bytes_, st, &s->params[j]);
         } catch (const std::exception& ex) {
           std::lock_guard<std::mutex> l(s->error_mu);
           if (s->error.empty()) s->error = ex.what();

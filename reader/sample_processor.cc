@@ -21,14 +21,21 @@ uint64_t NowNs() {
 }  // namespace
 
 SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
-                                 Tracer* tracer, uint32_t track)
-    : ds_(ds), spec_(spec), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track), zstd_(ZSTD_createDCtx()) {
+                                 Tracer* tracer, uint32_t track, bool defer)
+    : ds_(ds), spec_(spec), full_(spec), defer_(defer), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track),
+      zstd_(ZSTD_createDCtx()) {
+  if (defer) {
+    spec_.flip = false;
+    spec_.translate = spec_.cutout = 0;
+    spec_.normalize = false;
+  }
   row_.resize(size_t(out.width) * 3);
 }
 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
 
-void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st) {
+void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
+                              kernels::SampleParams* applied) {
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const format::IndexEntry e = ds_.entry(index);
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
@@ -39,7 +46,21 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   };
   kernels::CropRect rect;
   kernels::SampleParams params;
-  kernels::MakeParams(spec_, e.width, e.height, seed, epoch, index, &rect, &params);
+  // Drawn with every transform enabled, so deferring changes where the work happens, not the result.
+  kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
+  if (defer_) {
+    if (applied) {
+      *applied = params;  // what is left: flip / translate / cutout over the whole output image
+      applied->src_x = applied->src_y = 0;
+      applied->src_w = int64_t(out_.width) << 16;
+      applied->src_h = int64_t(out_.height) << 16;
+    }
+    params.flip = 0;
+    params.dx = params.dy = 0;
+    params.cut_x = params.cut_y = -1;
+  } else if (applied) {
+    *applied = params;
+  }
   const uint8_t* src = nullptr;
   int sw = e.width, sh = e.height, stride = e.width * 3;
   const size_t raw = size_t(e.width) * e.height * 3;

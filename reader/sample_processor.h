@@ -24,14 +24,17 @@ struct OutputFormat {
 
 class SampleProcessor {
  public:
+  // With `defer`, only decoding and crop/resize happen here (see LoaderOptions::defer_augment).
   SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
-                  class Tracer* tracer = nullptr, uint32_t track = 0);
+                  class Tracer* tracer = nullptr, uint32_t track = 0, bool defer = false);
   ~SampleProcessor();
   SampleProcessor(const SampleProcessor&) = delete;
   SampleProcessor& operator=(const SampleProcessor&) = delete;
   // Writes sample `index` (augmented for `epoch` with `seed`) to `dst`. Throws dsc::Error naming the
   // file and sample when the payload cannot be decoded.
-  void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats);
+  // `applied` receives the sample's parameters (see Batch::params).
+  void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
+               kernels::SampleParams* applied = nullptr);
 
  private:
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
@@ -44,7 +47,9 @@ class SampleProcessor {
   uint8_t* DecodeBuffer(size_t width, size_t height);
 
   const Dataset& ds_;
-  kernels::AugmentSpec spec_;
+  kernels::AugmentSpec spec_;  // the transforms this processor applies
+  kernels::AugmentSpec full_;  // every transform asked for (differs from spec_ when deferring)
+  bool defer_;
   OutputFormat out_;
   bool stats_;
   class Tracer* tracer_;

@@ -15,6 +15,18 @@
 namespace dsc::test {
 namespace {
 
+OrderOptions Oo(Order order, uint64_t seed, uint32_t rank, uint32_t world, uint32_t batch, bool drop_last, uint64_t window) {
+  OrderOptions o;
+  o.order = order;
+  o.seed = seed;
+  o.rank = rank;
+  o.world_size = world;
+  o.batch_size = batch;
+  o.drop_last = drop_last;
+  o.quasi_window = window;
+  return o;
+}
+
 class Orders : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -48,7 +60,7 @@ TEST_F(Orders, ExactlyOncePerEpochForEveryOrderAndShardCount) {
           std::vector<int> seen(n, 0);
           uint64_t batches = ~0ull;
           for (uint32_t rank = 0; rank < world; ++rank) {
-            OrderOptions o{order, 7, rank, world, batch, drop_last, 0};
+            OrderOptions o = Oo(order, 7, rank, world, batch, drop_last, 0);
             EpochPlan p = PlanEpoch(ds_->view(), o, 3);
             if (batches == ~0ull) batches = p.batches;
             ASSERT_EQ(p.batches, batches) << "every rank gets the same number of batches";
@@ -77,7 +89,7 @@ TEST_F(Orders, ExactlyOncePerEpochForEveryOrderAndShardCount) {
 }
 
 TEST_F(Orders, PureFunctionOfSeedAndEpoch) {
-  OrderOptions o{Order::kRandom, 11, 1, 3, 32, true, 0};
+  OrderOptions o = Oo(Order::kRandom, 11, 1, 3, 32, true, 0);
   auto a = PlanEpoch(ds_->view(), o, 5), b = PlanEpoch(ds_->view(), o, 5), c = PlanEpoch(ds_->view(), o, 6);
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_NE(a.samples, c.samples);
@@ -88,7 +100,7 @@ TEST_F(Orders, PureFunctionOfSeedAndEpoch) {
     std::set<uint32_t> all;
     for (uint32_t i = 0; i < ds_->size(); ++i) all.insert(i);
     for (uint32_t r = 0; r < 3; ++r) {
-      OrderOptions q{Order::kRandom, 11, r, 3, 32, true, 0};
+      OrderOptions q = Oo(Order::kRandom, 11, r, 3, 32, true, 0);
       for (uint32_t s : PlanEpoch(ds_->view(), q, epoch).samples) all.erase(s);
     }
     return all;
@@ -99,7 +111,7 @@ TEST_F(Orders, PureFunctionOfSeedAndEpoch) {
 }
 
 TEST_F(Orders, SequentialSingleRankKeepsTheShortLastBatch) {
-  OrderOptions o{Order::kSequential, 0, 0, 1, 100, false, 0};
+  OrderOptions o = Oo(Order::kSequential, 0, 0, 1, 100, false, 0);
   auto p = PlanEpoch(ds_->view(), o, 0);
   EXPECT_EQ(p.batches, 11u);
   EXPECT_EQ(p.batch_length(10), 10u);
@@ -107,7 +119,7 @@ TEST_F(Orders, SequentialSingleRankKeepsTheShortLastBatch) {
 }
 
 TEST_F(Orders, PaddingRepeatsAreFlagged) {
-  OrderOptions o{Order::kRandom, 3, 0, 1, 64, false, 0};
+  OrderOptions o = Oo(Order::kRandom, 3, 0, 1, 64, false, 0);
   auto p = PlanEpoch(ds_->view(), o, 0);
   size_t pads = 0;
   for (auto f : p.padding) pads += f;
@@ -117,8 +129,8 @@ TEST_F(Orders, PaddingRepeatsAreFlagged) {
 
 TEST_F(Orders, QuasiRandomBatchesTouchFewBlocks) {
   const uint32_t batch = 32;
-  OrderOptions q{Order::kQuasiRandom, 5, 0, 1, batch, true, 64};
-  OrderOptions r{Order::kRandom, 5, 0, 1, batch, true, 0};
+  OrderOptions q = Oo(Order::kQuasiRandom, 5, 0, 1, batch, true, 64);
+  OrderOptions r = Oo(Order::kRandom, 5, 0, 1, batch, true, 0);
   auto blocks_per_batch = [&](const EpochPlan& p) {
     double total = 0;
     for (uint64_t k = 0; k < p.batches; ++k) {
@@ -138,8 +150,25 @@ TEST_F(Orders, QuasiRandomBatchesTouchFewBlocks) {
   EXPECT_EQ(uniq.size(), ds_->size());
 }
 
+TEST_F(Orders, SubsetsAreCoveredExactlyOnce) {
+  for (Order order : {Order::kSequential, Order::kRandom, Order::kQuasiRandom}) {
+    std::vector<int> seen(ds_->size(), 0);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      OrderOptions o = Oo(order, 1, rank, 2, 16, false, 0);
+      for (uint32_t i = 0; i < ds_->size(); i += 3) o.subset.push_back(i);
+      auto p = PlanEpoch(ds_->view(), o, 0);
+      for (size_t i = 0; i < p.samples.size(); ++i)
+        if (!p.padding[i]) ++seen[p.samples[i]];
+    }
+    for (uint32_t i = 0; i < ds_->size(); ++i) ASSERT_EQ(seen[i], i % 3 == 0 ? 1 : 0) << i;
+  }
+  OrderOptions bad = Oo(Order::kRandom, 0, 0, 1, 8, false, 0);
+  bad.subset = {1, 1};
+  EXPECT_THROW(PlanEpoch(ds_->view(), bad, 0), Error);
+}
+
 TEST_F(Orders, RejectsBadShardOptions) {
-  OrderOptions o{Order::kRandom, 0, 4, 4, 8, false, 0};
+  OrderOptions o = Oo(Order::kRandom, 0, 4, 4, 8, false, 0);
   EXPECT_THROW(PlanEpoch(ds_->view(), o, 0), Error);
   o.rank = 0;
   o.batch_size = 0;

@@ -1,0 +1,83 @@
+// The GPU path's CPU twin: deferring flip/translate/cutout/normalise to kernels::AugmentBatchCpu (the
+// CUDA kernel's per-element code) gives the CPU pipeline's batches bit for bit. No GPU runs here.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "format/error.h"
+#include "kernels/batch_augment.h"
+#include "reader/gpu.h"
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+const std::string& File() {
+  static std::string f = [] {
+    auto dir = ScratchDir("-gpu");
+    writer::BuildOptions o;
+    o.log = [](const std::string&) {};
+    writer::Build(SubsetTree(40), dir + "/f.beton", o);
+    return dir + "/f.beton";
+  }();
+  return f;
+}
+
+void ExpectTwinEqualsCpu(LoaderOptions cpu, DType dtype, Layout layout) {
+  cpu.dtype = dtype;
+  cpu.layout = layout;
+  cpu.batch_size = 64;
+  cpu.seed = 123;
+  LoaderOptions deferred = cpu;
+  deferred.defer_augment = true;
+  deferred.dtype = DType::kUint8;
+  deferred.layout = Layout::kNHWC;
+  Loader a(File(), cpu), b(File(), deferred);
+  ASSERT_EQ(a.batches_per_epoch(), b.batches_per_epoch());
+  auto ra = a.epoch(2), rb = b.epoch(2);
+  auto ia = ra.begin(), ib = rb.begin();
+  const auto aug = kernels::MakeDeferredAugment(cpu.augment, int(b.width()), int(b.height()),
+                                                dtype == DType::kFloat16 ? kernels::kOutFloat16 : kernels::kOutFloat32,
+                                                layout == Layout::kNCHW ? kernels::kOutNCHW : kernels::kOutNHWC);
+  size_t batches = 0;
+  for (; ia != ra.end() && ib != rb.end(); ++ia, ++ib, ++batches) {
+    const Batch& x = *ia;
+    const Batch& y = *ib;
+    ASSERT_EQ(std::memcmp(x.indices, y.indices, x.size * 4), 0);
+    std::vector<uint8_t> out(x.image_bytes() * x.size);
+    kernels::AugmentBatchCpu(aug, y.images_as<uint8_t>(), y.params, int(y.size), out.data());
+    ASSERT_EQ(std::memcmp(out.data(), x.images, out.size()), 0) << "batch " << batches;
+  }
+  EXPECT_EQ(batches, a.batches_per_epoch());
+}
+
+TEST(GpuTwin, CifarPipelineBitForBit) {
+  ExpectTwinEqualsCpu(LoaderOptions::CifarTrain(), DType::kFloat32, Layout::kNCHW);
+  ExpectTwinEqualsCpu(LoaderOptions::CifarTrain(), DType::kFloat16, Layout::kNHWC);
+}
+
+TEST(GpuTwin, CropOnCpuThenTheRestDeferred) {
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.augment.out_w = o.augment.out_h = 24;
+  o.augment.translate = 1;
+  o.augment.cutout = 5;
+  ExpectTwinEqualsCpu(o, DType::kFloat32, Layout::kNCHW);
+}
+
+TEST(GpuTwin, NoGpuIsReportedAndRefusedClearly) {
+  std::string why;
+  if (gpu::Available(&why)) GTEST_SKIP() << "a GPU is present; this checks the fallback";
+  EXPECT_FALSE(why.empty());
+  std::printf("no GPU here: %s\n", why.c_str());
+  try {
+    gpu::Augmenter aug(LoaderOptions::CifarTrain().augment, 32, 32, 512, DType::kFloat16, Layout::kNCHW);
+    FAIL() << "constructed without a GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable GPU"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dsc::test
