@@ -15,6 +15,7 @@ int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdGenerate(int argc, char** argv);
+int CmdTrain(int argc, char** argv);  // runs dsc-train, so that dsc itself never loads libtorch
 
 // JSON string literal with escapes.
 std::string JsonString(const std::string& s);

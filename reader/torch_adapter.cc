@@ -1,0 +1,69 @@
+#include "reader/torch_adapter.h"
+
+#include <torch/torch.h>
+
+#include <thread>
+
+#include "format/error.h"
+
+namespace dsc::torch_view {
+
+namespace {
+
+at::ScalarType ScalarOf(DType t) {
+  switch (t) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kUint8: return at::kByte;
+  }
+  return at::kFloat;
+}
+
+at::Tensor View(void* data, at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType t, at::Device dev) {
+  return torch::from_blob(data, sizes, strides, torch::TensorOptions().dtype(t).device(dev));
+}
+
+at::Tensor ImagesOn(void* data, int64_t n, int64_t h, int64_t w, Layout layout, DType dtype, at::Device dev) {
+  if (layout == Layout::kNCHW) return View(data, {n, 3, h, w}, {3 * h * w, h * w, w, 1}, ScalarOf(dtype), dev);
+  return View(data, {n, 3, h, w}, {3 * h * w, 1, 3 * w, 3}, ScalarOf(dtype), dev);  // channels_last
+}
+
+}  // namespace
+
+at::Tensor Images(const Batch& b) {
+  return ImagesOn(const_cast<void*>(b.images), b.size, b.height, b.width, b.layout, b.dtype, at::kCPU);
+}
+
+at::Tensor Labels(const Batch& b, size_t field) {
+  if (field >= b.label_fields) throw Error("the file has no label field " + std::to_string(field));
+  return View(const_cast<int32_t*>(b.labels[field]), {int64_t(b.size)}, {1}, at::kInt, at::kCPU);
+}
+
+at::Tensor Indices(const Batch& b) {
+  return View(const_cast<uint32_t*>(b.indices), {int64_t(b.size)}, {1}, at::kInt, at::kCPU);
+}
+
+at::Tensor Padding(const Batch& b) {
+  return View(const_cast<uint8_t*>(b.padding), {int64_t(b.size)}, {1}, at::kBool, at::kCPU);
+}
+
+at::Tensor ImagesOwned(const Batch& b) { return Images(b).clone(); }
+at::Tensor LabelsOwned(const Batch& b, size_t field) { return Labels(b, field).clone(); }
+
+bool TorchHasCuda() { return torch::cuda::is_available(); }
+
+at::Tensor DeviceImages(const gpu::DeviceBatch& d) {
+  if (!TorchHasCuda())
+    throw Error("this libtorch has no usable CUDA (Debian's libtorch is CPU-only): use DeviceBatch::images, a raw "
+                "device pointer, instead");
+  return ImagesOn(d.images, d.size, d.height, d.width, d.layout, d.dtype, at::Device(at::kCUDA, int8_t(d.device)));
+}
+
+int ShareCores(int loader_threads) {
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  const int torch_threads = std::max(1, cores - loader_threads);
+  torch::set_num_threads(torch_threads);
+  return torch_threads;
+}
+
+}  // namespace dsc::torch_view
