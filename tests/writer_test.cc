@@ -2,6 +2,7 @@
 // atomic; bad sources give errors naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -434,7 +435,8 @@ TEST(Errors, KilledBuildLeavesNothingBehind) {
   auto dir = ScratchDir();
   fs::create_directories(dir + "/out");
   std::mt19937 rng(1234);
-  for (int trial = 0; trial < 6; ++trial) {
+  int finished = 0, killed = 0;
+  for (int trial = 0; trial < 20; ++trial) {
     pid_t pid = ::fork();
     if (pid == 0) {
       auto o = Opts("jpeg", 1);
@@ -449,12 +451,76 @@ TEST(Errors, KilledBuildLeavesNothingBehind) {
     ::kill(pid, SIGKILL);
     int st = 0;
     ::waitpid(pid, &st, 0);
+    (WIFSIGNALED(st) ? killed : finished) += 1;
     // Either the build finished (a complete, valid file) or nothing is there at all.
     for (const auto& e : fs::directory_iterator(dir + "/out")) {
       ASSERT_EQ(e.path().filename(), "x.beton") << "left behind: " << e.path();
       EXPECT_NO_THROW(Dataset(e.path().string(), {.verify = true}));
       fs::remove(e.path());
     }
+  }
+  std::printf("kill -9 trials: %d killed mid-build, %d finished first; nothing partial left in any\n", killed, finished);
+  EXPECT_GT(killed, 5);
+}
+
+TEST(Errors, FullDiskIsAClearErrorAndLeavesNoTarget) {
+  auto root = SubsetTree(30);
+  auto dir = ScratchDir();
+  // A file-size limit makes every write past 64 KiB fail with EFBIG, as a full disk fails with ENOSPC.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    struct rlimit lim = {65536, 65536};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    ::signal(SIGXFSZ, SIG_IGN);
+    try {
+      writer::Build(root, dir + "/x.beton", Opts("raw"));
+      ::_exit(3);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      ::_exit(m.find("x.beton") != std::string::npos && m.find("write failed") != std::string::npos ? 0 : 4);
+    }
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "3: the build succeeded, 4: the message did not name the file and the write";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 0);
+}
+
+TEST(Errors, UnwritableTargetsAndChangingSources) {
+  auto root = SubsetTree(2);
+  std::string msg;
+  try {
+    writer::Build(root, "/proc/dsc-test.beton", Opts());
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("/proc/dsc-test.beton"), std::string::npos) << msg;
+  try {
+    writer::Build(root, "/nonexistent-dir/x.beton", Opts());
+    msg.clear();
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("cannot open output directory"), std::string::npos) << msg;
+  // A source file that vanishes or changes after it was listed is an error naming it.
+  auto src = writer::OpenSource(root, "tree", "train");
+  auto files = TreeFiles(root);
+  fs::remove(files[3].first);
+  writer::SourceItem item;
+  try {
+    src->Load(3, &item);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(files[3].first), std::string::npos) << e.what();
+  }
+  fs::remove(files[4].first);
+  WriteFile(files[4].first, "different", 9);
+  try {
+    src->Load(4, &item);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed during the build"), std::string::npos) << e.what();
   }
 }
 

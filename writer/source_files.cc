@@ -19,11 +19,19 @@ bool IsImageName(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg";
 }
 
+uint64_t FileSize(const fs::path& p) {
+  std::error_code ec;
+  const auto n = fs::file_size(p, ec);
+  if (ec) throw Error(p.string() + ": cannot read: " + ec.message());
+  return n;
+}
+
 bool IsHidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
 
 struct FileSample {
   std::string path;
   int32_t label;
+  uint64_t size;  // at listing time: a file that changes during the build is an error, not a silent mix
 };
 
 class FileList : public Source {
@@ -41,6 +49,9 @@ class FileList : public Source {
     out->where = samples_[i].path;
     out->is_pixels = false;
     out->bytes = ReadWholeFile(samples_[i].path);
+    if (out->bytes.size() != samples_[i].size)
+      throw Error(samples_[i].path + ": changed during the build (" + std::to_string(samples_[i].size) + " bytes when listed, " +
+                  std::to_string(out->bytes.size()) + " when read)");
     out->label[0] = samples_[i].label;
     out->label[1] = 0;
   }
@@ -88,7 +99,7 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
   std::vector<std::string> ignored;
   for (size_t c = 0; c < classes.size(); ++c) {
     for (const auto& f : SortedFiles(root / classes[c])) {
-      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c)});
+      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c), FileSize(f)});
       else ignored.push_back(f.string());
     }
   }
@@ -115,7 +126,7 @@ std::unique_ptr<Source> OpenManifest(const std::string& file) {
       throw Error(file + ":" + std::to_string(n) + ": label '" + label + "' is not a non-negative integer");
     fs::path p = line.substr(0, tab);
     if (p.is_relative()) p = base / p;
-    samples.push_back({p.string(), int32_t(v)});
+    samples.push_back({p.string(), int32_t(v), FileSize(p)});
   }
   if (samples.empty()) throw Error(file + ": the manifest lists no samples");
   return std::make_unique<FileList>("manifest", std::vector<LabelField>{{"label", {}}}, std::move(samples),

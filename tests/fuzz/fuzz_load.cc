@@ -1,0 +1,48 @@
+// Reading samples of a (fuzzed) file through the loader's per-sample path, without verification:
+// whatever the bytes, decoding either works or throws dsc::Error, and never reads outside the file.
+#include <memory>
+#include <vector>
+
+#include "format/error.h"
+#include "kernels/augment.h"
+#include "reader/dataset.h"
+#include "reader/loader.h"
+#include "reader/sample_processor.h"
+#include "tests/fuzz/fuzz_targets.h"
+
+DSC_FUZZ_TARGET {
+  try {
+    dsc::Dataset ds(std::make_unique<dsc::format::MemorySource>("fuzz.beton", data, size), {});
+    for (bool crop : {false, true}) {
+      dsc::kernels::AugmentSpec spec = dsc::LoaderOptions::CifarTrain().augment;
+      uint32_t w = 32, h = 32;
+      if (crop) {
+        spec.crop = dsc::kernels::CropMode::kRandomResized;
+        spec.out_w = spec.out_h = 16;
+        w = h = 16;
+      } else if (ds.size() > 0) {
+        w = ds.entry(0).width;
+        h = ds.entry(0).height;
+        if (w * h > 4096 * 4096) continue;
+      }
+      float table[768];
+      uint16_t half[768];
+      dsc::kernels::MakeNormalizeTable(spec, table);
+      dsc::OutputFormat out{dsc::DType::kFloat32, dsc::Layout::kNCHW, w, h, table, half, false, {1, 1, 1}, {0, 0, 0}};
+      dsc::kernels::NormalizeCoefficients(spec, out.scale, out.bias);
+      dsc::SampleProcessor proc(ds, spec, out, false);
+      std::vector<uint8_t> dst(size_t(w) * h * 3 * 4);
+      dsc::StageStats st;
+      for (uint64_t i = 0; i < ds.size() && i < 16; ++i) {
+        const auto e = ds.entry(i);
+        if (!crop && (e.width != w || e.height != h)) continue;  // the loader refuses mixed sizes up front
+        try {
+          proc.Process(i, 1, 0, dst.data(), &st);
+        } catch (const dsc::Error&) {
+        }
+      }
+    }
+  } catch (const dsc::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Seed corpus for the fuzz targets, made from the real CIFAR-10 in the build tree (never committed).
+# usage: make_seeds.sh DSC CIFAR_ROOT OUT
+set -eu
+dsc=$1
+cifar=$2
+out=$3
+rm -rf "$out"
+mkdir -p "$out/open" "$out/load" "$out/pickle" "$out/sources" "$out/tmp/tree/a" "$out/tmp/tree/b"
+i=0
+for f in $(ls "$cifar/train/cat" | head -3); do cp "$cifar/train/cat/$f" "$out/tmp/tree/a/"; done
+for f in $(ls "$cifar/train/dog" | head -2); do cp "$cifar/train/dog/$f" "$out/tmp/tree/b/"; done
+for enc in default raw raw-zstd; do
+  "$dsc" build "$out/tmp/tree" "$out/open/$enc.beton" --encoding $enc --block-size 4096 --quiet >/dev/null
+  cp "$out/open/$enc.beton" "$out/load/$enc.beton"
+done
+"$dsc" build "$out/tmp/tree" "$out/load/inline.beton" --jpeg-tables inline --quiet >/dev/null
+# sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
+for f in "$out"/tmp/tree/a/*.jpg; do
+  i=$((i + 1))
+  { printf '\004'; cat "$f"; } > "$out/sources/jpeg$i"
+done
+"$dsc" export "$out/open/default.beton" --index 0 --count 2 --out "$out/tmp/ppm" --ppm >/dev/null
+/usr/bin/python3 - "$out" <<'PY'
+import os, pickle, sys
+out = sys.argv[1]
+def pixels(name):
+    b = open(os.path.join(out, "tmp/ppm", name), "rb").read()
+    hwc = b[b.index(b"255\n") + 4:]
+    return bytes(hwc[i * 3 + c] for c in range(3) for i in range(1024))  # CIFAR's planar layout
+imgs = [pixels("00000000.ppm"), pixels("00000001.ppm")]
+open(os.path.join(out, "sources/cifar_bin"), "wb").write(b"\x00" + b"".join(bytes([3]) + p for p in imgs))
+open(os.path.join(out, "sources/manifest"), "wb").write(b"\x03# path\tlabel\na.jpg\t1\nb/c.jpg\t0\n")
+import numpy as np
+d = {b"data": np.frombuffer(b"".join(imgs), dtype=np.uint8).reshape(2, 3072), b"labels": [3, 5], b"batch_label": b"seed"}
+for proto in (2, 4, 5):
+    blob = pickle.dumps(d, protocol=proto)
+    open(os.path.join(out, "pickle/p%d" % proto), "wb").write(blob)
+    open(os.path.join(out, "sources/pickle%d" % proto), "wb").write(b"\x02" + blob)
+PY
+rm -rf "$out/tmp"
+echo "seed corpus in $out"
