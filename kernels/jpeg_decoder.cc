@@ -9,6 +9,15 @@
 
 namespace dsc::kernels {
 
+// libjpeg reports errors by calling error_exit, which must not return: ours longjmps back here. The
+// setjmp has to sit in the frame of the function that calls libjpeg, hence a macro.
+#define DSC_JPEG_RETURN_FALSE_ON_ERROR(c) \
+  if (setjmp(s_->err.jump)) {             \
+    error_ = s_->err.message;             \
+    jpeg_abort_decompress(c);             \
+    return false;                         \
+  }
+
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   jpeg_source_mgr src;  // two-piece source: head, then body
@@ -92,11 +101,7 @@ bool JpegDecoder::ReadHeader(const uint8_t* data, size_t size, int* width, int* 
 bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
                              int* width, int* height) {
   jpeg_decompress_struct* c = &s_->cinfo;
-  if (setjmp(s_->err.jump)) {
-    error_ = s_->err.message;
-    jpeg_abort_decompress(c);
-    return false;
-  }
+  DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   jpeg_abort_decompress(c);
   c->raw_data_out = FALSE;
   s_->body = body;
@@ -114,11 +119,7 @@ bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_
 
 bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride, bool fancy) {
   jpeg_decompress_struct* c = &s_->cinfo;
-  if (setjmp(s_->err.jump)) {
-    error_ = s_->err.message;
-    jpeg_abort_decompress(c);
-    return false;
-  }
+  DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   c->scale_num = 8;
   c->scale_denom = 8;
   c->do_fancy_upsampling = fancy ? TRUE : FALSE;
@@ -152,11 +153,7 @@ bool JpegDecoder::CanDecodePlanes() const {
 
 bool JpegDecoder::DecodePlanes(JpegPlanes* out) {
   jpeg_decompress_struct* c = &s_->cinfo;
-  if (setjmp(s_->err.jump)) {
-    error_ = s_->err.message;
-    jpeg_abort_decompress(c);
-    return false;
-  }
+  DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   c->scale_num = 8;
   c->scale_denom = 8;
   c->raw_data_out = TRUE;
@@ -198,11 +195,7 @@ bool JpegDecoder::DecodePlanes(JpegPlanes* out) {
 bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride,
                                size_t capacity, DecodedRegion* region, bool fancy) {
   jpeg_decompress_struct* c = &s_->cinfo;
-  if (setjmp(s_->err.jump)) {
-    error_ = s_->err.message;
-    jpeg_abort_decompress(c);
-    return false;
-  }
+  DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   c->do_fancy_upsampling = fancy ? TRUE : FALSE;
   int k = 1;
   while (k < 8 && (w * k < min_w * 8 || h * k < min_h * 8)) ++k;
