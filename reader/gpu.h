@@ -42,6 +42,10 @@ struct DeviceBatch {
   void* stream = nullptr;     // cudaStream_t dsc used
 };
 
+// Blocks the calling thread until the batch's kernel has finished (for consumers that cannot make a
+// CUDA stream wait on DeviceBatch::ready, e.g. libtorch builds without the c10::cuda headers).
+void Wait(const DeviceBatch& d);
+
 class Augmenter {
  public:
   // Throws dsc::Error when no GPU is usable (check Available() first to fall back).

@@ -40,6 +40,10 @@ void* PinnedAllocate(size_t bytes) {
 
 void PinnedRelease(void* p) { cudaFreeHost(p); }
 
+void Wait(const DeviceBatch& d) {
+  if (d.ready) Check(cudaEventSynchronize(static_cast<cudaEvent_t>(d.ready)), "cudaEventSynchronize");
+}
+
 struct Augmenter::Impl {
   kernels::DeferredAugment a;
   int device = 0;

@@ -120,6 +120,23 @@ TEST_P(Corruption, EveryFlippedBitIsDetectedInTheRightSection) {
               GetParam().c_str(), tried, detected, reader_missed_padding, unverified_threw, unverified_ran);
 }
 
+TEST_P(Corruption, AFlipInEveryBlockIsNamedByBlock) {
+  Built b = BuildSmall(GetParam());
+  format::MemorySource intact("f", b.bytes.data(), b.bytes.size());
+  auto v = format::FileView::Open(&intact);
+  ASSERT_GT(v->block_count(), 3u);
+  for (size_t blk = 0; blk < v->block_count(); ++blk) {
+    auto bytes = b.bytes;
+    bytes[v->block(blk).offset + v->block(blk).size / 2] ^= 0x10;
+    format::MemorySource src("f.beton", bytes.data(), bytes.size());
+    auto problems = format::VerifyFile(src);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].section, "data");
+    EXPECT_EQ(problems[0].block, int64_t(blk));
+    EXPECT_TRUE(ReaderRejects(bytes));
+  }
+}
+
 TEST_P(Corruption, TruncationAnywhereIsRejected) {
   Built b = BuildSmall(GetParam());
   std::vector<uint64_t> cuts = {0, 1, 100, b.bytes.size() - 1};

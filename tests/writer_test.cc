@@ -2,11 +2,14 @@
 // atomic; bad sources give errors naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -485,6 +488,25 @@ TEST(Errors, FullDiskIsAClearErrorAndLeavesNoTarget) {
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0) << "3: the build succeeded, 4: the message did not name the file and the write";
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 0);
+}
+
+TEST(Errors, RealFullTmpfsIsAClearErrorAndLeavesNothing) {
+  auto root = SubsetTree(30);
+  auto dir = ScratchDir() + "/small";
+  fs::create_directories(dir);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=256k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << "); the RLIMIT_FSIZE test covers the write path";
+  std::string msg;
+  try {
+    writer::Build(root, dir + "/x.beton", Opts("raw"));  // 300 x 3 KiB does not fit in 256 KiB
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  const auto left = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  ::umount2(dir.c_str(), MNT_DETACH);
+  EXPECT_NE(msg.find("x.beton"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
+  EXPECT_EQ(left, 0) << "a full disk left files behind";
 }
 
 TEST(Errors, UnwritableTargetsAndChangingSources) {
