@@ -101,6 +101,32 @@ TEST(CifarBinary, Cifar10BothSplitsRoundTripExactly) {
   ExpectCifarRoundTrip(dir + "/test.beton", test, false);
 }
 
+TEST(CifarBinary, EveryEncodingRoundTrips) {
+  auto train = LoadCifar(60, "train"), test = LoadCifar(10, "test");
+  auto dir = ScratchDir();
+  auto src = WriteCifar10Binary(dir, train, 2, test);
+  for (const char* enc : {"raw", "raw-zstd", "jpeg", "auto"}) {
+    SCOPED_TRACE(enc);
+    auto o = Opts(enc);
+    o.encode.quality = 95;
+    o.encode.subsampling = "444";
+    writer::Build(src, dir + "/" + enc + ".beton", o);
+    Dataset ds(dir + "/" + enc + ".beton", {.verify = true});
+    ASSERT_EQ(ds.size(), train.size());
+    double worst = 99;
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      ASSERT_EQ(ds.entry(i).label[0], train.fine[i]);
+      const auto px = Pixels(ds, i);
+      if (ds.entry(i).encoding == uint8_t(Encoding::kJpeg)) {
+        worst = std::min(worst, Psnr(px, train.hwc[i]));
+      } else {
+        ASSERT_EQ(px, train.hwc[i]) << "sample " << i;
+      }
+    }
+    EXPECT_GT(worst, 33.0) << "worst PSNR of a q95 4:4:4 encode of CIFAR pixels";
+  }
+}
+
 TEST(CifarBinary, Cifar100KeepsFineAndCoarseLabels) {
   auto train = LoadCifar(300, "train", true), test = LoadCifar(40, "test", true);
   auto dir = ScratchDir();
@@ -507,6 +533,17 @@ TEST(Errors, RealFullTmpfsIsAClearErrorAndLeavesNothing) {
   EXPECT_NE(msg.find("x.beton"), std::string::npos) << msg;
   EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
   EXPECT_EQ(left, 0) << "a full disk left files behind";
+  // A read-only target directory (root ignores permission bits, so a read-only mount).
+  ASSERT_EQ(::mount("tmpfs", dir.c_str(), "tmpfs", MS_RDONLY, "size=64k"), 0) << std::strerror(errno);
+  msg.clear();
+  try {
+    writer::Build(root, dir + "/y.beton", Opts());
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  ::umount2(dir.c_str(), MNT_DETACH);
+  EXPECT_NE(msg.find("y.beton"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Read-only file system"), std::string::npos) << msg;
 }
 
 TEST(Errors, UnwritableTargetsAndChangingSources) {
