@@ -2,7 +2,6 @@
 
 #include "kernels/augment.h"
 
-#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -74,26 +73,7 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
   else NormalizeRowPlanarScalar(rgb + 3 * x, w - x, r + x, g + x, b + x, scale, bias);
 }
 
-__attribute__((target("avx2"))) void ReverseFloatsAvx2(float* p, size_t n) {
-  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
-  size_t a = 0, b = n;
-  while (b - a >= 16) {
-    const __m256 lo = _mm256_loadu_ps(p + a), hi = _mm256_loadu_ps(p + b - 8);
-    _mm256_storeu_ps(p + a, _mm256_permutevar8x32_ps(hi, rev));
-    _mm256_storeu_ps(p + b - 8, _mm256_permutevar8x32_ps(lo, rev));
-    a += 8;
-    b -= 8;
-  }
-  for (--b; a < b; ++a, --b) std::swap(p[a], p[b]);
-}
-
 }  // namespace
-
-void ReverseFloats(float* p, size_t n) {
-  if (n < 2) return;
-  if (HaveAvx2()) return ReverseFloatsAvx2(p, n);
-  for (size_t a = 0, b = n - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
-}
 
 bool HaveAvx2() {
   static const bool have = __builtin_cpu_supports("avx2");
@@ -113,10 +93,6 @@ void StreamFence() { _mm_sfence(); }
 void StreamFence() {}
 
 bool HaveAvx2() { return false; }
-
-void ReverseFloats(float* p, size_t n) {
-  for (size_t a = 0, b = n ? n - 1 : 0; a < b; ++a, --b) std::swap(p[a], p[b]);
-}
 
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                         const float bias[3], bool reverse) {

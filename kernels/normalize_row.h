@@ -16,8 +16,6 @@ void StreamFence();
 // The portable version (tests compare the two).
 void NormalizeRowPlanarScalar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                               const float bias[3], bool reverse = false);
-// Reverses p[0..n) in place.
-void ReverseFloats(float* p, size_t n);
 bool HaveAvx2();
 
 }  // namespace dsc::kernels

@@ -165,7 +165,6 @@ class Pipeline {
     std::lock_guard<std::mutex> l(mu_);
     plan_ = std::move(plan);
     epoch_ = epoch;
-    first_ = first_batch;
     next_deliver_ = first_batch;
     released_ = first_batch;
     chunk_ = std::max<uint32_t>(1, std::min<uint32_t>(16, opt_.batch_size));
@@ -390,7 +389,7 @@ class Pipeline {
   int active_ = 0;
   bool holding_ = false;
   EpochPlan plan_;
-  uint64_t epoch_ = 0, first_ = 0, next_deliver_ = 0;
+  uint64_t epoch_ = 0, next_deliver_ = 0;
   std::atomic<uint64_t> released_{0};
   std::atomic<uint64_t> next_task_{0};
   uint64_t total_tasks_ = 0;

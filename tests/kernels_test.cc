@@ -49,8 +49,8 @@ TEST(NormalizeRow, Avx2EqualsScalarBitForBit) {
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "w=" << w;
     for (size_t x = 0; x < w; ++x)  // and close to the textbook (v - mean) / std
       ASSERT_NEAR(a[x], (rgb[3 * x] - 125.307) / 51.5865, 1e-5);
-    std::vector<float> rev(a.begin(), a.begin() + long(w));
-    ReverseFloats(rev.data(), w);
+    std::vector<float> rev(w * 3);  // mirrored rows are the same values, reversed
+    NormalizeRowPlanar(rgb.data(), w, rev.data(), rev.data() + w, rev.data() + 2 * w, scale, bias, /*reverse=*/true);
     for (size_t x = 0; x < w; ++x) ASSERT_EQ(rev[x], a[w - 1 - x]);
   }
   std::printf("AVX2 in use: %s\n", HaveAvx2() ? "yes" : "no");
