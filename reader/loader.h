@@ -107,6 +107,16 @@ struct StageStats {
   uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;
   uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch
   uint64_t samples = 0, payload_bytes = 0;
+  StageStats& operator+=(const StageStats& o) {
+    read_ns += o.read_ns;
+    decode_ns += o.decode_ns;
+    augment_ns += o.augment_ns;
+    collate_ns += o.collate_ns;
+    consumer_wait_ns += o.consumer_wait_ns;
+    samples += o.samples;
+    payload_bytes += o.payload_bytes;
+    return *this;
+  }
 };
 
 class Pipeline;

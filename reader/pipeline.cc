@@ -263,14 +263,7 @@ class Pipeline {
   StageStats Stats() {
     std::lock_guard<std::mutex> l(mu_);
     StageStats sum;
-    for (const auto& s : stats_) {
-      sum.read_ns += s.read_ns;
-      sum.decode_ns += s.decode_ns;
-      sum.augment_ns += s.augment_ns;
-      sum.collate_ns += s.collate_ns;
-      sum.samples += s.samples;
-      sum.payload_bytes += s.payload_bytes;
-    }
+    for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;
     return sum;
   }
@@ -314,13 +307,7 @@ class Pipeline {
       RunJob(&proc, epoch, seed, &local);
       std::lock_guard<std::mutex> l(mu_);
       if (opt_.collect_stats) {
-        StageStats& g = stats_[size_t(t)];
-        g.read_ns += local.read_ns;
-        g.decode_ns += local.decode_ns;
-        g.augment_ns += local.augment_ns;
-        g.collate_ns += local.collate_ns;
-        g.samples += local.samples;
-        g.payload_bytes += local.payload_bytes;
+        stats_[size_t(t)] += local;
         local = StageStats();
       }
       if (--active_ == 0) idle_cv_.notify_all();
