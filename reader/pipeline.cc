@@ -143,6 +143,7 @@ class Pipeline {
       s->padding.resize(o.batch_size);
     }
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+    if (o.tracer && threads_ > int(Tracer::kMaxWorkerTracks)) throw Error("tracing supports at most 256 worker threads");
     stats_.resize(size_t(threads_));
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }

@@ -64,6 +64,29 @@ TEST(Cli, BuildInfoVerifyExport) {
   EXPECT_NE(out.find("out of range"), std::string::npos);
 }
 
+TEST(Cli, BenchReportsJsonAndWritesATrace) {
+  auto root = SubsetTree(20);
+  auto dir = ScratchDir();
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + root + " " + dir + "/f.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("bench " + dir + "/f.beton --epochs 3 --batch-size 32 --json --trace " + dir + "/t.json", &out), 0) << out;
+  for (const char* key : {"images_per_second", "threads", "images_decoded", "peak_anon_rss_bytes"})
+    EXPECT_NE(JsonNumber(out, key), ~0ull) << key << " missing in " << out;
+  EXPECT_GT(JsonNumber(out, "images_per_second"), 0u);
+  EXPECT_EQ(JsonNumber(out, "images_decoded"), 3u * 7 * 32) << "7 padded batches of 32 per epoch, decoded every epoch";
+  EXPECT_NE(out.find("\"epochs\": ["), std::string::npos);
+  EXPECT_NE(out.find("\"verdict\""), std::string::npos);
+  auto trace = ReadFile(dir + "/t.json");
+  const std::string t(trace.begin(), trace.end());
+  EXPECT_NE(t.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(t.find("\"name\": \"decode\""), std::string::npos);
+  EXPECT_NE(t.find("wait for batch"), std::string::npos);
+  ASSERT_EQ(RunDsc("bench " + dir + "/f.beton --epochs 1 --batch-size 32 --threads auto --consumer-ms 1", &out), 0) << out;
+  EXPECT_NE(out.find("autotune:"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict:"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --preset nope", &out), 2);
+}
+
 TEST(Cli, DamageAndBadInputExitOne) {
   auto root = SubsetTree(5);
   auto dir = ScratchDir();

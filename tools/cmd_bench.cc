@@ -207,7 +207,7 @@ int CmdBench(int argc, char** argv) {
       }
       o.threads = loader.threads();
     }
-    if (!trace_path.empty() && !tracer.Write(trace_path, o.threads)) throw Error(trace_path + ": cannot write the trace");
+    if (!trace_path.empty() && !tracer.Write(trace_path)) throw Error(trace_path + ": cannot write the trace");
     std::vector<double> rates;
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
     const double median = Median(rates);
