@@ -5,6 +5,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <png.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -385,6 +386,46 @@ TEST(ImageTree, SplitFoldersAndIgnoredFiles) {
   EXPECT_TRUE(reported) << "a non-image file in a class folder must be reported";
   o.split = "train";
   EXPECT_THROW(writer::Build(root, dir + "/u.beton", o), Error);  // no train/ folder
+}
+
+TEST(ImageTree, PngFilesAreStoredAsTheirExactPixels) {
+  auto root = SubsetTree(3);
+  auto dir = ScratchDir();
+  std::vector<std::vector<uint8_t>> want;
+  for (const auto& [path, label] : TreeFiles(root)) {
+    int w, h;
+    auto px = ReferenceDecode(ReadFile(path), &w, &h);
+    const auto cls = fs::path(path).parent_path().filename();
+    fs::create_directories(fs::path(dir) / "png" / cls);
+    png_image img;
+    std::memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = unsigned(w);
+    img.height = unsigned(h);
+    img.format = PNG_FORMAT_RGB;
+    const auto out = (fs::path(dir) / "png" / cls / (fs::path(path).stem().string() + ".PNG")).string();
+    ASSERT_TRUE(png_image_write_to_file(&img, out.c_str(), 0, px.data(), 0, nullptr)) << img.message;
+    want.push_back(px);
+  }
+  writer::Build(dir + "/png", dir + "/p.beton", Opts());
+  Dataset ds(dir + "/p.beton");
+  ASSERT_EQ(ds.size(), want.size());
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(ds.entry(i).encoding, uint8_t(Encoding::kRaw)) << "PNG is a pixel source: raw by default";
+    ASSERT_EQ(Pixels(ds, i), want[i]) << "sample " << i;
+  }
+  // A damaged PNG is an error naming it.
+  const auto bad = (fs::path(dir) / "png" / "cat" / "0000.PNG").string();
+  auto bytes = ReadFile(bad);
+  bytes.resize(bytes.size() / 2);
+  WriteFile(bad, bytes);
+  try {
+    writer::Build(dir + "/png", dir + "/q.beton", Opts());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corrupt PNG"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Manifest, ReadsPathsAndLabels) {

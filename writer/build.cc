@@ -137,7 +137,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   auto src = OpenSource(source, o.format, o.split);
   const auto ignored = src->ignored();
   if (!ignored.empty()) {
-    log("warning: " + std::to_string(ignored.size()) + " file(s) in the class folders are not .jpg/.jpeg and were not included:");
+    log("warning: " + std::to_string(ignored.size()) + " file(s) in the class folders are not .jpg/.jpeg/.png and were not included:");
     for (size_t i = 0; i < ignored.size(); ++i) log("  ignored: " + ignored[i]);
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));

@@ -8,6 +8,7 @@
 
 #include "format/error.h"
 #include "format/layout.h"
+#include "kernels/png_codec.h"
 #include "kernels/resize.h"
 
 namespace dsc::writer {
@@ -98,10 +99,16 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   int w, h, channels = 3;
   bool must_change = false;
   kernels::JpegInfo info;
+  // PNG files are pixel sources too: stored raw by default (lossless in, lossless out).
+  const bool png = !item.is_pixels && kernels::IsPng(item.bytes.data(), item.bytes.size());
   if (item.is_pixels) {
     w = item.width;
     h = item.height;
     rgb_.assign(item.bytes.begin(), item.bytes.end());
+  } else if (png) {
+    std::string err;
+    if (!kernels::DecodePngRGB(item.bytes.data(), item.bytes.size(), &rgb_, &w, &h, &err))
+      throw Error(item.where + ": corrupt PNG: " + err);
   } else {
     if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info))
       throw Error(item.where + ": not a readable JPEG: " + codec_.error());
@@ -119,8 +126,9 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   out->width = uint16_t(w);
   out->height = uint16_t(h);
 
-  const bool pass_through_ok = !item.is_pixels && !must_change;
-  if (enc == "raw" || (enc == "default" && item.is_pixels)) return StoreRaw(w, h, false, item.where, out);
+  const bool pixel_source = item.is_pixels || png;
+  const bool pass_through_ok = !pixel_source && !must_change;
+  if (enc == "raw" || (enc == "default" && pixel_source)) return StoreRaw(w, h, false, item.where, out);
   if (enc == "raw-zstd") return StoreRaw(w, h, true, item.where, out);
   if (pass_through_ok) {
     out->payload = item.bytes;

@@ -16,7 +16,7 @@ namespace {
 bool IsImageName(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg";
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
 uint64_t FileSize(const fs::path& p) {
@@ -103,7 +103,7 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
       else ignored.push_back(f.string());
     }
   }
-  if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg files in the class folders");
+  if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg/.png files in the class folders");
   return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored));
 }
 

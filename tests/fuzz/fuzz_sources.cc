@@ -1,6 +1,6 @@
-// The writer's file-based source parsers and the JPEG input path. The first byte picks the parser,
-// the rest is the file: a CIFAR binary batch (10 or 100), a CIFAR python batch, a manifest, or a
-// JPEG handed to the encoder (pass-through, raw and re-encode).
+// The writer's file-based source parsers and the image input path. The first byte picks the parser,
+// the rest is the file: a CIFAR binary batch (10 or 100), a CIFAR python batch, a manifest, or an
+// image file (JPEG or PNG) handed to the encoder (pass-through, raw, auto, resize).
 #include <unistd.h>
 
 #include <filesystem>

@@ -15,12 +15,14 @@ for enc in default raw raw-zstd; do
   cp "$out/open/$enc.beton" "$out/load/$enc.beton"
 done
 "$dsc" build "$out/tmp/tree" "$out/load/inline.beton" --jpeg-tables inline --quiet >/dev/null
-# sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
+# sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG or PNG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
 for f in "$out"/tmp/tree/a/*.jpg; do
   i=$((i + 1))
   { printf '\004'; cat "$f"; } > "$out/sources/jpeg$i"
 done
 "$dsc" export "$out/open/default.beton" --index 0 --count 2 --out "$out/tmp/ppm" --ppm >/dev/null
+"$dsc" export "$out/open/default.beton" --index 0 --count 1 --out "$out/tmp/png" >/dev/null
+{ printf '\004'; cat "$out/tmp/png/00000000.png"; } > "$out/sources/png1"
 /usr/bin/python3 - "$out" <<'PY'
 import os, pickle, sys
 out = sys.argv[1]
