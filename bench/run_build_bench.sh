@@ -3,13 +3,8 @@
 # encoding (median of ROUNDS runs, page cache warm), and the file sizes.
 # usage: bench/run_build_bench.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$here/build}" && pwd)
+source "$(dirname "$0")/common.sh"
 rounds=${2:-3}
-data=$build/testdata/cifar10
-work=$build/bench-work
-mkdir -p "$work"
-[ -f "$data/.unpacked" ] || sh "$here/tests/unpack_cifar.sh" "$here/../shared/data/cifar10-jpg.tar.zst" "$data"
 find "$data/train" -name "*.jpg" -exec cat {} + > /dev/null  # warm the page cache
 src_bytes=$(find "$data/train" -name "*.jpg" -printf "%s\n" | awk "{s+=\$1} END {print s}")
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); source JPEGs: $src_bytes bytes"

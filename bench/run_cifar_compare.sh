@@ -3,13 +3,8 @@
 # (and then on both cores), alternating the contenders round by round; prints medians and ratios.
 # usage: bench/run_cifar_compare.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$here/build}" && pwd)
+source "$(dirname "$0")/common.sh"
 rounds=${2:-5}
-data=$build/testdata/cifar10
-work=$build/bench-work
-mkdir -p "$work"
-[ -f "$data/.unpacked" ] || sh "$here/tests/unpack_cifar.sh" "$here/../shared/data/cifar10-jpg.tar.zst" "$data"
 g++ -O2 -std=c++17 -o "$work/decode_ceiling" "$here/../shared/tools/decode_ceiling.cpp" -lturbojpeg
 "$build/dsc" build "$data/train" "$work/jpg.beton" --quiet >/dev/null
 "$build/dsc" build "$data/train" "$work/raw.beton" --encoding raw --quiet >/dev/null

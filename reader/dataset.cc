@@ -26,6 +26,7 @@ void Dataset::CheckBlockOnce(uint32_t b) const {
 Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const {
   const format::IndexEntry e = Touch(i);
   Parts parts;
+  parts.entry = e;
   if (e.jpeg_table) {
     const std::string& t = view_->jpeg_table(e.jpeg_table);
     parts.head = {reinterpret_cast<const uint8_t*>(t.data()), t.size()};

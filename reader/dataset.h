@@ -48,6 +48,7 @@ class Dataset {
   // Together they are the exact bytes ReadPayload returns, without copying them together.
   struct Parts {
     Payload head, body;
+    format::IndexEntry entry;  // the sample's index entry, decoded once for the caller
   };
   Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const;
 

@@ -15,6 +15,16 @@
 namespace dsc {
 
 namespace {
+// NHWC output through a per-channel table (float32 or IEEE-half bits): out[3x + c] = table[256c + v].
+template <typename T>
+void LookupInterleaved(const uint8_t* rgb, size_t w, const T* table, T* out) {
+  for (size_t x = 0; x < w * 3; x += 3) {
+    out[x] = table[rgb[x]];
+    out[x + 1] = table[256 + rgb[x + 1]];
+    out[x + 2] = table[512 + rgb[x + 2]];
+  }
+}
+
 uint64_t NowNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
@@ -37,8 +47,8 @@ SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
                               kernels::SampleParams* applied) {
   const uint64_t t0 = stats_ ? NowNs() : 0;
-  const format::IndexEntry e = ds_.entry(index);
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
+  const format::IndexEntry& e = parts.entry;
   const Payload p = parts.head.size ? Payload{nullptr, parts.head.size + parts.body.size} : parts.body;
   const uint64_t t1 = stats_ ? NowNs() : 0;
   auto fail = [&](const std::string& why) {
@@ -268,12 +278,7 @@ void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
         float* r = o + size_t(y) * w;
         kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias);
       } else {
-        float* r = o + size_t(y) * w * 3;
-        for (size_t x = 0; x < w * 3; x += 3) {
-          r[x] = t[rgb[x]];
-          r[x + 1] = t[256 + rgb[x + 1]];
-          r[x + 2] = t[512 + rgb[x + 2]];
-        }
+        LookupInterleaved(rgb, w, t, o + size_t(y) * w * 3);
       }
       return;
     }
@@ -288,12 +293,7 @@ void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
           r[x + 2 * plane] = h[512 + rgb[x * 3 + 2]];
         }
       } else {
-        uint16_t* r = o + size_t(y) * w * 3;
-        for (size_t x = 0; x < w * 3; x += 3) {
-          r[x] = h[rgb[x]];
-          r[x + 1] = h[256 + rgb[x + 1]];
-          r[x + 2] = h[512 + rgb[x + 2]];
-        }
+        LookupInterleaved(rgb, w, h, o + size_t(y) * w * 3);
       }
       return;
     }
