@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what dsc needs to build and test, from Debian/Ubuntu packages (skips apt when all are there).
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy
+pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pil
+      libjpeg-turbo-progs           # cjpeg/jpegtran: unusual-JPEG fixtures for the input matrix
       libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libxxhash-dev libpng-dev libcxxopts-dev
       libgtest-dev libgmock-dev
       clang-14 libclang-rt-14-dev   # libFuzzer (scripts/fuzz.sh)
