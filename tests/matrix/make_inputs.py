@@ -276,7 +276,8 @@ def generate(out: str, photos_tar: str = "", n_photos: int = 3):
     bd = d("bad")
     base = open(os.path.join(jd, "baseline_420.jpg"), "rb").read()
     open(os.path.join(bd, "sof_12bit.jpg"), "wb").write(make_12bit_sof(base))
-    add("jpeg_12bit_sof", "bad", "sof_12bit.jpg", expect="error", note="precision 12")
+    add("jpeg_12bit_sof", "bad", "sof_12bit.jpg", expect="error", note="precision 12",
+        extra={"message": b"precision 12"})
     open(os.path.join(bd, "truncated.jpg"), "wb").write(base[: len(base) // 2])
     add("jpeg_truncated", "bad", "truncated.jpg", expect="error", note="half the bytes")
     open(os.path.join(bd, "truncated_progressive.jpg"), "wb").write(

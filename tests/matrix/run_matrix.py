@@ -27,11 +27,14 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 import zlib
 
 import numpy as np
 from PIL import Image
 
+# PIL warns that palette + tRNS "should be converted to RGBA": dropping it is the point here.
+warnings.filterwarnings("ignore", message="Palette images with Transparency")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_inputs  # noqa: E402
 
@@ -225,6 +228,8 @@ def one_cell(dsc, work, case, mode, flags, export_fancy, sanitized=False):
                             (f", under a {cap >> 20} MiB address-space cap" if cap else "") + f": {short(se, 100)}")
         if rc == 1 and fname not in se:
             problems.append(f"file not named: {short(se)}")
+        if rc == 1 and case.extra.get("message", b"") not in se:
+            problems.append(f"no '{case.extra['message'].decode()}' in: {short(se)}")
         if os.listdir(out_dir):
             problems.append(f"left {len(os.listdir(out_dir))} file(s) behind")
         return (not problems), ("refused" if not problems else "; ".join(problems))
