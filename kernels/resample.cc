@@ -156,9 +156,11 @@ bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
   return true;
 }
 
-// 8 bytes at p, or fewer when p + 8 passes `end` (the rest zero): never reads past the buffer.
+// 8 bytes at p, or fewer when p + 8 passes `end` (the rest zero): never reads past the buffer. Only
+// the last row can reach `end`; the others skip the check.
+template <bool kLastRow>
 __attribute__((target("avx2"))) inline __m128i Load8(const uint8_t* p, const uint8_t* end) {
-  if (p + 8 <= end) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  if (!kLastRow || p + 8 <= end) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
   uint8_t b[8] = {};
   std::memcpy(b, p, size_t(end - p));
   return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
@@ -166,47 +168,49 @@ __attribute__((target("avx2"))) inline __m128i Load8(const uint8_t* p, const uin
 
 // Two output pixels per step, one per 128-bit lane; each step takes one pair of taps: the six bytes
 // R0 G0 B0 R1 G1 B1 become int16 pairs (R0, R1) (G0, G1) (B0, B1) (0, 0) and vpmaddwd gives R, G, B sums.
-__attribute__((target("avx2"))) void HorizontalAvx2Rows(const uint8_t* in, int iw, int rows, const HorizontalSimd& h,
-                                                        uint8_t* out, int ow) {
+template <bool kLastRow>
+__attribute__((target("avx2"))) void HorizontalAvx2Row(const uint8_t* row, const uint8_t* end, const HorizontalSimd& h,
+                                                       uint8_t* o, int ow) {
   const __m256i pairs = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,  //
                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   const __m256i bias = _mm256_set1_epi32(int32_t(ResampleBias()));
   const int np = h.taps / 2;
-  const uint8_t* end = in + size_t(rows) * iw * 3;
-  for (int y = 0; y < rows; ++y) {
-    const uint8_t* row = in + size_t(y) * iw * 3;
-    uint8_t* o = out + size_t(y) * ow * 3;
-    for (int x = 0; x < ow; x += 2) {
-      const int xb = x + 1 < ow ? x + 1 : x;  // an odd last pixel is computed twice, stored once
-      const uint8_t* pa = row + size_t(h.start[x]) * 3;
-      const uint8_t* pb = row + size_t(h.start[xb]) * 3;
-      const int32_t* ha = &h.hi[size_t(x) * np];
-      const int32_t* hb = &h.hi[size_t(xb) * np];
-      const int32_t* la = &h.lo[size_t(x) * np];
-      const int32_t* lb = &h.lo[size_t(xb) * np];
-      __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
-      for (int p = 0; p < np; ++p) {
-        const __m256i v = _mm256_shuffle_epi8(
-            _mm256_inserti128_si256(_mm256_castsi128_si256(Load8(pa + 6 * p, end)), Load8(pb + 6 * p, end), 1), pairs);
-        const __m256i kh = _mm256_setr_m128i(_mm_set1_epi32(ha[p]), _mm_set1_epi32(hb[p]));
-        const __m256i kl = _mm256_setr_m128i(_mm_set1_epi32(la[p]), _mm_set1_epi32(lb[p]));
-        sh = _mm256_add_epi32(sh, _mm256_madd_epi16(v, kh));
-        sl = _mm256_add_epi32(sl, _mm256_madd_epi16(v, kl));
-      }
-      __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(sh, 11), sl), bias);
-      acc = _mm256_srai_epi32(acc, kResampleBits);
-      const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), _mm256_setzero_si256());
-      const uint32_t a = uint32_t(_mm256_extract_epi32(packed, 0)), b = uint32_t(_mm256_extract_epi32(packed, 4));
-      std::memcpy(o + 3 * x, &a, 3);
-      if (xb != x) std::memcpy(o + 3 * xb, &b, 3);
+  for (int x = 0; x < ow; x += 2) {
+    const int xb = x + 1 < ow ? x + 1 : x;  // an odd last pixel is computed twice, stored once
+    const uint8_t* pa = row + size_t(h.start[x]) * 3;
+    const uint8_t* pb = row + size_t(h.start[xb]) * 3;
+    const int32_t* ha = &h.hi[size_t(x) * np];
+    const int32_t* hb = &h.hi[size_t(xb) * np];
+    const int32_t* la = &h.lo[size_t(x) * np];
+    const int32_t* lb = &h.lo[size_t(xb) * np];
+    __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
+    for (int p = 0; p < np; ++p) {
+      const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(Load8<kLastRow>(pa + 6 * p, end)),
+                                                 Load8<kLastRow>(pb + 6 * p, end), 1);
+      const __m256i v = _mm256_shuffle_epi8(ab, pairs);
+      const __m256i kh = _mm256_setr_m128i(_mm_set1_epi32(ha[p]), _mm_set1_epi32(hb[p]));
+      const __m256i kl = _mm256_setr_m128i(_mm_set1_epi32(la[p]), _mm_set1_epi32(lb[p]));
+      sh = _mm256_add_epi32(sh, _mm256_madd_epi16(v, kh));
+      sl = _mm256_add_epi32(sl, _mm256_madd_epi16(v, kl));
     }
+    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(sh, 11), sl), bias);
+    acc = _mm256_srai_epi32(acc, kResampleBits);
+    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), _mm256_setzero_si256());
+    const uint32_t a = uint32_t(_mm256_extract_epi32(packed, 0)), b = uint32_t(_mm256_extract_epi32(packed, 4));
+    std::memcpy(o + 3 * x, &a, 3);
+    if (xb != x) std::memcpy(o + 3 * xb, &b, 3);
   }
 }
 
 void HorizontalAvx2(const uint8_t* in, int iw, int rows, const ResampleAxis& a, uint8_t* out, int ow) {
   HorizontalSimd h;
   if (!MakeHorizontalSimd(a, iw, &h)) return HorizontalScalar(in, iw, rows, a, out, ow);
-  HorizontalAvx2Rows(in, iw, rows, h, out, ow);
+  const uint8_t* end = in + size_t(rows) * iw * 3;
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* row = in + size_t(y) * iw * 3;
+    if (y + 1 < rows) HorizontalAvx2Row<false>(row, end, h, out + size_t(y) * ow * 3, ow);
+    else HorizontalAvx2Row<true>(row, end, h, out + size_t(y) * ow * 3, ow);
+  }
 }
 
 // 32 bytes of a row per step (four 8-lane int32 accumulators); the tail of each row is scalar.
