@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and fuzzes each for SECONDS, starting from the
-# seed corpus made from the real CIFAR-10. A crash is saved under tests/fuzz/regressions/<target>/
+# seed corpus made from the real CIFAR-10. The open and load targets mutate through a custom mutator
+# that recomputes every checksum (tests/fuzz/dsc_mutator.cc), so their inputs reach the structural
+# checks and decoders. A crash is saved under tests/fuzz/regressions/<target>/
 # (commit it: ctest replays it from then on) and makes this script fail.
 # usage: scripts/fuzz.sh [SECONDS] [BUILD_DIR]
 set -euo pipefail

@@ -1,5 +1,6 @@
 #include "writer/pickle.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -17,6 +18,8 @@ Ref Make(Kind k) {
   v->kind = k;
   return v;
 }
+
+bool IsContainer(Kind k) { return k == Kind::kList || k == Kind::kTuple || k == Kind::kDict; }
 
 bool IsAny(const std::string& name, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -42,7 +45,18 @@ bool Latin1FromUtf8(const std::string& in, std::string* out) {
 
 class Machine {
  public:
-  Machine(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  Machine(const uint8_t* p, size_t n) : p_(p), n_(n), copy_budget_(kMaxCopyFactor * n + kMaxCopySlack) {}
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+  // A parse that failed may have left lists or dicts holding themselves (shared_ptr cycles): empty
+  // every container so that all of them are freed. A finished parse was checked to have no cycle.
+  ~Machine() {
+    if (finished_) return;
+    for (const Ref& c : containers_) {
+      c->items.clear();
+      c->dict.clear();
+    }
+  }
 
   Ref Run() {
     while (true) {
@@ -51,17 +65,24 @@ class Machine {
       switch (op) {
         case 0x80: Byte(); break;                 // PROTO
         case 0x95: Take(8); break;                // FRAME (length only)
-        case '}': Push(Make(Kind::kDict)); break; // EMPTY_DICT
-        case ']': Push(Make(Kind::kList)); break; // EMPTY_LIST
-        case ')': Push(Make(Kind::kTuple)); break;
+        case '}': Push(Container(Kind::kDict)); break; // EMPTY_DICT
+        case ']': Push(Container(Kind::kList)); break; // EMPTY_LIST
+        case ')': Push(Container(Kind::kTuple)); break;
         case '(': marks_.push_back(stack_.size()); break;
-        case 't': { auto t = Make(Kind::kTuple); t->items = PopToMark(); Push(t); break; }
+        case 't': {
+          auto t = Container(Kind::kTuple);
+          t->items = PopToMark();
+          for (const Ref& v : t->items) Hold(t.get(), *v);
+          Push(t);
+          break;
+        }
         case 0x85: case 0x86: case 0x87: {      // TUPLE1..3
           size_t k = op - 0x84;
-          auto t = Make(Kind::kTuple);
+          auto t = Container(Kind::kTuple);
           Need(k);
           t->items.assign(stack_.end() - k, stack_.end());
           stack_.resize(stack_.size() - k);
+          for (const Ref& v : t->items) Hold(t.get(), *v);
           Push(t);
           break;
         }
@@ -72,6 +93,7 @@ class Machine {
         case 'j': Push(Get(U32())); break;        // LONG_BINGET
         case 'c': {                               // GLOBAL "module\nname\n"
           std::string mod = Line(), name = Line();
+          Spend(mod.size() + name.size());
           auto g = Make(Kind::kGlobal);
           g->s = mod + "." + name;
           Push(g);
@@ -80,6 +102,7 @@ class Machine {
         case 0x93: {                              // STACK_GLOBAL
           Ref name = Pop(), mod = Pop();
           if (mod->kind != Kind::kStr || name->kind != Kind::kStr) Fail("STACK_GLOBAL needs two strings");
+          Spend(mod->s.size() + name->s.size());  // the same memoised strings may be glued many times
           auto g = Make(Kind::kGlobal);
           g->s = mod->s + "." + name->s;
           Push(g);
@@ -87,18 +110,33 @@ class Machine {
         }
         case 'R': case 0x81: { Ref args = Pop(), fn = Pop(); Push(Reduce(*fn, *args)); break; }  // REDUCE, NEWOBJ
         case 'b': { Ref state = Pop(); Build(*Top(), *state); break; }
-        case 's': { Ref v = Pop(), k = Pop(); DictOf(Top())->dict.emplace_back(k, v); break; }
+        case 's': {
+          Ref v = Pop(), k = Pop();
+          Value* d = DictOf(Top());
+          Hold(d, *k);
+          Hold(d, *v);
+          d->dict.emplace_back(k, v);
+          break;
+        }
         case 'u': {
           auto items = PopToMark();
           if (items.size() % 2) Fail("SETITEMS with an odd number of items");
           Value* d = DictOf(Top());
+          for (const Ref& v : items) Hold(d, *v);
           for (size_t i = 0; i < items.size(); i += 2) d->dict.emplace_back(items[i], items[i + 1]);
           break;
         }
-        case 'a': { Ref v = Pop(); ListOf(Top())->items.push_back(v); break; }
+        case 'a': {
+          Ref v = Pop();
+          Value* l = ListOf(Top());
+          Hold(l, *v);
+          l->items.push_back(v);
+          break;
+        }
         case 'e': {
           auto items = PopToMark();
           Value* l = ListOf(Top());
+          for (const Ref& v : items) Hold(l, *v);
           l->items.insert(l->items.end(), items.begin(), items.end());
           break;
         }
@@ -129,6 +167,8 @@ class Machine {
         case 0x8d: PushBytes(Kind::kStr, U64()); break;     // BINUNICODE8
         case '.': {
           if (stack_.size() != 1) Fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
+          CheckGraph();
+          finished_ = true;
           return stack_.back();
         }
         case 0x97: case 0x98: Fail("out-of-band buffers are not supported");
@@ -140,6 +180,95 @@ class Machine {
  private:
   [[noreturn]] void Fail(const std::string& why) {
     throw Error("pickle: " + why + " at byte " + std::to_string(op_at_));
+  }
+  [[noreturn]] void FailAt(uint64_t at, const std::string& why) {
+    op_at_ = at;
+    Fail(why);
+  }
+  [[noreturn]] void FailDepth() { Fail("values nested deeper than " + std::to_string(kMaxDepth) + " levels"); }
+
+  // Counts bytes about to be copied against the budget (pickle.h): fails before the allocation.
+  void Spend(uint64_t k) {
+    if (k > copy_budget_)
+      Fail("the pickle materialises more than " + std::to_string(kMaxCopyFactor) + " x its size + " +
+           std::to_string(kMaxCopySlack >> 20) + " MiB (" + std::to_string(kMaxCopyFactor * n_ + kMaxCopySlack) +
+           " bytes)");
+    copy_budget_ -= k;
+  }
+
+  // A new list, tuple or dict, remembered so that a failed parse can break any cycles (~Machine).
+  Ref Container(Kind k) {
+    auto c = Make(k);
+    c->depth = 1;
+    c->changed_at = op_at_;
+    containers_.push_back(c);
+    return c;
+  }
+  // Container c gets v: its depth as far as known now. Catches deep nesting built bottom-up (the usual
+  // way) at the opcode that does it; CheckGraph catches the rest (containers changed after being nested).
+  void Hold(Value* c, const Value& v) {
+    if (v.depth >= kMaxDepth) FailDepth();
+    c->depth = std::max(c->depth, v.depth + 1);
+    c->changed_at = op_at_;
+  }
+
+  // The whole object graph, once, without recursion: no container holds itself (directly or through
+  // others) and none nests deeper than kMaxDepth. Linear: every container and reference is seen once.
+  void CheckGraph() {
+    struct Seen {
+      bool open;        // on the current path
+      uint32_t height;  // when done: container levels at and below
+      size_t frame;     // when open: its index in the path
+    };
+    struct Frame {
+      const Value* v;
+      size_t next;
+      uint32_t height;
+    };
+    std::unordered_map<const Value*, Seen> seen;
+    seen.reserve(containers_.size());
+    std::vector<Frame> path;
+    // The latest change among the containers path[from..]: the opcode that closed a cycle through them
+    // or made them too deep is at or before it.
+    auto latest = [&path](size_t from) {
+      uint64_t at = 0;
+      for (size_t i = from; i < path.size(); ++i) at = std::max(at, path[i].v->changed_at);
+      return at;
+    };
+    for (const Ref& start : containers_) {
+      if (seen.count(start.get())) continue;
+      seen[start.get()] = {true, 0, 0};
+      path.push_back({start.get(), 0, 1});
+      while (!path.empty()) {
+        Frame& f = path.back();
+        const Value& v = *f.v;
+        const size_t n = v.items.size() + 2 * v.dict.size();
+        if (f.next == n) {
+          const uint32_t h = f.height;
+          seen[f.v] = {false, h, 0};
+          path.pop_back();
+          if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
+          continue;
+        }
+        const size_t i = f.next++;
+        const Value* c = i < v.items.size() ? v.items[i].get()
+                         : (i - v.items.size()) % 2 ? v.dict[(i - v.items.size()) / 2].second.get()
+                                                    : v.dict[(i - v.items.size()) / 2].first.get();
+        if (!IsContainer(c->kind)) continue;
+        auto it = seen.find(c);
+        if (it == seen.end()) {
+          if (path.size() >= kMaxDepth) FailAt(latest(0), "values nested deeper than " + std::to_string(kMaxDepth) + " levels");
+          seen[c] = {true, 0, path.size()};
+          path.push_back({c, 0, 1});  // f is not used after this
+        } else if (it->second.open) {
+          FailAt(latest(it->second.frame), "a list or dict contains itself (a reference cycle)");
+        } else {
+          if (path.size() + it->second.height > kMaxDepth)
+            FailAt(latest(0), "values nested deeper than " + std::to_string(kMaxDepth) + " levels");
+          f.height = std::max(f.height, it->second.height + 1);
+        }
+      }
+    }
   }
   static std::string Hex(uint8_t v) {
     const char* d = "0123456789abcdef";
@@ -172,6 +301,7 @@ class Machine {
   void PushInt(int64_t v) { auto r = Make(Kind::kInt); r->i = v; Push(r); }
   void PushBytes(Kind k, uint64_t len) {
     const uint8_t* b = Take(len);
+    Spend(len);
     auto r = Make(k);
     r->s.assign(reinterpret_cast<const char*>(b), len);
     Push(r);
@@ -221,17 +351,20 @@ class Machine {
     }
     if (name == "numpy.dtype") {
       if (Arg(args, 0).kind != Kind::kStr && Arg(args, 0).kind != Kind::kBytes) Fail("numpy.dtype needs a string");
+      Spend(Arg(args, 0).s.size());
       auto d = Make(Kind::kDtype);
       SetDtype(d.get(), Arg(args, 0).s);
       return d;
     }
     if (name == "_codecs.encode") {
+      Spend(Arg(args, 0).s.size());
       auto b = Make(Kind::kBytes);
       if (Arg(args, 0).kind != Kind::kStr || !Latin1FromUtf8(Arg(args, 0).s, &b->s))
         Fail("_codecs.encode of something other than latin-1 text");
       return b;
     }
     if (IsAny(name, {"__builtin__.bytes", "builtins.bytes", "__builtin__.bytearray", "builtins.bytearray"})) {
+      Spend(Arg(args, 0).s.size());
       auto b = Make(Kind::kBytes);
       if (!args.items.empty()) {
         if (Arg(args, 0).kind == Kind::kBytes) b->s = Arg(args, 0).s;
@@ -242,6 +375,7 @@ class Machine {
     if (IsAny(name, {"numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer"})) {
       const Value &buf = Arg(args, 0), &dt = Arg(args, 1), &shape = Arg(args, 2), &order = Arg(args, 3);
       if (buf.kind != Kind::kBytes || dt.kind != Kind::kDtype || shape.kind != Kind::kTuple) Fail("bad _frombuffer arguments");
+      Spend(buf.s.size() + dt.s.size() + 8 * shape.items.size());
       auto a = Make(Kind::kArray);
       a->s = dt.s;
       a->byte_order = dt.byte_order;
@@ -253,6 +387,7 @@ class Machine {
     if (IsAny(name, {"numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar"})) {
       const Value &dt = Arg(args, 0), &raw = Arg(args, 1);
       if (dt.kind != Kind::kDtype || raw.kind != Kind::kBytes) Fail("bad numpy scalar");
+      Spend(dt.s.size() + 2 * raw.s.size());  // the array's copy and ToInts' result
       Value a;
       a.kind = Kind::kArray;
       a.s = dt.s;
@@ -280,6 +415,7 @@ class Machine {
       const Value &shape = *state.items[1], &dt = *state.items[2], &fortran = *state.items[3], &raw = *state.items[4];
       if (shape.kind != Kind::kTuple || dt.kind != Kind::kDtype) Fail("unexpected ndarray state");
       if (raw.kind != Kind::kBytes) Fail("ndarray data is not a byte string (object arrays are not supported)");
+      Spend(raw.s.size() + dt.s.size() + 8 * shape.items.size());
       obj.shape.clear();
       for (auto& d : shape.items) obj.shape.push_back(d->i);
       obj.s = dt.s;
@@ -297,9 +433,34 @@ class Machine {
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint32_t, Ref> memo_;
+  uint64_t copy_budget_;
+  std::vector<Ref> containers_;  // every list, tuple and dict made, in order
+  bool finished_ = false;
 };
 
 }  // namespace
+
+Value::~Value() {
+  if (items.empty() && dict.empty()) return;
+  // Children are moved to a work list; a child whose last owner is that list has its own children moved
+  // out before it dies, so no destructor ever runs more than one level deep.
+  std::vector<Ref> pending;
+  auto take = [&pending](Value& v) {
+    for (Ref& r : v.items) pending.push_back(std::move(r));
+    for (auto& kv : v.dict) {
+      pending.push_back(std::move(kv.first));
+      pending.push_back(std::move(kv.second));
+    }
+    v.items.clear();
+    v.dict.clear();
+  };
+  take(*this);
+  while (!pending.empty()) {
+    Ref r = std::move(pending.back());
+    pending.pop_back();
+    if (r && r.use_count() == 1) take(*r);
+  }
+}
 
 Ref Parse(const uint8_t* data, size_t size) { return Machine(data, size).Run(); }
 

@@ -15,8 +15,23 @@ namespace dsc::pickle {
 struct Value;
 using Ref = std::shared_ptr<Value>;
 
+// Parse's limits (each breach is a dsc::Error naming the byte offset): containers nest at most kMaxDepth
+// deep, no list or dict contains itself, and copies made while parsing (strings, a callable's result,
+// an array's data and shape) total at most kMaxCopyFactor x the input size + kMaxCopySlack bytes, so a
+// memoised string reused many times cannot make a small file materialise terabytes. Real CIFAR batches
+// need at most 3 x (Python 3's latin-1 text, its bytes, the array's copy).
+inline constexpr uint32_t kMaxDepth = 1000;
+inline constexpr uint64_t kMaxCopyFactor = 4;
+inline constexpr uint64_t kMaxCopySlack = uint64_t(1) << 20;
+
 struct Value {
   enum class Kind { kNone, kBool, kInt, kFloat, kBytes, kStr, kList, kTuple, kDict, kGlobal, kDtype, kArray };
+  Value() = default;
+  Value(const Value&) = default;
+  Value& operator=(const Value&) = default;
+  // Frees the tree below without recursion: a deep tree must not overflow the stack.
+  ~Value();
+
   Kind kind = Kind::kNone;
   int64_t i = 0;
   double f = 0;
@@ -28,6 +43,10 @@ struct Value {
   std::vector<int64_t> shape;
   std::string data;
   bool fortran = false;
+  // Parser bookkeeping: how many container levels sit at and below this one (as known when it was last
+  // changed), and the byte offset of the opcode that made or last changed it (for error messages).
+  uint32_t depth = 0;
+  uint64_t changed_at = 0;
 };
 
 // Parses one pickle; throws dsc::Error("pickle: ... at byte N").
