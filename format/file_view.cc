@@ -26,6 +26,18 @@ bool AllZero(const uint8_t* p, size_t n) {
 
 std::string Num(uint64_t v) { return std::to_string(v); }
 
+// FFCV (which also names its files .beton) has no magic: its file starts with the 24-byte HeaderType
+// of ffcv/types.py (version u16, num_fields u16, page_size u32, num_samples u64, alloc_table_ptr u64,
+// little-endian). Recognised by plausibility: a small version, a few fields, a power-of-two page size
+// and an allocation table inside the file.
+bool LooksLikeFfcv(const uint8_t* h, uint64_t file_size) {
+  const uint16_t version = le::get16(h), fields = le::get16(h + 2);
+  const uint32_t page = le::get32(h + 4);
+  const uint64_t samples = le::get64(h + 8), table = le::get64(h + 16);
+  return version >= 1 && version <= 16 && fields >= 1 && fields <= 256 && page >= 512 && (page & (page - 1)) == 0 &&
+         table >= 24 && table < file_size && samples <= file_size;
+}
+
 }  // namespace
 
 // Runs the checks in file order. In open mode (out == nullptr) the first problem throws; in verify
@@ -38,6 +50,11 @@ class Inspector {
   // Returns false when the structure is too damaged to continue.
   bool Run(FileView* v) {
     const uint64_t size = src_.size();
+    if (size >= 24) {
+      const uint8_t* h = src_.Read(0, 24, &scratch_);
+      if (std::memcmp(h, kHeaderMagic.data(), 8) != 0 && LooksLikeFfcv(h, size))
+        return Fail({"header", -1, -1, "this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"});
+    }
     if (size < kPageSize + kFooterSize) {
       return Fail({"header", -1, -1, "truncated: file is " + Num(size) + " bytes, smaller than a header and footer"});
     }

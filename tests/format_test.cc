@@ -210,6 +210,42 @@ TEST(Refusals2, BlockOffsetThatWrapsIsRefused) {
   }
 }
 
+// FFCV names its files .beton too; its header (ffcv/types.py HeaderType) must be recognised and the
+// user told to rebuild, instead of a bare "bad magic".
+TEST(Refusals2, FfcvFilesAreRecognised) {
+  std::vector<uint8_t> b(3 << 20, 0);
+  le::put16(b.data(), 2);             // version
+  le::put16(b.data() + 2, 2);         // num_fields
+  le::put32(b.data() + 4, 1u << 21);  // page_size
+  le::put64(b.data() + 8, 50000);     // num_samples
+  le::put64(b.data() + 16, 2u << 20); // alloc_table_ptr
+  MemorySource src("cifar_train.beton", b.data(), b.size());
+  const std::string want = "cifar_train.beton: header: this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`";
+  try {
+    FileView::Open(&src);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+  auto problems = VerifyFile(src);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("FFCV"), std::string::npos);
+  // Not every magic-less file is FFCV: a table pointer outside the file, or a page size that is not a
+  // power of two, is plain garbage.
+  for (auto edit : {std::pair<size_t, uint64_t>{16, 5u << 20}, {4, 3000}}) {
+    auto c = b;
+    if (edit.first == 16) le::put64(c.data() + 16, edit.second);
+    else le::put32(c.data() + 4, uint32_t(edit.second));
+    MemorySource other("x.beton", c.data(), c.size());
+    try {
+      FileView::Open(&other);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "x.beton: header: bad magic (not a dsc file)");
+    }
+  }
+}
+
 TEST(Checksum, IsXxh3Seed0) {
   // Known answer for the empty input, from xxHash's own test vectors.
   EXPECT_EQ(Checksum("", 0), 0x2D06800538D394C2ull);
