@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csetjmp>
@@ -10,7 +11,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "format/checksum.h"
 #include "format/error.h"
+#include "format/layout.h"
 #include "kernels/jpeg_codec.h"
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
@@ -197,6 +200,54 @@ TEST_F(Truncated, LoaderWorkersThrow) {
   } catch (const Error& e) {
     ExpectLost(e.what(), path);
   }
+}
+
+// The loader's SampleProcessor: an index entry claiming 65535x65535 (checksums recomputed) must be
+// refused by the pixel limit, and with the limit raised by the zstd frame's own size, before the
+// 12.9 GB decode buffer is allocated.
+TEST(HostileIndex, LoaderRefusesBeforeAllocating) {
+  using namespace dsc::format;
+  auto dir = ScratchDir();
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  o.encode.encoding = "raw-zstd";
+  writer::Build(SubsetTree(1), dir + "/z.beton", o);
+  auto b = ReadFile(dir + "/z.beton");
+  Header hd = DecodeHeader(b.data());
+  uint8_t* idx = b.data() + hd.sections[kIndex].offset;
+  IndexEntry e = DecodeIndexEntry(idx + 3 * kIndexEntrySize);
+  e.width = e.height = 65535;
+  EncodeIndexEntry(e, idx + 3 * kIndexEntrySize);
+  hd.sections[kIndex].checksum = Checksum(idx, hd.sections[kIndex].size);
+  uint64_t c = EncodeHeader(hd, b.data());
+  uint8_t* foot = b.data() + b.size() - kFooterSize;
+  Footer f = DecodeFooter(foot);
+  f.header_checksum = c;
+  EncodeFooter(f, foot);
+  WriteFile(dir + "/bad.beton", b);
+  struct rusage before = {};
+  getrusage(RUSAGE_SELF, &before);
+  for (uint64_t limit : {uint64_t(0), uint64_t(1) << 40}) {
+    LoaderOptions lo = LoaderOptions::CifarTest();
+    lo.augment.crop = kernels::CropMode::kCenter;  // mixed sizes need a crop
+    lo.augment.out_w = lo.augment.out_h = 32;
+    lo.batch_size = 10;
+    lo.threads = 2;
+    lo.order = Order::kSequential;
+    if (limit) lo.max_pixels = limit;
+    Loader l(dir + "/bad.beton", lo);
+    try {
+      for (const Batch& batch : l.epoch(0)) (void)batch;
+      FAIL() << "loaded a 65535x65535 claim";
+    } catch (const Error& err) {
+      const std::string what = err.what();
+      EXPECT_NE(what.find(dir + "/bad.beton: sample 3: "), std::string::npos) << what;
+      EXPECT_NE(what.find(limit ? "zstd frame size disagrees" : "over the limit"), std::string::npos) << what;
+    }
+  }
+  struct rusage after = {};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 512 * 1024) << "KiB of peak RSS growth";
 }
 
 }  // namespace
