@@ -46,8 +46,11 @@ void Handler(int sig, siginfo_t* info, void* ctx) {
     g_previous.sa_sigaction(sig, info, ctx);
     return;
   }
-  if (g_previous.sa_handler == SIG_IGN) return;
-  if (g_previous.sa_handler == SIG_DFL) {
+  // An ignored SIGBUS sent by kill() stays ignored; a real fault cannot be ignored (returning would
+  // fault again forever), so it gets the default action, as the kernel gives it without a handler.
+  const bool sent = info && info->si_code <= 0;
+  if (g_previous.sa_handler == SIG_IGN && sent) return;
+  if (g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
     // Restore the default action and raise again: pending until this handler returns, then fatal.
     struct sigaction dfl = {};
     dfl.sa_handler = SIG_DFL;
