@@ -172,8 +172,10 @@ TEST(Cli, HostileIndexDimensionsFailFastAndSmall) {
       EXPECT_LT(rss, 300) << "MiB peak RSS";
       EXPECT_LT(secs, 10);
     }
+    fs::remove_all(dir + "/x-" + enc);
     EXPECT_EQ(RunDsc(export_args, &out), 1);
     EXPECT_NE(out.find("--max-pixels"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir + "/x-" + enc)) << "nothing is written for a refused range";
     EXPECT_EQ(RunDsc(export_args + " --max-pixels 5000000000", &out), 1);
     EXPECT_NE(out.find("index says 65535x65535"), std::string::npos) << out;
   }

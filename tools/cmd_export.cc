@@ -85,6 +85,8 @@ int CmdExport(int argc, char** argv) {
     if (first >= ds.size() || count > ds.size() - first)
       throw Error(file + ": samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
                   " out of range (" + std::to_string(ds.size()) + " samples)");
+    // Over-limit images are refused before anything is written (the index is in memory: cheap).
+    for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
     std::filesystem::create_directories(out);
     std::ofstream labels(std::filesystem::path(out) / "labels.tsv");
     const auto& m = ds.meta();
