@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "format/error.h"
+
 namespace dsc::format {
 
 class ByteSource {
@@ -13,11 +15,21 @@ class ByteSource {
   virtual const std::string& name() const = 0;
   virtual uint64_t size() const = 0;
   // Returns a pointer to bytes [off, off+n). A mapped source returns a pointer into the mapping; any
-  // other source reads into *scratch and returns scratch->data(). The range must lie inside size();
-  // throws dsc::Error naming the file and offset on an I/O failure.
+  // other source reads into *scratch and returns scratch->data(). Every implementation checks the
+  // range itself (CheckRange), so no index, however wrong, makes it read outside the file; throws
+  // dsc::Error naming the file and offset for a range outside size() or an I/O failure.
   virtual const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const = 0;
-  // Non-null when the whole file is addressable in memory (lets readers skip copies).
+  // Non-null when the whole file is addressable in memory. Prefer Read(), which checks the range.
   virtual const uint8_t* mapped() const { return nullptr; }
+
+ protected:
+  // Throws unless [off, off + n) lies inside the file; written so that no sum can wrap past 2^64.
+  void CheckRange(uint64_t off, uint64_t n) const {
+    const uint64_t total = size();
+    if (off > total || n > total - off)
+      throw Error(name() + ": read of " + std::to_string(n) + " bytes at byte " + std::to_string(off) +
+                  " is outside the file (" + std::to_string(total) + " bytes)");
+  }
 };
 
 // Bytes owned by the caller, e.g. a test's buffer. The caller keeps them alive.
@@ -27,7 +39,10 @@ class MemorySource : public ByteSource {
       : name_(std::move(name)), data_(data), size_(size) {}
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
-  const uint8_t* Read(uint64_t off, size_t, std::vector<uint8_t>*) const override { return data_ + off; }
+  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>*) const override {
+    CheckRange(off, n);
+    return data_ + off;
+  }
   const uint8_t* mapped() const override { return data_; }
 
  private:

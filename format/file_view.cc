@@ -26,6 +26,18 @@ bool AllZero(const uint8_t* p, size_t n) {
 
 std::string Num(uint64_t v) { return std::to_string(v); }
 
+// FFCV (which also names its files .beton) has no magic: its file starts with the 24-byte HeaderType
+// of ffcv/types.py (version u16, num_fields u16, page_size u32, num_samples u64, alloc_table_ptr u64,
+// little-endian). Recognised by plausibility: a small version, a few fields, a power-of-two page size
+// and an allocation table inside the file.
+bool LooksLikeFfcv(const uint8_t* h, uint64_t file_size) {
+  const uint16_t version = le::get16(h), fields = le::get16(h + 2);
+  const uint32_t page = le::get32(h + 4);
+  const uint64_t samples = le::get64(h + 8), table = le::get64(h + 16);
+  return version >= 1 && version <= 16 && fields >= 1 && fields <= 256 && page >= 512 && (page & (page - 1)) == 0 &&
+         table >= 24 && table < file_size && samples <= file_size;
+}
+
 }  // namespace
 
 // Runs the checks in file order. In open mode (out == nullptr) the first problem throws; in verify
@@ -38,6 +50,11 @@ class Inspector {
   // Returns false when the structure is too damaged to continue.
   bool Run(FileView* v) {
     const uint64_t size = src_.size();
+    if (size >= 24) {
+      const uint8_t* h = src_.Read(0, 24, &scratch_);
+      if (std::memcmp(h, kHeaderMagic.data(), 8) != 0 && LooksLikeFfcv(h, size))
+        return Fail({"header", -1, -1, "this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"});
+    }
     if (size < kPageSize + kFooterSize) {
       return Fail({"header", -1, -1, "truncated: file is " + Num(size) + " bytes, smaller than a header and footer"});
     }
@@ -127,6 +144,8 @@ class Inspector {
     const SectionRef& bs = hd.sections[kBlocks];
     const uint8_t* p = src_.Read(bs.offset, bs.size, &scratch_);
     uint64_t next_offset = kPageSize, next_sample = 0, data_end = kPageSize;
+    // The header's sections were checked to lie inside the file, so this sum cannot wrap.
+    const uint64_t data_limit = hd.sections[kData].offset + hd.sections[kData].size;
     std::string sums;
     v->blocks_.resize(hd.block_count);
     for (uint64_t b = 0; b < hd.block_count; ++b) {
@@ -136,7 +155,7 @@ class Inspector {
       std::string why;
       if (!BlockEntryZeroOk(e)) why = "reserved bytes not zero";
       else if (be.offset % kPageSize != 0 || be.offset < next_offset) why = "offset " + Num(be.offset) + " out of order or not page-aligned";
-      else if (be.offset + be.size > hd.sections[kData].offset + hd.sections[kData].size) why = "extends past the data section";
+      else if (be.offset > data_limit || be.size > data_limit - be.offset) why = "extends past the data section";
       else if (be.first_sample != next_sample) why = "first sample " + Num(be.first_sample) + ", expected " + Num(next_sample);
       else if (be.sample_count == 0 || be.sample_count > hd.sample_count - next_sample) why = "bad sample count " + Num(be.sample_count);
       else if (be.size > hd.block_size && be.sample_count != 1) why = "oversized block holds more than one sample";
@@ -160,15 +179,13 @@ class Inspector {
   bool CheckIndex(FileView* v) {
     const Header& hd = v->header_;
     const SectionRef& is = hd.sections[kIndex];
-    const uint8_t* p;
-    if (src_.mapped()) {
-      p = src_.mapped() + is.offset;
-    } else {
-      v->index_copy_.resize(is.size);
-      p = src_.Read(is.offset, is.size, &v->index_copy_);
-      if (p != v->index_copy_.data()) std::memcpy(v->index_copy_.data(), p, is.size);
-      p = v->index_copy_.data();
-    }
+    // Always a private copy, also of a mapped file: the entries are validated once, here, and a file
+    // rewritten in place under a shared mapping must not change them afterwards. Reading an entry then
+    // never touches the mapping either, so it cannot fault (SIGBUS) if the file shrinks.
+    v->index_copy_.resize(is.size);
+    const uint8_t* p = src_.Read(is.offset, is.size, &v->index_copy_);
+    if (p != v->index_copy_.data()) std::memcpy(v->index_copy_.data(), p, is.size);
+    p = v->index_copy_.data();
     v->index_ = p;
     const Meta& m = v->meta_;
     const size_t labels = m.label_field_count();

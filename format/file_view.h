@@ -58,7 +58,7 @@ class FileView {
   Header header_;
   Meta meta_;
   std::vector<BlockEntry> blocks_;
-  std::vector<uint8_t> index_copy_;  // used only when the source is not mapped
+  std::vector<uint8_t> index_copy_;  // the validated index, copied out of the file
   const uint8_t* index_ = nullptr;
 };
 

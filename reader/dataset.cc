@@ -4,6 +4,7 @@
 
 #include "format/error.h"
 #include "reader/file_source.h"
+#include "reader/mmap_guard.h"
 
 namespace dsc {
 
@@ -23,6 +24,11 @@ void Dataset::CheckBlockOnce(uint32_t b) const {
   checked_[b].store(1, std::memory_order_release);
 }
 
+Error Dataset::Unreadable(uint64_t i) const {
+  return Error(path() + ": sample " + std::to_string(i) +
+               ": bytes no longer readable (file truncated or I/O error); use use_pread on network filesystems");
+}
+
 Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const {
   const format::IndexEntry e = Touch(i);
   Parts parts;
@@ -31,8 +37,7 @@ Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scrat
     const std::string& t = view_->jpeg_table(e.jpeg_table);
     parts.head = {reinterpret_cast<const uint8_t*>(t.data()), t.size()};
   }
-  const uint8_t* m = source_->mapped();
-  parts.body = {m ? m + e.offset : source_->Read(e.offset, e.size, scratch), e.size};
+  parts.body = {source_->Read(e.offset, e.size, scratch), e.size};  // in place when mapped
   return parts;
 }
 
@@ -40,11 +45,14 @@ format::IndexEntry Dataset::Touch(uint64_t i) const {
   if (i >= size()) throw Error(path() + ": sample " + std::to_string(i) + " out of range (" + std::to_string(size()) + " samples)");
   const format::IndexEntry e = view_->entry(i);
   if (options_.verify) {
+    bool readable = true;
     try {
-      CheckBlockOnce(e.block);
+      // Guarded: when verifying, a truncated mapped file faults here first.
+      readable = mmap_guard::RunGuarded([&] { CheckBlockOnce(e.block); });
     } catch (const Error& err) {
       throw Error(std::string(err.what()) + " (reading sample " + std::to_string(i) + ")");
     }
+    if (!readable) throw Unreadable(i);
   }
   return e;
 }
@@ -52,18 +60,13 @@ format::IndexEntry Dataset::Touch(uint64_t i) const {
 Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
   const format::IndexEntry e = Touch(i);
   if (e.jpeg_table == 0) {
-    if (const uint8_t* m = source_->mapped()) return {m + e.offset, e.size};
-    return {source_->Read(e.offset, e.size, scratch), e.size};
+    return {source_->Read(e.offset, e.size, scratch), e.size};  // in place when mapped
   }
   const std::string& t = view_->jpeg_table(e.jpeg_table);
   scratch->resize(t.size() + e.size);
   std::memcpy(scratch->data(), t.data(), t.size());
-  if (const uint8_t* m = source_->mapped()) {
-    std::memcpy(scratch->data() + t.size(), m + e.offset, e.size);
-  } else {
-    std::vector<uint8_t> tmp;
-    std::memcpy(scratch->data() + t.size(), source_->Read(e.offset, e.size, &tmp), e.size);
-  }
+  std::vector<uint8_t> tmp;  // stays empty when mapped
+  std::memcpy(scratch->data() + t.size(), source_->Read(e.offset, e.size, &tmp), e.size);
   return {scratch->data(), scratch->size()};
 }
 

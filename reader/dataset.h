@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "format/byte_source.h"
+#include "format/error.h"
 #include "format/file_view.h"
 
 namespace dsc {
@@ -51,6 +52,10 @@ class Dataset {
     format::IndexEntry entry;  // the sample's index entry, decoded once for the caller
   };
   Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const;
+
+  // The error for sample i's bytes faulting under mmap (reader/mmap_guard.h): the file shrank while
+  // open, or its storage failed.
+  Error Unreadable(uint64_t i) const;
 
  private:
   void CheckBlockOnce(uint32_t b) const;

@@ -6,38 +6,74 @@
 
 #include "format/error.h"
 #include "format/layout.h"
+#include "reader/mmap_guard.h"
 
 namespace dsc {
 
-void DecodeSampleRGB(const Dataset& ds, uint64_t i, kernels::JpegCodec* codec, std::vector<uint8_t>* scratch,
-                     std::vector<uint8_t>* rgb) {
-  const format::IndexEntry e = ds.entry(i);
-  const Payload p = ds.ReadPayload(i, scratch);
+namespace {
+std::string Dims(const format::IndexEntry& e) { return std::to_string(e.width) + "x" + std::to_string(e.height); }
+}  // namespace
+
+void CheckPixelLimit(const Dataset& ds, uint64_t i, const format::IndexEntry& e, uint64_t max_pixels) {
+  const uint64_t pixels = uint64_t(e.width) * e.height;
+  if (pixels > max_pixels)
+    throw Error(ds.path() + ": sample " + std::to_string(i) + ": image is " + Dims(e) + " (" + std::to_string(pixels) +
+                " pixels), over the limit of " + std::to_string(max_pixels) + " (--max-pixels, LoaderOptions::max_pixels)");
+}
+
+SampleDecoder::SampleDecoder(const Dataset& ds, DecodeOptions options)
+    : ds_(ds), options_(options), jpeg_(std::make_unique<kernels::JpegDecoder>()) {}
+
+SampleDecoder::~SampleDecoder() = default;
+
+void SampleDecoder::Decode(uint64_t i, std::vector<uint8_t>* rgb) {
+  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, rgb); })) return;
+  // The fault may have left libjpeg mid-decode: start from a fresh decompressor.
+  jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  throw ds_.Unreadable(i);
+}
+
+void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
+  const Dataset::Parts parts = ds_.ReadPayloadParts(i, &scratch_);
+  const format::IndexEntry& e = parts.entry;
+  auto fail = [&](const std::string& why) { return Error(ds_.path() + ": sample " + std::to_string(i) + ": " + why); };
+  CheckPixelLimit(ds_, i, e, options_.max_pixels);
   const size_t n = size_t(e.width) * e.height * 3;
-  rgb->resize(n);
-  auto fail = [&](const std::string& why) {
-    return Error(ds.path() + ": sample " + std::to_string(i) + ": " + why);
-  };
+  const Payload& p = parts.body;
+  // Each case checks the payload's own description of the image against the index before allocating.
   switch (format::Encoding(e.encoding)) {
     case format::Encoding::kRaw:
+      if (p.size != n) throw fail("raw payload holds " + std::to_string(p.size) + " bytes, index says " + Dims(e));
+      rgb->resize(n);
       std::memcpy(rgb->data(), p.data, n);
       return;
     case format::Encoding::kRawZstd: {
-      unsigned long long want = ZSTD_getFrameContentSize(p.data, p.size);
-      if (want != n) throw fail("zstd frame does not hold " + std::to_string(n) + " bytes");
-      size_t r = ZSTD_decompress(rgb->data(), n, p.data, p.size);
+      const unsigned long long want = ZSTD_getFrameContentSize(p.data, p.size);
+      if (want != n)
+        throw fail("zstd frame holds " + (want >= ZSTD_CONTENTSIZE_ERROR ? std::string("an unknown number of") : std::to_string(want)) +
+                   " bytes, index says " + Dims(e) + " (" + std::to_string(n) + " bytes)");
+      rgb->resize(n);
+      const size_t r = ZSTD_decompress(rgb->data(), n, p.data, p.size);
       if (ZSTD_isError(r) || r != n) throw fail(std::string("corrupt zstd payload: ") + (ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short"));
       return;
     }
     case format::Encoding::kJpeg: {
-      kernels::JpegInfo info;
-      if (!codec->ReadHeader(p.data, p.size, &info)) throw fail("corrupt JPEG: " + codec->error());
-      if (info.width != e.width || info.height != e.height) throw fail("JPEG size disagrees with the index");
-      if (!codec->DecodeRGB(p.data, p.size, info, rgb->data())) throw fail("corrupt JPEG: " + codec->error());
+      int w = 0, h = 0;
+      if (!jpeg_->ReadHeader(parts.head.data, parts.head.size, p.data, p.size, &w, &h))
+        throw fail("corrupt JPEG: " + jpeg_->error());
+      if (w != e.width || h != e.height)
+        throw fail("JPEG header says " + std::to_string(w) + "x" + std::to_string(h) + ", index says " + Dims(e));
+      rgb->resize(n);
+      if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling))
+        throw fail("corrupt JPEG: " + jpeg_->error());
       return;
     }
   }
   throw fail("unknown encoding");
+}
+
+void DecodeSampleRGB(const Dataset& ds, uint64_t i, kernels::JpegCodec*, std::vector<uint8_t>*, std::vector<uint8_t>* rgb) {
+  SampleDecoder(ds, {.fancy_upsampling = true}).Decode(i, rgb);
 }
 
 }  // namespace dsc

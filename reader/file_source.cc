@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "format/error.h"
+#include "reader/mmap_guard.h"
 
 namespace dsc {
 
@@ -38,15 +39,22 @@ class MmapSource : public format::ByteSource {
         throw Error(path + ": mmap failed: " + std::strerror(e));
       }
       data_ = static_cast<const uint8_t*>(p);
+      mmap_guard::Register(data_, size_);  // a fault here becomes an error in guarded readers
     }
     ::close(fd);
   }
   ~MmapSource() override {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_) {
+      mmap_guard::Unregister(data_);
+      ::munmap(const_cast<uint8_t*>(data_), size_);
+    }
   }
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
-  const uint8_t* Read(uint64_t off, size_t, std::vector<uint8_t>*) const override { return data_ + off; }
+  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>*) const override {
+    CheckRange(off, n);
+    return data_ + off;
+  }
   const uint8_t* mapped() const override { return data_; }
 
  private:
@@ -62,6 +70,7 @@ class PreadSource : public format::ByteSource {
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
   const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const override {
+    CheckRange(off, n);
     if (scratch->size() < n) scratch->resize(n);
     size_t got = 0;
     while (got < n) {
@@ -81,9 +90,43 @@ class PreadSource : public format::ByteSource {
   int fd_ = -1;
 };
 
+#ifdef DSC_EXACT_HEAP_SOURCE
+// Sanitizer and fuzz builds: the whole file in a heap block of exactly its size (not page-rounded
+// like a mapping), so that any read past the end hits an ASan redzone instead of mapped zeros.
+class HeapSource : public format::ByteSource {
+ public:
+  explicit HeapSource(const std::string& path) {
+    PreadSource file(path);
+    size_ = file.size();
+    data_.reset(new uint8_t[size_]);
+    std::vector<uint8_t> scratch;
+    if (size_) std::memcpy(data_.get(), file.Read(0, size_, &scratch), size_);
+    name_ = path;
+  }
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return size_; }
+  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>*) const override {
+    CheckRange(off, n);
+    return data_.get() + off;
+  }
+  const uint8_t* mapped() const override { return data_.get(); }
+
+ private:
+  std::string name_;
+  uint64_t size_ = 0;
+  std::unique_ptr<uint8_t[]> data_;
+};
+#endif
+
 }  // namespace
 
-std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path) { return std::make_unique<MmapSource>(path); }
+std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path) {
+#ifdef DSC_EXACT_HEAP_SOURCE
+  return std::make_unique<HeapSource>(path);
+#else
+  return std::make_unique<MmapSource>(path);
+#endif
+}
 std::unique_ptr<format::ByteSource> OpenPreadSource(const std::string& path) { return std::make_unique<PreadSource>(path); }
 
 }  // namespace dsc

@@ -8,7 +8,8 @@
 
 namespace dsc {
 
-// Both throw dsc::Error naming the path when the file cannot be opened.
+// Both throw dsc::Error naming the path when the file cannot be opened. Builds with DSC_EXACT_HEAP_SOURCE
+// (sanitizer and fuzz builds) make OpenMmapSource return an exact-size heap copy of the file instead.
 std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path);
 std::unique_ptr<format::ByteSource> OpenPreadSource(const std::string& path);
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/limits.h"
 #include "reader/dataset.h"
 #include "reader/order.h"
 
@@ -56,6 +57,7 @@ struct LoaderOptions {
   bool fancy_upsampling = false;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
+  uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
   bool collect_stats = false;         // per-stage timings (dsc bench)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is
   // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,

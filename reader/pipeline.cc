@@ -121,7 +121,7 @@ class Pipeline {
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
     kernels::MakeNormalizeTable(o.augment, table_);
     for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
-    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}};
+    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels};
     if (o.defer_augment) {  // the CPU stage writes plain pixels
       kernels::AugmentSpec plain;
       kernels::MakeNormalizeTable(plain, table_);

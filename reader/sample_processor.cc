@@ -10,6 +10,8 @@
 #include "format/layout.h"
 #include "kernels/color.h"
 #include "kernels/normalize_row.h"
+#include "reader/decode_rgb.h"
+#include "reader/mmap_guard.h"
 #include "reader/trace.h"
 
 namespace dsc {
@@ -33,7 +35,7 @@ uint64_t NowNs() {
 SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
                                  Tracer* tracer, uint32_t track, bool defer)
     : ds_(ds), spec_(spec), full_(spec), defer_(defer), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track),
-      zstd_(ZSTD_createDCtx()) {
+      jpeg_(std::make_unique<kernels::JpegDecoder>()), zstd_(ZSTD_createDCtx()) {
   if (defer) {
     spec_.flip = false;
     spec_.translate = spec_.cutout = 0;
@@ -46,6 +48,15 @@ SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd
 
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
                               kernels::SampleParams* applied) {
+  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied); })) return;
+  // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
+  jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
+  throw ds_.Unreadable(index);
+}
+
+void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
+                                       kernels::SampleParams* applied) {
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
   const format::IndexEntry& e = parts.entry;
@@ -54,6 +65,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   auto fail = [&](const std::string& why) {
     return Error(ds_.path() + ": sample " + std::to_string(index) + ": " + why);
   };
+  CheckPixelLimit(ds_, index, e, out_.max_pixels);
   kernels::CropRect rect;
   kernels::SampleParams params;
   // Drawn with every transform enabled, so deferring changes where the work happens, not the result.
@@ -79,6 +91,9 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
       src = p.data;  // straight from the mapping: no copy
       break;
     case format::Encoding::kRawZstd: {
+      // The frame's own size must match the index before anything is allocated for it.
+      if (ZSTD_getFrameContentSize(p.data, p.size) != raw)
+        throw fail("zstd frame size disagrees with the index (" + std::to_string(e.width) + "x" + std::to_string(e.height) + ")");
       if (pixels_.size() < raw) pixels_.resize(raw);
       size_t r = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(zstd_), pixels_.data(), raw, p.data, p.size);
       if (ZSTD_isError(r) || r != raw) throw fail(std::string("corrupt zstd payload: ") + (ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short"));
@@ -87,12 +102,12 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
     }
     case format::Encoding::kJpeg: {
       int w, h;
-      if (!jpeg_.ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
-        throw fail("corrupt JPEG: " + jpeg_.error());
+      if (!jpeg_->ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
+        throw fail("corrupt JPEG: " + jpeg_->error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
-      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_.CanDecodePlanes()) {
+      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_->CanDecodePlanes()) {
         kernels::JpegPlanes planes;
-        if (!jpeg_.DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_.error());
+        if (!jpeg_->DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_->error());
         const uint64_t t2 = stats_ ? NowNs() : 0;
         WritePlanes(params, planes, dst);
         kernels::StreamFence();
@@ -102,12 +117,12 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
       uint8_t* buf = DecodeBuffer(size_t(w), size_t(h));
       stride = int(DecodeStride(size_t(w)));
       if (spec_.crop == kernels::CropMode::kNone) {
-        if (!jpeg_.DecodeRGB(buf, size_t(stride), out_.fancy_upsampling)) throw fail("corrupt JPEG: " + jpeg_.error());
+        if (!jpeg_->DecodeRGB(buf, size_t(stride), out_.fancy_upsampling)) throw fail("corrupt JPEG: " + jpeg_->error());
       } else {
         kernels::DecodedRegion region;
-        if (!jpeg_.DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), buf,
+        if (!jpeg_->DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), buf,
                                 size_t(stride), size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
-          throw fail("corrupt JPEG: " + jpeg_.error());
+          throw fail("corrupt JPEG: " + jpeg_->error());
         kernels::RebaseParams(rect, region.x, region.y, region.scale_num, &params);
         sw = region.width;
         sh = region.height;

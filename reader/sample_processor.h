@@ -3,10 +3,12 @@
 // samples, so the hot path does not allocate.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/augment.h"
 #include "kernels/jpeg_decoder.h"
+#include "kernels/limits.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
 
@@ -20,6 +22,7 @@ struct OutputFormat {
   const uint16_t* half = nullptr;    // the same table as IEEE half bits
   bool fancy_upsampling = false;     // see LoaderOptions
   float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};  // the table's coefficients (kernels::Normalize)
+  uint64_t max_pixels = kernels::kDefaultMaxPixels;  // LoaderOptions::max_pixels
 };
 
 class SampleProcessor {
@@ -31,12 +34,15 @@ class SampleProcessor {
   SampleProcessor(const SampleProcessor&) = delete;
   SampleProcessor& operator=(const SampleProcessor&) = delete;
   // Writes sample `index` (augmented for `epoch` with `seed`) to `dst`. Throws dsc::Error naming the
-  // file and sample when the payload cannot be decoded.
+  // file and sample when the payload cannot be decoded, is over the pixel limit, or its mapped bytes
+  // are no longer readable (file truncated while open: reader/mmap_guard.h).
   // `applied` receives the sample's parameters (see Batch::params).
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr);
 
  private:
+  void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
+                        kernels::SampleParams* applied);
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
@@ -54,7 +60,7 @@ class SampleProcessor {
   bool stats_;
   class Tracer* tracer_;
   uint32_t track_;
-  kernels::JpegDecoder jpeg_;
+  std::unique_ptr<kernels::JpegDecoder> jpeg_;  // recreated after a fault left it mid-decode
   void* zstd_ = nullptr;  // ZSTD_DCtx
   std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_, planar_;
 };

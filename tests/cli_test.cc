@@ -1,9 +1,19 @@
 // The dsc program as a user runs it: exit codes, messages, info --json, verify, export.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <turbojpeg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
+#include "format/checksum.h"
+#include "format/layout.h"
 #include "tests/test_util.h"
 
 namespace dsc::test {
@@ -87,6 +97,139 @@ TEST(Cli, BenchReportsJsonAndWritesATrace) {
   EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --preset nope", &out), 2);
 }
 
+// Runs dsc directly (no shell, so wait4 measures dsc itself); returns the exit code, the output, the
+// peak RSS in MiB and the wall time in seconds. Arguments are split on spaces.
+int RunDscMeasured(const std::string& args, std::string* out, double* rss_mib, double* secs) {
+  std::vector<std::string> words{DSC_BINARY};
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  out->clear();
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out->append(buf, size_t(n));
+  ::close(fds[0]);
+  int st = 0;
+  struct rusage ru = {};
+  ::wait4(pid, &st, 0, &ru);
+  *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *rss_mib = double(ru.ru_maxrss) / 1024;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Rewrites sample i's index entry (dimensions here) with every checksum recomputed, so only the lie
+// about the image remains: the kind of file an attacker or a buggy tool would hand over.
+void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {
+  using namespace dsc::format;
+  auto b = ReadFile(from);
+  Header hd = DecodeHeader(b.data());
+  uint8_t* idx = b.data() + hd.sections[kIndex].offset;
+  IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
+  e.width = w;
+  e.height = h;
+  EncodeIndexEntry(e, idx + i * kIndexEntrySize);
+  hd.sections[kIndex].checksum = Checksum(idx, hd.sections[kIndex].size);
+  uint64_t c = EncodeHeader(hd, b.data());
+  uint8_t* foot = b.data() + b.size() - kFooterSize;
+  Footer f = DecodeFooter(foot);
+  f.header_checksum = c;
+  EncodeFooter(f, foot);
+  WriteFile(to, b);
+}
+
+// An index claiming a 65535x65535 image (checksums intact) once made export allocate 12.6 GB before
+// the decoder noticed. Export and verify --decode must refuse before allocating: by the pixel limit,
+// and, with the limit raised, by the payload's own header disagreeing with the index.
+TEST(Cli, HostileIndexDimensionsFailFastAndSmall) {
+  auto dir = ScratchDir();
+  std::string out;
+  for (const std::string enc : {"jpeg", "raw-zstd"}) {
+    SCOPED_TRACE(enc);
+    const std::string good = dir + "/" + enc + ".beton", bad = dir + "/" + enc + "-bad.beton";
+    ASSERT_EQ(RunDsc("build " + SubsetTree(1) + " " + good + " --quiet --encoding " + enc, &out), 0) << out;
+    ForgeDimensions(good, bad, 3, 65535, 65535);
+    const std::string export_args = "export " + bad + " --index 3 --count 1 --ppm --out " + dir + "/x-" + enc;
+    for (const std::string& args : {export_args, export_args + " --max-pixels 5000000000",
+                                    "verify " + bad + " --decode", "verify " + bad + " --decode --max-pixels 5000000000"}) {
+      SCOPED_TRACE(args);
+      double rss = 0, secs = 0;
+      EXPECT_EQ(RunDscMeasured(args, &out, &rss, &secs), 1) << out;
+      EXPECT_NE(out.find(bad + ": sample 3: "), std::string::npos) << out;
+      EXPECT_NE(out.find("65535x65535"), std::string::npos) << out;
+      EXPECT_LT(rss, 300) << "MiB peak RSS";
+      EXPECT_LT(secs, 10);
+    }
+    fs::remove_all(dir + "/x-" + enc);
+    EXPECT_EQ(RunDsc(export_args, &out), 1);
+    EXPECT_NE(out.find("--max-pixels"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir + "/x-" + enc)) << "nothing is written for a refused range";
+    EXPECT_EQ(RunDsc(export_args + " --max-pixels 5000000000", &out), 1);
+    EXPECT_NE(out.find("index says 65535x65535"), std::string::npos) << out;
+  }
+}
+
+// A PPM written by `dsc export --ppm`: the pixels after the "P6\nW H\n255\n" header.
+std::vector<uint8_t> PpmPixels(const std::string& path, int* w, int* h) {
+  auto b = ReadFile(path);
+  std::string head(b.begin(), b.begin() + std::min<size_t>(b.size(), 64));
+  int maxval = 0, used = 0;
+  if (std::sscanf(head.c_str(), "P6\n%d %d\n%d\n%n", w, h, &maxval, &used) != 3 || maxval != 255) return {};
+  return std::vector<uint8_t>(b.begin() + used, b.end());
+}
+
+// What users inspect is what training sees: export (and verify --decode) decode JPEGs with the
+// loader's default box upsampling (= TurboJPEG's FASTUPSAMPLE); with --upsampling fancy, the export
+// of a pass-through JPEG is bit-for-bit PIL's Image.open(jpg).convert("RGB").
+TEST(Cli, ExportDecodesLikeTheLoaderOrLikePil) {
+  auto root = SubsetTree(1);  // 10 real CIFAR JPEGs (4:2:0), stored pass-through
+  auto dir = ScratchDir();
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + root + " " + dir + "/f.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + dir + "/f.beton --count 10 --ppm --out " + dir + "/box", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + dir + "/f.beton --count 10 --ppm --upsampling fancy --out " + dir + "/fancy", &out), 0) << out;
+  EXPECT_EQ(RunDsc("export " + dir + "/f.beton --upsampling smooth --out " + dir + "/x", &out), 2);
+  ASSERT_EQ(RunDsc("verify " + dir + "/f.beton --decode --upsampling fancy", &out), 0) << out;
+  std::vector<std::string> sources;  // the writer's order: sorted paths
+  for (auto& e : fs::recursive_directory_iterator(root))
+    if (!fs::is_directory(e.path())) sources.push_back(e.path().string());
+  std::sort(sources.begin(), sources.end());
+  ASSERT_EQ(sources.size(), 10u);
+  // PIL's decode of each source, raw RGB, from the system Python.
+  std::string script = "from PIL import Image\nimport sys\nfor i, p in enumerate(sys.argv[2:]):\n"
+                       "    open(sys.argv[1] + '/%d.rgb' % i, 'wb').write(Image.open(p).convert('RGB').tobytes())\n";
+  WriteFile(dir + "/pil.py", script.data(), script.size());
+  std::string cmd = "/usr/bin/python3 " + dir + "/pil.py " + dir;
+  for (auto& p : sources) cmd += " " + p;
+  if (std::system((cmd + " 2>/dev/null").c_str()) != 0) GTEST_SKIP() << "/usr/bin/python3 with PIL is needed";
+  int differ = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/%08zu.ppm", i);
+    int w = 0, h = 0;
+    auto box = PpmPixels(dir + "/box" + name, &w, &h);
+    int rw = 0, rh = 0;
+    auto want_box = ReferenceDecode(ReadFile(sources[i]), &rw, &rh, TJFLAG_FASTUPSAMPLE);
+    EXPECT_EQ(box, want_box) << "box, sample " << i;
+    auto fancy = PpmPixels(dir + "/fancy" + name, &w, &h);
+    EXPECT_EQ(fancy, ReadFile(dir + "/" + std::to_string(i) + ".rgb")) << "fancy vs PIL, sample " << i;
+    differ += box != fancy;
+  }
+  EXPECT_GT(differ, 0) << "box and fancy upsampling agree on every image: the test cannot tell them apart";
+}
+
 TEST(Cli, DamageAndBadInputExitOne) {
   auto root = SubsetTree(5);
   auto dir = ScratchDir();
@@ -104,6 +247,17 @@ TEST(Cli, DamageAndBadInputExitOne) {
   EXPECT_FALSE(fs::exists(dir + "/x.beton"));
   EXPECT_EQ(RunDsc("build " + root + " " + dir + "/y.beton --encoding png", &out), 1);
   EXPECT_NE(out.find("--encoding"), std::string::npos);
+  // An FFCV file (same .beton suffix) is named as such, not just "bad magic".
+  std::vector<uint8_t> ffcv(1 << 16, 0);
+  const uint8_t head[24] = {2, 0, 2, 0, 0, 0, 0, 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0};  // page 2^24, table at 32768
+  std::copy(head, head + 24, ffcv.begin());
+  WriteFile(dir + "/ffcv.beton", ffcv);
+  for (const std::string cmd : {"info", "verify"}) {
+    EXPECT_EQ(RunDsc(cmd + " " + dir + "/ffcv.beton", &out), 1) << cmd;
+    EXPECT_NE(out.find("ffcv.beton: header: this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"),
+              std::string::npos) << out;
+    EXPECT_EQ(out.find("DAMAGED"), std::string::npos) << out;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "format/file_view.h"
 #include "format/layout.h"
 #include "format/meta.h"
+#include "reader/file_source.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
 
@@ -75,6 +76,32 @@ TEST(Meta, RoundTripsAndRejectsGarbage) {
     EXPECT_THROW(DecodeMeta(reinterpret_cast<const uint8_t*>(bytes.data()), cut), Error) << cut;
   std::string extra = bytes + "x";
   EXPECT_THROW(DecodeMeta(reinterpret_cast<const uint8_t*>(extra.data()), extra.size()), Error);
+}
+
+// Every source checks its own arguments, so a read can never leave the file whatever an index says,
+// including ranges whose end wraps past 2^64.
+TEST(ByteSources, ReadRefusesRangesOutsideTheFile) {
+  auto dir = ScratchDir();
+  std::vector<uint8_t> bytes(10000, 7);
+  WriteFile(dir + "/x.bin", bytes);
+  MemorySource mem("x.bin", bytes.data(), bytes.size());
+  auto mm = OpenMmapSource(dir + "/x.bin");
+  auto pr = OpenPreadSource(dir + "/x.bin");
+  for (const ByteSource* s : std::vector<const ByteSource*>{&mem, mm.get(), pr.get()}) {
+    std::vector<uint8_t> scratch;
+    EXPECT_EQ(s->Read(9990, 10, &scratch)[9], 7) << s->name();
+    EXPECT_NO_THROW(s->Read(10000, 0, &scratch)) << s->name();
+    const std::pair<uint64_t, size_t> bad[] = {{9991, 10}, {10001, 0}, {~0ull - 3, 8}, {16, ~size_t(0) - 8}};
+    for (auto [off, n] : bad) {
+      try {
+        s->Read(off, n, &scratch);
+        ADD_FAILURE() << s->name() << " read " << n << " bytes at " << off;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("x.bin"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("byte " + std::to_string(off)), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 class Refusals : public ::testing::Test {
@@ -144,6 +171,78 @@ TEST_F(Refusals, UnknownEncodingInTheIndex) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sample 0: unknown encoding 9"), std::string::npos) << e.what();
+  }
+}
+
+// A block offset near 2^64 whose end wraps round to a small number must be refused as out of bounds
+// (it used to pass the "extends past the data section" check and verify then read at that offset).
+TEST(Refusals2, BlockOffsetThatWrapsIsRefused) {
+  auto dir = ScratchDir();
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  o.block_size = 8192;
+  writer::Build(SubsetTree(10), dir + "/f.beton", o);
+  auto b = ReadFile(dir + "/f.beton");
+  Header h = DecodeHeader(b.data());
+  ASSERT_GE(h.block_count, 2u);
+  uint8_t* blocks = b.data() + h.sections[kBlocks].offset;
+  BlockEntry be = DecodeBlockEntry(blocks);
+  ASSERT_GE(be.size, kPageSize);
+  be.offset = 0ull - kPageSize;  // offset + size wraps to size - 4096
+  EncodeBlockEntry(be, blocks);
+  h.sections[kBlocks].checksum = Checksum(blocks, h.sections[kBlocks].size);
+  uint64_t c = EncodeHeader(h, b.data());
+  uint8_t* foot = b.data() + b.size() - kFooterSize;
+  Footer f = DecodeFooter(foot);
+  f.header_checksum = c;
+  EncodeFooter(f, foot);
+  MemorySource src("f.beton", b.data(), b.size());
+  auto problems = VerifyFile(src);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_EQ(problems[0].section, "blocks");
+  EXPECT_EQ(problems[0].block, 0);
+  EXPECT_NE(problems[0].message.find("past the data section"), std::string::npos) << problems[0].message;
+  try {
+    FileView::Open(&src);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f.beton: blocks: block 0"), std::string::npos) << e.what();
+  }
+}
+
+// FFCV names its files .beton too; its header (ffcv/types.py HeaderType) must be recognised and the
+// user told to rebuild, instead of a bare "bad magic".
+TEST(Refusals2, FfcvFilesAreRecognised) {
+  std::vector<uint8_t> b(3 << 20, 0);
+  le::put16(b.data(), 2);             // version
+  le::put16(b.data() + 2, 2);         // num_fields
+  le::put32(b.data() + 4, 1u << 21);  // page_size
+  le::put64(b.data() + 8, 50000);     // num_samples
+  le::put64(b.data() + 16, 2u << 20); // alloc_table_ptr
+  MemorySource src("cifar_train.beton", b.data(), b.size());
+  const std::string want = "cifar_train.beton: header: this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`";
+  try {
+    FileView::Open(&src);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+  auto problems = VerifyFile(src);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].message.find("FFCV"), std::string::npos);
+  // Not every magic-less file is FFCV: a table pointer outside the file, or a page size that is not a
+  // power of two, is plain garbage.
+  for (auto edit : {std::pair<size_t, uint64_t>{16, 5u << 20}, {4, 3000}}) {
+    auto c = b;
+    if (edit.first == 16) le::put64(c.data() + 16, edit.second);
+    else le::put32(c.data() + 4, uint32_t(edit.second));
+    MemorySource other("x.beton", c.data(), c.size());
+    try {
+      FileView::Open(&other);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "x.beton: header: bad magic (not a dsc file)");
+    }
   }
 }
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "format/error.h"
-#include "kernels/jpeg_codec.h"
+#include "kernels/limits.h"
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
 #include "tools/commands.h"
@@ -53,11 +53,16 @@ int CmdExport(int argc, char** argv) {
       ("count", "number of samples", cxxopts::value<uint64_t>()->default_value("1"))
       ("out", "output directory (created)", cxxopts::value<std::string>())
       ("ppm", "write PPM instead of PNG")
+      ("upsampling", "JPEG chroma upsampling: box (the loader's default: what training sees) or fancy "
+                     "(libjpeg's default, as PIL decodes)", cxxopts::value<std::string>()->default_value("box"))
+      ("max-pixels", "refuse images larger than this many pixels",
+       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   std::string file, out;
   uint64_t first = 0, count = 1;
   bool ppm = false;
+  DecodeOptions decode;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -67,6 +72,10 @@ int CmdExport(int argc, char** argv) {
     first = r["index"].as<uint64_t>();
     count = r["count"].as<uint64_t>();
     ppm = r.count("ppm") > 0;
+    decode.max_pixels = r["max-pixels"].as<uint64_t>();
+    const std::string up = r["upsampling"].as<std::string>();
+    if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
+    decode.fancy_upsampling = up == "fancy";
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "dsc export: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
@@ -76,16 +85,18 @@ int CmdExport(int argc, char** argv) {
     if (first >= ds.size() || count > ds.size() - first)
       throw Error(file + ": samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
                   " out of range (" + std::to_string(ds.size()) + " samples)");
+    // Over-limit images are refused before anything is written (the index is in memory: cheap).
+    for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
     std::filesystem::create_directories(out);
     std::ofstream labels(std::filesystem::path(out) / "labels.tsv");
     const auto& m = ds.meta();
     labels << "file\tindex";
     for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << m.fields[f].name << "\t" << m.fields[f].name << "_name";
     labels << "\n";
-    kernels::JpegCodec codec;
-    std::vector<uint8_t> scratch, rgb;
+    SampleDecoder decoder(ds, decode);
+    std::vector<uint8_t> rgb;
     for (uint64_t i = first; i < first + count; ++i) {
-      DecodeSampleRGB(ds, i, &codec, &scratch, &rgb);
+      decoder.Decode(i, &rgb);
       auto e = ds.entry(i);
       char name[32];
       std::snprintf(name, sizeof name, "%08llu.%s", (unsigned long long)i, ppm ? "ppm" : "png");
