@@ -11,9 +11,10 @@
 // buffer; batches arrive in order; at most `prefetch` batches are prepared ahead of the one the
 // consumer holds, so memory is (prefetch + 1) x one batch, whatever the dataset size.
 //
-// Determinism: batch k of epoch e depends only on the file, the options and the seed: never on the
-// thread count or timing. state()/restore() checkpoint the position; a restored loader continues
-// with exactly the batches an uninterrupted run would have produced.
+// Determinism: global batch k of epoch e depends only on the file, the options and the seed: never on
+// the thread count or timing, nor (random, sequential) on the rank count. state()/restore() checkpoint
+// the position in global batches; a restored loader continues with exactly the batches an
+// uninterrupted run would have produced, on any rank count (docs/determinism.md).
 //
 // Errors: a damaged sample (corrupt payload, checksum mismatch with verify = true) surfaces as a
 // dsc::Error thrown from the iteration, naming the file and the sample index. Leaving a loop early,
