@@ -47,6 +47,8 @@ LoaderOptions WithRankBatch(LoaderOptions o) {
                   std::to_string(o.world_size));
     o.batch_size = o.global_batch_size / o.world_size;
   }
+  if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
+    throw Error("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
   o.global_batch_size = o.batch_size * o.world_size;
   return o;
 }
