@@ -11,9 +11,10 @@
 // buffer; batches arrive in order; at most `prefetch` batches are prepared ahead of the one the
 // consumer holds, so memory is (prefetch + 1) x one batch, whatever the dataset size.
 //
-// Determinism: batch k of epoch e depends only on the file, the options and the seed: never on the
-// thread count or timing. state()/restore() checkpoint the position; a restored loader continues
-// with exactly the batches an uninterrupted run would have produced.
+// Determinism: global batch k of epoch e depends only on the file, the options and the seed: never on
+// the thread count or timing, nor (random, sequential) on the rank count. state()/restore() checkpoint
+// the position in global batches; a restored loader continues with exactly the batches an
+// uninterrupted run would have produced, on any rank count (docs/determinism.md).
 //
 // Errors: a damaged sample (corrupt payload, checksum mismatch with verify = true) surfaces as a
 // dsc::Error thrown from the iteration, naming the file and the sample index. Leaving a loop early,
@@ -24,11 +25,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/augment.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
+#include "reader/fingerprint.h"
 #include "reader/order.h"
 
 namespace dsc {
@@ -38,7 +41,11 @@ enum class Layout : uint8_t { kNCHW, kNHWC };
 size_t DTypeSize(DType t);
 
 struct LoaderOptions {
-  uint32_t batch_size = 512;
+  uint32_t batch_size = 512;  // samples per batch on this rank; ignored when global_batch_size is set
+  // Samples per global batch (all ranks together); each rank delivers global_batch_size / world_size
+  // of them, and world_size must divide it. 0 = batch_size x world_size. Fix this, not batch_size, to
+  // keep a run's batches the same when the rank count changes (reader/order.h, docs/determinism.md).
+  uint32_t global_batch_size = 0;
   int threads = 0;        // decode threads; 0 = all cores
   uint32_t prefetch = 3;  // batches prepared ahead of the one the consumer holds
   Order order = Order::kRandom;
@@ -97,11 +104,28 @@ struct Batch {
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }
 };
 
-// Where a run is; save it with your checkpoint and hand it to restore().
+// Where a run is; save it with your checkpoint (Serialize) and hand it to restore(). Batches are
+// counted in global batches, so a state taken on W ranks restores on W' ranks (docs/determinism.md).
 struct LoaderState {
+  static constexpr uint32_t kVersion = 1;  // of Serialize's byte layout
+  RunIdentity run;          // restore() refuses a loader whose identity differs (naming the component)
   uint64_t epoch = 0;
-  uint64_t next_batch = 0;  // the first batch not yet handed out
-  uint64_t seed = 0;
+  uint64_t next_batch = 0;  // the first global batch of the epoch's plan not yet handed out
+  uint32_t world_size = 1;  // ranks of the plan next_batch counts in; 0 = ranks were at different batches
+  uint32_t rank = 0;        // the rank that took it (0 after Merge)
+  uint32_t ranks = 1;       // ranks whose consumption `consumed` covers: 1, or world_size after Merge
+  // quasi_random only (empty otherwise); bitmaps over the file's samples, bit i % 8 of byte i / 8.
+  std::vector<uint8_t> excluded;  // samples this epoch's plan left out (consumed before a resume on other ranks)
+  std::vector<uint8_t> consumed;  // samples handed out this epoch by `ranks` ranks, `excluded` included
+
+  // Versioned little-endian bytes with a checksum: for checkpoints, Python's state_dict and remote workers.
+  std::string Serialize() const;
+  // Throws dsc::Error naming the byte offset and the problem for damaged, truncated or foreign bytes.
+  static LoaderState Deserialize(std::string_view bytes);
+  // One state from every rank of one run (each rank knows only its own consumption): consumption is
+  // united, so quasi_random can finish the epoch exactly once on another rank count. Throws when the
+  // states are not one run's W ranks at one epoch (or, for random/sequential, at one batch).
+  static LoaderState Merge(const std::vector<LoaderState>& ranks);
 };
 
 // Per-stage time summed over worker threads (nanoseconds), for `dsc bench`.
@@ -135,12 +159,15 @@ class Loader {
 
   // The batches of epoch `e`, starting at `first_batch`. Starting a range ends any previous one.
   EpochRange epoch(uint64_t e, uint64_t first_batch = 0);
-  // Continues from state(): after restore(), the batches an uninterrupted run would have produced next.
+  // Continues from state(): after restore(), the batches an uninterrupted run would have produced next;
+  // at an epoch's end, the next epoch. quasi_random restored on another rank count: the rest of the
+  // epoch is a new plan (batches numbered from 0) covering exactly the samples not yet consumed.
   EpochRange resume();
   LoaderState state() const;
+  // Throws dsc::Error when the state is of another run (RunIdentity) or cannot be continued here.
   void restore(const LoaderState& s);
 
-  uint64_t batches_per_epoch() const;
+  uint64_t batches_per_epoch() const;  // batches of a full epoch on this rank
   uint32_t height() const;
   uint32_t width() const;
   const Dataset& dataset() const;

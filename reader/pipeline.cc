@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "format/error.h"
 #include "reader/loader.h"
@@ -35,6 +36,21 @@ void SetNormalize(kernels::AugmentSpec* s, const float* mean, const float* std) 
     s->mean[c] = mean[c];
     s->std[c] = std[c];
   }
+}
+
+// batch_size becomes the per-rank share of global_batch_size, which world_size must divide.
+LoaderOptions WithRankBatch(LoaderOptions o) {
+  if (o.world_size == 0) throw Error("world_size must be at least 1");
+  if (o.global_batch_size) {
+    if (o.global_batch_size % o.world_size)
+      throw Error("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
+                  std::to_string(o.world_size));
+    o.batch_size = o.global_batch_size / o.world_size;
+  }
+  if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
+    throw Error("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
+  o.global_batch_size = o.batch_size * o.world_size;
+  return o;
 }
 
 uint64_t NowNs() {
@@ -161,7 +177,7 @@ class Pipeline {
   // Starts a job for (epoch, first batch); returns its id.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     Cancel();
-    EpochPlan plan = PlanEpoch(ds_.view(), order_, epoch);
+    EpochPlan plan = Plan(epoch);
     if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
     std::lock_guard<std::mutex> l(mu_);
     plan_ = std::move(plan);
@@ -247,18 +263,74 @@ class Pipeline {
   }
 
   LoaderState State() {
-    std::lock_guard<std::mutex> l(mu_);
-    // The batch the consumer holds counts as handed out.
-    return {epoch_, next_deliver_ + (holding_ ? 1 : 0), opt_.seed};
+    LoaderState s;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      s.epoch = epoch_;
+      // The batch the consumer holds counts as handed out.
+      s.next_batch = next_deliver_ + (holding_ ? 1 : 0);
+    }
+    s.run = RunIdentity::Of(ds_, opt_);
+    s.world_size = opt_.world_size;
+    s.rank = opt_.rank;
+    s.ranks = 1;
+    if (opt_.order == Order::kQuasiRandom) {
+      // What this rank consumed: the samples excluded from the epoch's plan, and the plan's
+      // non-padding samples up to next_batch.
+      const bool ex = s.epoch == excluded_epoch_ && !excluded_.empty();
+      if (ex) s.excluded = excluded_;
+      s.consumed = ex ? excluded_ : std::vector<uint8_t>((ds_.size() + 7) / 8, 0);
+      const EpochPlan plan = Plan(s.epoch);
+      const uint64_t end = std::min<uint64_t>(plan.samples.size(), s.next_batch * plan.batch_size);
+      for (uint64_t i = 0; i < end; ++i)
+        if (!plan.padding[i]) s.consumed[plan.samples[i] / 8] |= uint8_t(1u << (plan.samples[i] % 8));
+    }
+    return s;
   }
 
   void Restore(const LoaderState& s) {
+    const std::string diff = s.run.Difference(RunIdentity::Of(ds_, opt_));
+    if (!diff.empty())
+      throw Error(ds_.path() + ": cannot restore a loader state of another run (state vs this loader: " + diff + ")");
+    std::vector<uint8_t> excluded;
+    uint64_t next = s.next_batch;
+    if (opt_.order == Order::kQuasiRandom) {
+      const size_t bytes = (ds_.size() + 7) / 8;
+      if (s.consumed.size() != bytes || (!s.excluded.empty() && s.excluded.size() != bytes))
+        throw Error(ds_.path() + ": loader state's bitmaps have " + std::to_string(s.consumed.size()) + " bytes, the file's " +
+                    std::to_string(ds_.size()) + " samples need " + std::to_string(bytes));
+      if (s.world_size == opt_.world_size) {
+        excluded = s.excluded;  // the same plan: continue it
+      } else {
+        // quasi_random batches depend on the rank count: finish the epoch with a new plan over exactly
+        // the samples no rank has consumed, which needs every rank's consumption.
+        if (s.world_size != 0 && s.ranks != s.world_size)
+          throw Error(ds_.path() + ": a quasi_random state of rank " + std::to_string(s.rank) + " of " +
+                      std::to_string(s.world_size) + " restores on " + std::to_string(opt_.world_size) +
+                      " ranks only after LoaderState::Merge of all " + std::to_string(s.world_size) + " ranks' states");
+        excluded = s.consumed;
+        next = 0;
+      }
+    }
+    OrderOptions oo = order_;
+    oo.exclude = excluded;
+    const uint64_t batches = PlanEpoch(ds_.view(), oo, s.epoch).batches;
+    if (next > batches)
+      throw Error(ds_.path() + ": loader state's batch " + std::to_string(next) + " is past the end of epoch " +
+                  std::to_string(s.epoch) + " (" + std::to_string(batches) + " batches)");
     Cancel();
     std::lock_guard<std::mutex> l(mu_);
-    opt_.seed = order_.seed = s.seed;
     epoch_ = s.epoch;
-    next_deliver_ = s.next_batch;
+    next_deliver_ = next;
+    excluded_ = std::move(excluded);
+    excluded_epoch_ = s.epoch;
     holding_ = false;
+  }
+
+  // Where resume() starts: the pending batch, or the next epoch's first once this one is done.
+  std::pair<uint64_t, uint64_t> ResumePoint() {
+    if (next_deliver_ < Plan(epoch_).batches) return {epoch_, next_deliver_};
+    return {epoch_ + 1, 0};
   }
 
   StageStats Stats() {
@@ -276,6 +348,15 @@ class Pipeline {
   }
 
   uint64_t batches_per_epoch() const { return PlanEpoch(ds_.view(), order_, 0).batches; }
+
+  // The plan of epoch e: a full epoch, or after a restore on another rank count (quasi_random) the
+  // rest of the restored epoch.
+  EpochPlan Plan(uint64_t e) const {
+    if (e != excluded_epoch_ || excluded_.empty()) return PlanEpoch(ds_.view(), order_, e);
+    OrderOptions oo = order_;
+    oo.exclude = excluded_;
+    return PlanEpoch(ds_.view(), oo, e);
+  }
 
   const LoaderOptions& options() const { return opt_; }
   const Dataset& dataset() const { return ds_; }
@@ -378,17 +459,22 @@ class Pipeline {
   bool holding_ = false;
   EpochPlan plan_;
   uint64_t epoch_ = 0, next_deliver_ = 0;
+  std::vector<uint8_t> excluded_;  // samples left out of epoch excluded_epoch_ (see Restore)
+  uint64_t excluded_epoch_ = ~0ull;
   std::atomic<uint64_t> released_{0};
   std::atomic<uint64_t> next_task_{0};
   uint64_t total_tasks_ = 0;
   uint32_t chunk_ = 1, chunks_per_batch_ = 1;
 };
 
-Loader::Loader(const std::string& path, const LoaderOptions& options) : p_(new Pipeline(path, options)) {}
+Loader::Loader(const std::string& path, const LoaderOptions& options) : p_(new Pipeline(path, WithRankBatch(options))) {}
 Loader::~Loader() = default;
 
 Loader::EpochRange Loader::epoch(uint64_t e, uint64_t first_batch) { return EpochRange(p_.get(), p_->Start(e, first_batch)); }
-Loader::EpochRange Loader::resume() { return epoch(p_->epoch(), p_->pending_batch()); }
+Loader::EpochRange Loader::resume() {
+  const auto [e, k] = p_->ResumePoint();
+  return epoch(e, k);
+}
 LoaderState Loader::state() const { return p_->State(); }
 void Loader::restore(const LoaderState& s) { p_->Restore(s); }
 uint64_t Loader::batches_per_epoch() const { return p_->batches_per_epoch(); }

@@ -362,8 +362,7 @@ TEST(Loader, ResumeEqualsUninterruptedRun) {
   }
   EXPECT_EQ(saved.epoch, 3u);
   EXPECT_EQ(saved.next_batch, 7u);
-  LoaderOptions other = o;
-  other.seed = 1;  // restore() brings the seed back
+  LoaderOptions other = o;  // the same run (a different seed is refused: elastic_test.cc)
   other.threads = 1;
   Loader second(Built().jpg, other);
   second.restore(saved);

@@ -66,7 +66,7 @@ TEST_F(Orders, ExactlyOncePerEpochForEveryOrderAndShardCount) {
             ASSERT_EQ(p.batches, batches) << "every rank gets the same number of batches";
             for (size_t i = 0; i < p.samples.size(); ++i)
               if (!p.padding[i]) ++seen[p.samples[i]];
-            const bool keeps_short = order == Order::kSequential && world == 1 && !drop_last;
+            const bool keeps_short = order == Order::kSequential && !drop_last;  // clipped last slice
             if (!keeps_short) {
               ASSERT_EQ(p.samples.size(), p.batches * batch) << "batches are full";
             }
@@ -173,6 +173,114 @@ TEST_F(Orders, RejectsBadShardOptions) {
   o.rank = 0;
   o.batch_size = 0;
   EXPECT_THROW(PlanEpoch(ds_->view(), o, 0), Error);
+}
+
+// Global batch k (rank slices in rank order) for world size w, global batch g.
+std::vector<std::vector<uint32_t>> GlobalBatches(const format::FileView& f, Order order, uint32_t g, uint32_t w, bool drop_last,
+                                                 uint64_t epoch, std::vector<std::vector<uint8_t>>* pads = nullptr) {
+  std::vector<std::vector<uint32_t>> out;
+  if (pads) pads->clear();
+  for (uint32_t r = 0; r < w; ++r) {
+    EpochPlan p = PlanEpoch(f, Oo(order, 9, r, w, g / w, drop_last, 0), epoch);
+    out.resize(p.batches);
+    if (pads) pads->resize(p.batches);
+    for (uint64_t k = 0; k < p.batches; ++k)
+      for (uint32_t j = 0; j < p.batch_length(k); ++j) {
+        out[k].push_back(p.samples[k * p.batch_size + j]);
+        if (pads) (*pads)[k].push_back(p.padding[k * p.batch_size + j]);
+      }
+  }
+  return out;
+}
+
+TEST_F(Orders, GlobalBatchIsTheSameForEveryWorldSize) {
+  for (Order order : {Order::kRandom, Order::kSequential}) {
+    for (bool drop_last : {false, true}) {
+      std::vector<std::vector<uint8_t>> want_pads, pads;
+      const auto want = GlobalBatches(ds_->view(), order, 48, 1, drop_last, 2, &want_pads);
+      ASSERT_EQ(want.size(), drop_last ? ds_->size() / 48 : (ds_->size() + 47) / 48);
+      for (uint32_t w : {2u, 3u, 4u, 6u, 8u, 16u}) {
+        SCOPED_TRACE("order " + std::to_string(int(order)) + " drop_last " + std::to_string(drop_last) + " world " +
+                     std::to_string(w));
+        EXPECT_EQ(GlobalBatches(ds_->view(), order, 48, w, drop_last, 2, &pads), want);
+        EXPECT_EQ(pads, want_pads);
+      }
+    }
+  }
+}
+
+TEST_F(Orders, RankTakesAFixedContiguousSliceOfTheGlobalOrder) {
+  const uint64_t n = ds_->size();
+  const auto order = GlobalOrder(ds_->view(), Oo(Order::kRandom, 9, 0, 1, 8, false, 0), 4);
+  const auto order4 = GlobalOrder(ds_->view(), Oo(Order::kRandom, 9, 2, 4, 8, false, 0), 4);
+  EXPECT_EQ(order, order4) << "the epoch order does not depend on rank or world size";
+  for (uint32_t r = 0; r < 4; ++r) {
+    EpochPlan p = PlanEpoch(ds_->view(), Oo(Order::kRandom, 9, r, 4, 8, false, 0), 4);
+    ASSERT_EQ(p.batches, (n + 31) / 32);
+    for (uint64_t k = 0; k < p.batches; ++k)
+      for (uint32_t j = 0; j < 8; ++j) {
+        const uint64_t pos = k * 32 + r * 8 + j;  // naive: the spec's position in the epoch order
+        ASSERT_EQ(p.samples[k * 8 + j], order[pos % n]);
+        ASSERT_EQ(p.padding[k * 8 + j], pos >= n ? 1 : 0) << "padding repeats the epoch order from its start";
+      }
+  }
+}
+
+TEST_F(Orders, SequentialClipsTheShortLastGlobalBatch) {
+  // 1010 samples, global batch 64: 15 full batches and 50 samples; 8 ranks of 8 get 8,8,8,8,8,8,2,0.
+  const uint32_t want[8] = {8, 8, 8, 8, 8, 8, 2, 0};
+  for (uint32_t r = 0; r < 8; ++r) {
+    EpochPlan p = PlanEpoch(ds_->view(), Oo(Order::kSequential, 0, r, 8, 8, false, 0), 0);
+    ASSERT_EQ(p.batches, 16u);
+    EXPECT_EQ(p.batch_length(15), want[r]) << "rank " << r;
+    for (uint32_t j = 0; j < p.batch_length(15); ++j) EXPECT_EQ(p.samples[15 * 8 + j], 960 + r * 8 + j);
+    for (auto f : p.padding) ASSERT_EQ(f, 0);
+  }
+}
+
+TEST_F(Orders, QuasiRandomDealsBlocksToRanks) {
+  // Each rank reads about 1/W of the blocks: rank parts share at most their boundary blocks.
+  const uint32_t w = 4;
+  std::vector<std::set<uint32_t>> blocks(w);
+  std::vector<int> seen(ds_->size(), 0);
+  for (uint32_t r = 0; r < w; ++r) {
+    EpochPlan p = PlanEpoch(ds_->view(), Oo(Order::kQuasiRandom, 3, r, w, 16, false, 0), 1);
+    for (size_t i = 0; i < p.samples.size(); ++i) {
+      if (p.padding[i]) continue;
+      ++seen[p.samples[i]];
+      blocks[r].insert(ds_->entry(p.samples[i]).block);
+    }
+  }
+  const size_t total = ds_->view().block_count();
+  for (uint32_t r = 0; r < w; ++r) {
+    EXPECT_LE(blocks[r].size(), total / w + 2) << "rank " << r << " reads " << blocks[r].size() << " of " << total << " blocks";
+    for (uint32_t q = r + 1; q < w; ++q) {
+      size_t shared = 0;
+      for (uint32_t b : blocks[r]) shared += blocks[q].count(b);
+      EXPECT_LE(shared, 1u) << "ranks " << r << " and " << q;
+    }
+  }
+  for (int s : seen) ASSERT_EQ(s, 1);
+}
+
+TEST_F(Orders, ExcludeLeavesOutExactlyTheMarkedSamples) {
+  const uint64_t n = ds_->size();
+  std::vector<uint8_t> bits((n + 7) / 8, 0);
+  for (uint32_t i = 0; i < n; i += 3) bits[i / 8] |= uint8_t(1u << (i % 8));
+  for (Order order : {Order::kSequential, Order::kRandom, Order::kQuasiRandom}) {
+    std::vector<int> seen(n, 0);
+    for (uint32_t r = 0; r < 3; ++r) {
+      OrderOptions o = Oo(order, 2, r, 3, 10, false, 0);
+      o.exclude = bits;
+      EpochPlan p = PlanEpoch(ds_->view(), o, 0);
+      for (size_t i = 0; i < p.samples.size(); ++i)
+        if (!p.padding[i]) ++seen[p.samples[i]];
+    }
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], i % 3 == 0 ? 0 : 1) << "order " << int(order) << " sample " << i;
+  }
+  OrderOptions bad = Oo(Order::kRandom, 0, 0, 1, 8, false, 0);
+  bad.exclude.assign(3, 0);
+  EXPECT_THROW(PlanEpoch(ds_->view(), bad, 0), Error);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <cxxopts.hpp>
 #include <fstream>
 #include <sstream>
@@ -33,13 +35,19 @@ struct EpochResult {
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
 
-EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak) {
+// `indices`: when set, receives each batch's sample indices, one line per batch.
+EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak,
+                     std::FILE* indices = nullptr) {
   loader.reset_stats();
   EpochResult r;
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t n = 0;
   for (const Batch& b : loader.epoch(epoch)) {
     r.images += b.size - b.padding_count;
+    if (indices) {
+      for (uint32_t i = 0; i < b.size; ++i) std::fprintf(indices, i ? " %u" : "%u", b.indices[i]);
+      std::fputc('\n', indices);
+    }
     if (consumer_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(consumer_ms));
     if ((++n & 7) == 0) *peak = std::max(*peak, AnonRssBytes());
     if (max_batches && n >= max_batches) break;
@@ -94,7 +102,12 @@ int CmdBench(int argc, char** argv) {
   opts.positional_help("FILE");
   opts.add_options()
       ("preset", "cifar-train, cifar-test or imagenet-train", cxxopts::value<std::string>()->default_value("cifar-train"))
-      ("batch-size", "samples per batch", cxxopts::value<uint32_t>()->default_value("512"))
+      ("batch-size", "samples per batch on this rank", cxxopts::value<uint32_t>()->default_value("512"))
+      ("global-batch-size", "samples per batch over all ranks (overrides --batch-size)", cxxopts::value<uint32_t>()->default_value("0"))
+      ("rank", "this rank (distributed)", cxxopts::value<uint32_t>()->default_value("0"))
+      ("world-size", "number of ranks", cxxopts::value<uint32_t>()->default_value("1"))
+      ("indices-out", "write the sample indices of each batch this rank delivers to FILE, one line per batch",
+       cxxopts::value<std::string>()->default_value(""))
       ("epochs", "epochs to run (the first is reported but excluded from the median)", cxxopts::value<int>()->default_value("3"))
       ("threads", "decode threads, or 'auto' to pick threads and prefetch by measurement", cxxopts::value<std::string>()->default_value("0"))
       ("prefetch", "batches prepared ahead", cxxopts::value<uint32_t>()->default_value("3"))
@@ -107,7 +120,7 @@ int CmdBench(int argc, char** argv) {
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
-  std::string file, trace_path, threads_arg;
+  std::string file, trace_path, threads_arg, indices_path;
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
@@ -123,6 +136,16 @@ int CmdBench(int argc, char** argv) {
     else if (preset == "imagenet-train") o = LoaderOptions::ImagenetTrain();
     else throw cxxopts::exceptions::exception("unknown --preset '" + preset + "'");
     o.batch_size = r["batch-size"].as<uint32_t>();
+    o.global_batch_size = r["global-batch-size"].as<uint32_t>();
+    o.rank = r["rank"].as<uint32_t>();
+    o.world_size = r["world-size"].as<uint32_t>();
+    if (o.world_size == 0 || o.rank >= o.world_size)
+      throw cxxopts::exceptions::exception("--rank " + std::to_string(o.rank) + " must be below --world-size " +
+                                           std::to_string(o.world_size));
+    if (o.global_batch_size % o.world_size)
+      throw cxxopts::exceptions::exception("--global-batch-size " + std::to_string(o.global_batch_size) +
+                                           " is not divisible by --world-size " + std::to_string(o.world_size));
+    indices_path = r["indices-out"].as<std::string>();
     epochs = std::max(1, r["epochs"].as<int>());
     threads_arg = r["threads"].as<std::string>();
     if (threads_arg != "auto") o.threads = std::stoi(threads_arg);
@@ -187,6 +210,11 @@ int CmdBench(int argc, char** argv) {
     Tracer tracer;
     std::vector<EpochResult> results;
     peak = 0;
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> indices(nullptr, &std::fclose);
+    if (!indices_path.empty()) {
+      indices.reset(std::fopen(indices_path.c_str(), "w"));
+      if (!indices) throw Error(indices_path + ": cannot write: " + std::strerror(errno));
+    }
     {
       Loader loader(file, o);
       for (int e = 0; e < epochs; ++e) {
@@ -195,9 +223,9 @@ int CmdBench(int argc, char** argv) {
           LoaderOptions t = o;
           t.tracer = &tracer;
           Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak));
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
         } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak));
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
         }
         const auto& r = results.back();
         if (!json)
@@ -206,7 +234,10 @@ int CmdBench(int argc, char** argv) {
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
       }
       o.threads = loader.threads();
+      o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
     }
+    if (indices && (std::fflush(indices.get()) != 0 || std::ferror(indices.get())))
+      throw Error(indices_path + ": write failed");
     if (!trace_path.empty() && !tracer.Write(trace_path)) throw Error(trace_path + ": cannot write the trace");
     std::vector<double> rates;
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());

@@ -1,10 +1,12 @@
 // dsc-train (run as `dsc train`): ResNet-9 on CIFAR-10 from dsc files, with FFCV's CIFAR-10 recipe as
 // the default so results compare with its published figures. Links libtorch; the rest of dsc does not.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -91,10 +93,15 @@ void SaveCheckpoint(const Config& c, ResNet9& model, torch::optim::SGD& opt, con
   torch::save(opt, (dir / "optimizer.pt.tmp").string());
   {
     std::ofstream st(dir / "state.txt.tmp");
-    st << s.epoch << " " << s.next_batch << " " << s.seed << " " << step << "\n";
+    st << step << "\n";
     if (!st) throw Error((dir / "state.txt").string() + ": write failed");
+    std::ofstream ls(dir / "loader.state.tmp", std::ios::binary);
+    const std::string bytes = s.Serialize();
+    ls.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!ls) throw Error((dir / "loader.state").string() + ": write failed");
   }
-  for (const char* f : {"model.pt", "optimizer.pt", "state.txt"}) fs::rename(dir / (std::string(f) + ".tmp"), dir / f);
+  for (const char* f : {"model.pt", "optimizer.pt", "state.txt", "loader.state"})
+    fs::rename(dir / (std::string(f) + ".tmp"), dir / f);
 }
 
 // Whether --device cuda can be honoured: a GPU, and a libtorch with CUDA (Debian's is CPU-only).
@@ -163,8 +170,15 @@ int Run(const Config& c) {
     torch::load(model, (dir / "model.pt").string());
     torch::load(opt, (dir / "optimizer.pt").string());
     std::ifstream st(dir / "state.txt");
+    if (!(st >> step)) throw Error((dir / "state.txt").string() + ": unreadable");
+    std::ifstream ls(dir / "loader.state", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
     LoaderState s;
-    if (!(st >> s.epoch >> s.next_batch >> s.seed >> step)) throw Error((dir / "state.txt").string() + ": unreadable");
+    try {
+      s = LoaderState::Deserialize(bytes);
+    } catch (const Error& e) {
+      throw Error((dir / "loader.state").string() + ": " + e.what());
+    }
     train.restore(s);
     start_epoch = s.epoch;
     start_batch = s.next_batch;
@@ -237,6 +251,8 @@ int Run(const Config& c) {
       if (!stopped) {  // the epoch is complete: resume at the next one
         s.epoch = e + 1;
         s.next_batch = 0;
+        s.excluded.clear();  // nothing of the next epoch is consumed yet
+        std::fill(s.consumed.begin(), s.consumed.end(), uint8_t(0));
       }
       SaveCheckpoint(c, model, opt, s, step);
     }
