@@ -735,6 +735,8 @@ TEST(ImageTree, GrayscaleJpegResizeAndCropMatchReference) {
         sum += std::abs(int(got[i * 3]) - int(want[i]));
       }
       const double mean = sum / double(want.size());
+      std::printf("  gray 800x600, %s --encoding %s: max |diff| %d, mean |diff| %.4f, PSNR %.1f dB\n", c.args.c_str(), enc,
+                  worst, mean, Psnr(got_gray, want));
       if (std::string(enc) == "raw") {
         EXPECT_EQ(e.encoding, uint8_t(Encoding::kRaw));
         // Only floating-point ties may round differently from the naive reference.
@@ -743,8 +745,8 @@ TEST(ImageTree, GrayscaleJpegResizeAndCropMatchReference) {
       } else {
         EXPECT_EQ(e.encoding, uint8_t(Encoding::kJpeg));
         EXPECT_EQ(e.channels, 1) << "a gray source stays a one-channel JPEG";
-        // A q90 gray re-encode of a noisy image (measured: PSNR 37.6-38.0 dB, max error 15-17).
-        EXPECT_GT(Psnr(got_gray, want), 36.0);
+        // A q90 gray re-encode of a noisy image: measured PSNR 36.3-39.9 dB, max error 12-18.
+        EXPECT_GT(Psnr(got_gray, want), 34.0);
         EXPECT_LE(worst, 24);
       }
     }
