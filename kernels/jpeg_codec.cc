@@ -39,12 +39,15 @@ bool JpegCodec::ReadHeader(const uint8_t* data, size_t size, JpegInfo* info) {
 
 bool JpegCodec::DecodeRGB(const uint8_t* data, size_t size, const JpegInfo& info, uint8_t* rgb) {
   const unsigned long n = static_cast<unsigned long>(size);
+  // A progressive stream of many tiny scans costs a full pass over the coefficients per scan (a
+  // decompression bomb); TurboJPEG refuses more than 500, as the loader's decoder does.
+  const int flags = TJFLAG_LIMITSCANS;
   if (!info.is_cmyk()) {
-    if (tjDecompress2(dec_, data, n, rgb, info.width, 0, info.height, TJPF_RGB, 0) != 0) return Fail(dec_);
+    if (tjDecompress2(dec_, data, n, rgb, info.width, 0, info.height, TJPF_RGB, flags) != 0) return Fail(dec_);
     return true;
   }
   cmyk_.resize(size_t(info.width) * info.height * 4);
-  if (tjDecompress2(dec_, data, n, cmyk_.data(), info.width, 0, info.height, TJPF_CMYK, 0) != 0)
+  if (tjDecompress2(dec_, data, n, cmyk_.data(), info.width, 0, info.height, TJPF_CMYK, flags) != 0)
     return Fail(dec_);
   const size_t px = size_t(info.width) * info.height;
   for (size_t i = 0; i < px; ++i) {

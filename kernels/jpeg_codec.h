@@ -26,7 +26,8 @@ class JpegCodec {
 
   bool ReadHeader(const uint8_t* data, size_t size, JpegInfo* info);
   // Decodes to interleaved RGB (3 bytes per pixel, rows packed). Grayscale expands to RGB; CMYK is
-  // converted (Adobe's inverted CMYK convention). Warnings (e.g. a truncated scan) count as errors.
+  // converted (Adobe's inverted CMYK convention). Warnings (e.g. a truncated scan) count as errors, and
+  // so does a progressive stream of more than 500 scans (TJFLAG_LIMITSCANS).
   bool DecodeRGB(const uint8_t* data, size_t size, const JpegInfo& info, uint8_t* rgb);
   // Encodes packed pixels with 1 (gray) or 3 (RGB) channels.
   bool Encode(const uint8_t* pixels, int width, int height, int channels, int quality, int subsampling,

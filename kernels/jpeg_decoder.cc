@@ -21,6 +21,7 @@ namespace dsc::kernels {
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   jpeg_source_mgr src;  // two-piece source: head, then body
+  jpeg_progress_mgr progress;  // enforces kMaxJpegScans
   const uint8_t* body = nullptr;
   size_t body_size = 0;
   bool on_body = false;
@@ -44,6 +45,16 @@ void ErrorExit(j_common_ptr c) {
 
 void EmitMessage(j_common_ptr c, int level) {
   if (level < 0) ErrorExit(c);  // a warning: corrupt or truncated data
+}
+
+// libjpeg calls this while it absorbs a multi-scan file (as TurboJPEG's TJFLAG_LIMITSCANS does).
+void Progress(j_common_ptr c) {
+  if (!c->is_decompressor) return;
+  auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  if (d->input_scan_number <= kMaxJpegScans) return;
+  auto* e = reinterpret_cast<JpegDecoder::State*>(c->client_data);
+  std::snprintf(e->err.message, sizeof e->err.message, "progressive JPEG with more than %d scans", kMaxJpegScans);
+  std::longjmp(e->err.jump, 1);
 }
 
 void InitSource(j_decompress_ptr) {}
@@ -85,6 +96,9 @@ JpegDecoder::JpegDecoder() : s_(new State()) {
   s_->err.mgr.emit_message = EmitMessage;
   s_->cinfo.client_data = s_.get();
   jpeg_create_decompress(&s_->cinfo);
+  s_->cinfo.mem->max_memory_to_use = kMaxJpegDecoderMemory;  // past it libjpeg fails (no backing store)
+  s_->progress.progress_monitor = Progress;
+  s_->cinfo.progress = &s_->progress;
   s_->src.init_source = InitSource;
   s_->src.fill_input_buffer = FillInput;
   s_->src.skip_input_data = SkipInput;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/limits.h"
+
 namespace dsc::kernels {
 
 // A JPEG decoded to its component planes (no upsampling, no colour conversion): plane 0 is luma (or
@@ -25,6 +27,13 @@ struct DecodedRegion {
   int width = 0, height = 0;
   int scale_num = 8;       // the image was scaled by scale_num / 8
 };
+
+// Decompression-bomb limits of JpegDecoder: a progressive stream of more scans is refused (each scan
+// is a pass over the whole coefficient buffer; TurboJPEG's TJFLAG_LIMITSCANS uses the same number), and
+// libjpeg may allocate at most this much for its whole-image buffers (progressive coefficients need
+// about 6 bytes a pixel at 4:4:4; this is twice that for the largest image the writer accepts).
+constexpr int kMaxJpegScans = 500;
+constexpr long kMaxJpegDecoderMemory = long(2 * 6 * kDefaultMaxPixels);
 
 class JpegDecoder {
  public:

@@ -2,6 +2,7 @@
 
 #include <png.h>
 
+#include <csetjmp>
 #include <cstring>
 
 namespace dsc::kernels {
@@ -11,29 +12,92 @@ bool IsPng(const uint8_t* data, size_t size) {
   return size >= 8 && std::memcmp(data, kSig, 8) == 0;
 }
 
-bool DecodePngRGB(const uint8_t* data, size_t size, std::vector<uint8_t>* rgb, int* width, int* height,
-                  std::string* error) {
-  png_image image;
-  std::memset(&image, 0, sizeof image);
-  image.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&image, data, size)) {
-    *error = image.message;
+namespace {
+
+// Everything the decode touches after setjmp lives here, reached through a pointer that never
+// changes, so nothing is indeterminate after libpng longjmps back; the destructor frees libpng's state
+// on every path.
+struct PngRead {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  const uint8_t* data = nullptr;
+  size_t size = 0, pos = 0;
+  std::string message;
+  std::vector<png_bytep> rows;
+  ~PngRead() { png_destroy_read_struct(&png, info ? &info : nullptr, nullptr); }
+};
+
+void OnError(png_structp png, png_const_charp msg) {
+  static_cast<PngRead*>(png_get_error_ptr(png))->message = msg;
+  png_longjmp(png, 1);
+}
+
+void OnWarning(png_structp, png_const_charp) {}  // e.g. an unknown ancillary chunk: not a reason to fail
+
+void ReadBytes(png_structp png, png_bytep out, size_t n) {
+  auto* r = static_cast<PngRead*>(png_get_io_ptr(png));
+  if (n > r->size - r->pos) png_error(png, "truncated PNG");
+  std::memcpy(out, r->data + r->pos, n);
+  r->pos += n;
+}
+
+// Returns false with r->message set on any libpng error. Pixel memory is only allocated once the
+// header has passed the size checks.
+bool Decode(PngRead* r, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* width, int* height) {
+  if (setjmp(png_jmpbuf(r->png))) return false;
+  png_set_read_fn(r->png, r, ReadBytes);
+  png_read_info(r->png, r->info);
+  const png_uint_32 w = png_get_image_width(r->png, r->info), h = png_get_image_height(r->png, r->info);
+  if (w == 0 || h == 0 || w > 65535 || h > 65535) {
+    r->message = "unsupported PNG size " + std::to_string(w) + "x" + std::to_string(h);
     return false;
   }
-  if (image.width == 0 || image.height == 0 || image.width > 65535 || image.height > 65535) {
-    png_image_free(&image);
-    *error = "unsupported PNG size";
+  if (uint64_t(w) * h > max_pixels) {
+    r->message = std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(uint64_t(w) * h) +
+                 " pixels, more than --max-pixels " + std::to_string(max_pixels);
     return false;
   }
-  image.format = PNG_FORMAT_RGB;
-  rgb->resize(PNG_IMAGE_SIZE(image));
-  if (!png_image_finish_read(&image, nullptr, rgb->data(), 0, nullptr)) {
-    *error = image.message;
-    png_image_free(&image);
+  // What PIL's convert("RGB") does: 16-bit samples keep their high byte, alpha (an alpha channel or a
+  // tRNS chunk) is dropped without compositing, and no gamma correction is applied.
+  png_set_strip_16(r->png);
+  png_set_palette_to_rgb(r->png);
+  png_set_expand_gray_1_2_4_to_8(r->png);
+  png_set_gray_to_rgb(r->png);
+  png_set_strip_alpha(r->png);
+  png_set_interlace_handling(r->png);
+  png_read_update_info(r->png, r->info);
+  if (png_get_channels(r->png, r->info) != 3 || png_get_bit_depth(r->png, r->info) != 8 ||
+      png_get_rowbytes(r->png, r->info) != size_t(w) * 3) {
+    r->message = "unexpected PNG layout after conversion to RGB";
     return false;
   }
-  *width = int(image.width);
-  *height = int(image.height);
+  rgb->resize(size_t(w) * h * 3);
+  r->rows.resize(h);
+  for (png_uint_32 y = 0; y < h; ++y) r->rows[y] = rgb->data() + size_t(y) * w * 3;
+  png_read_image(r->png, r->rows.data());
+  png_read_end(r->png, nullptr);
+  *width = int(w);
+  *height = int(h);
+  return true;
+}
+
+}  // namespace
+
+bool DecodePngRGB(const uint8_t* data, size_t size, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* width,
+                  int* height, std::string* error) {
+  PngRead r;
+  r.data = data;
+  r.size = size;
+  r.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, OnError, OnWarning);
+  if (r.png) r.info = png_create_info_struct(r.png);
+  if (!r.png || !r.info) {
+    *error = "out of memory";
+    return false;
+  }
+  if (!Decode(&r, max_pixels, rgb, width, height)) {
+    *error = r.message;
+    return false;
+  }
   return true;
 }
 

@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <string>
 
 #include "format/error.h"
+#include "kernels/limits.h"
 #include "tools/commands.h"
 #include "writer/build.h"
 
@@ -31,6 +33,10 @@ int CmdBuild(int argc, char** argv) {
       ("jpeg-tables", "shared (store identical JPEG headers once) or inline", cxxopts::value<std::string>()->default_value("shared"))
       ("block-size", "block capacity in bytes (power of two)", cxxopts::value<uint64_t>()->default_value("4194304"))
       ("threads", "encoder threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+      ("max-pixels", "refuse images of more than N pixels (width x height), checked from the header",
+       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
+      ("max-file-size", "refuse image files larger than N bytes, checked before reading",
+       cxxopts::value<uint64_t>()->default_value(std::to_string(writer::kDefaultMaxFileSize)))
       ("skip-invalid", "skip unreadable samples (each is printed) instead of failing")
       ("quiet", "no progress bar")
       ("h,help", "show this help")
@@ -58,6 +64,8 @@ int CmdBuild(int argc, char** argv) {
     o.jpeg_tables = r["jpeg-tables"].as<std::string>();
     o.block_size = r["block-size"].as<uint64_t>();
     o.threads = r["threads"].as<int>();
+    o.encode.max_pixels = r["max-pixels"].as<uint64_t>();
+    o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
     o.progress = !r.count("quiet") && ::isatty(2);
   } catch (const cxxopts::exceptions::exception& e) {

@@ -134,7 +134,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   if (o.jpeg_tables != "shared" && o.jpeg_tables != "inline") throw Error("--jpeg-tables must be 'shared' or 'inline'");
   if (o.block_size < format::kPageSize || (o.block_size & (o.block_size - 1)) || o.block_size > (1ull << 31))
     throw Error("--block-size must be a power of two between 4096 and 2^31");
-  auto src = OpenSource(source, o.format, o.split);
+  auto src = OpenSource(source, o.format, o.split, o.max_file_size);
   const auto ignored = src->ignored();
   if (!ignored.empty()) {
     log("warning: " + std::to_string(ignored.size()) + " file(s) in the class folders are not .jpg/.jpeg/.png and were not included:");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "writer/encoder.h"
+#include "writer/source.h"
 
 namespace dsc::writer {
 
@@ -18,6 +19,7 @@ struct BuildOptions {
   std::string jpeg_tables = "shared";  // or "inline"
   uint64_t block_size = 4u << 20;
   int threads = 0;                 // 0 = all cores
+  uint64_t max_file_size = kDefaultMaxFileSize;  // image files larger than this are refused
   bool skip_invalid = false;
   bool progress = false;           // draw a progress bar on stderr
   // Receives warnings and skipped-sample lines; stderr when unset.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "format/error.h"
@@ -22,6 +23,7 @@ void EncodeOptions::Validate() const {
   if (kernels::ParseSubsampling(subsampling) < 0) throw Error("--subsampling must be 444, 422, 420 or gray");
   if (max_resolution < 0 || max_resolution > 65535) throw Error("--max-resolution must be in 0..65535");
   if (!(center_crop == 0 || (center_crop > 0 && center_crop <= 1))) throw Error("--center-crop must be in (0, 1]");
+  if (max_pixels < 1) throw Error("--max-pixels must be at least 1");
 }
 
 std::string EncodeOptions::Describe() const {
@@ -39,7 +41,10 @@ std::string EncodeOptions::Describe() const {
 Encoder::Encoder(const EncodeOptions& options)
     : opt_(options), subsampling_(kernels::ParseSubsampling(options.subsampling)) {}
 
-bool Encoder::Transform(int* w, int* h, int channels) {
+// rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
+// work on RGB and a gray image stays gray.
+bool Encoder::Transform(int* w, int* h) {
+  const int channels = 3;
   bool changed = false;
   if (opt_.center_crop > 0) {
     int side = std::max(1, int(std::lround(opt_.center_crop * std::min(*w, *h))));
@@ -94,6 +99,24 @@ void Encoder::StoreRaw(int w, int h, bool zstd, const std::string& where, Encode
   out->encoding = uint8_t(Encoding::kRawZstd);
 }
 
+namespace {
+
+// The width and height in a PNG's IHDR (always the first chunk), or false when it is not there.
+bool PngSize(const std::vector<uint8_t>& b, uint64_t* w, uint64_t* h) {
+  if (b.size() < 24 || std::memcmp(&b[12], "IHDR", 4) != 0) return false;
+  *w = uint64_t(b[16]) << 24 | uint64_t(b[17]) << 16 | uint64_t(b[18]) << 8 | b[19];
+  *h = uint64_t(b[20]) << 24 | uint64_t(b[21]) << 16 | uint64_t(b[22]) << 8 | b[23];
+  return true;
+}
+
+void CheckPixels(const std::string& where, uint64_t w, uint64_t h, uint64_t max_pixels) {
+  if (w * h > max_pixels)
+    throw Error(where + ": " + std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(w * h) +
+                " pixels, more than --max-pixels " + std::to_string(max_pixels));
+}
+
+}  // namespace
+
 void Encoder::Encode(const SourceItem& item, Encoded* out) {
   const std::string& enc = opt_.encoding;
   int w, h, channels = 3;
@@ -106,13 +129,16 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     h = item.height;
     rgb_.assign(item.bytes.begin(), item.bytes.end());
   } else if (png) {
+    uint64_t pw, ph;
+    if (PngSize(item.bytes, &pw, &ph)) CheckPixels(item.where, pw, ph, opt_.max_pixels);
     std::string err;
-    if (!kernels::DecodePngRGB(item.bytes.data(), item.bytes.size(), &rgb_, &w, &h, &err))
+    if (!kernels::DecodePngRGB(item.bytes.data(), item.bytes.size(), opt_.max_pixels, &rgb_, &w, &h, &err))
       throw Error(item.where + ": corrupt PNG: " + err);
   } else {
     if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info))
       throw Error(item.where + ": not a readable JPEG: " + codec_.error());
     if (info.width > 65535 || info.height > 65535) throw Error(item.where + ": image larger than 65535 pixels on a side");
+    CheckPixels(item.where, uint64_t(info.width), uint64_t(info.height), opt_.max_pixels);
     w = info.width;
     h = info.height;
     channels = info.is_gray() ? 1 : 3;
@@ -122,7 +148,7 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
       throw Error(item.where + ": corrupt JPEG: " + codec_.error());
     must_change = opt_.reencode || info.is_cmyk();
   }
-  must_change |= Transform(&w, &h, channels);
+  must_change |= Transform(&w, &h);
   out->width = uint16_t(w);
   out->height = uint16_t(h);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/jpeg_codec.h"
+#include "kernels/limits.h"
 #include "writer/source.h"
 
 namespace dsc::writer {
@@ -19,6 +20,9 @@ struct EncodeOptions {
   double center_crop = 0;    // 0 = off; else crop a centred square of side RATIO x the shorter side
   bool reencode = false;     // re-encode JPEG sources even when nothing requires it
   int zstd_level = 3;
+  // Larger images are refused from their header, before any pixel memory is allocated. A resource
+  // limit, not a content option: not recorded in the file.
+  uint64_t max_pixels = kernels::kDefaultMaxPixels;
 
   // Throws dsc::Error for an invalid combination.
   void Validate() const;
@@ -42,7 +46,7 @@ class Encoder {
   void Encode(const SourceItem& item, Encoded* out);
 
  private:
-  bool Transform(int* w, int* h, int channels);  // applies crop / resize to rgb_; true when changed
+  bool Transform(int* w, int* h);  // applies crop / resize to the RGB in rgb_; true when changed
   void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);
   void StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out);
 

@@ -33,19 +33,27 @@ class Source {
   virtual std::vector<std::string> ignored() const { return {}; }
 };
 
+// Source files larger than this are refused (checked with stat before reading): `--max-file-size`.
+constexpr uint64_t kDefaultMaxFileSize = uint64_t(1) << 30;
+
 // Opens `path` as `format` ("auto", "cifar-binary", "cifar-python", "tree", "manifest"), selecting
 // `split` ("train" or "test"). Throws dsc::Error explaining what was expected.
-std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split);
+std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split,
+                                   uint64_t max_file_size = kDefaultMaxFileSize);
 
 std::unique_ptr<Source> OpenCifarBinary(const std::string& dir, const std::string& split);
 std::unique_ptr<Source> OpenCifarPython(const std::string& dir, const std::string& split);
-std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split);
-std::unique_ptr<Source> OpenManifest(const std::string& file);
+// Image files over `max_file_size` bytes are an error naming them. Symlinked folders in a tree are
+// followed, but one that leads back to a folder it is inside (a loop) is an error naming the link.
+std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split,
+                                      uint64_t max_file_size = kDefaultMaxFileSize);
+std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_size = kDefaultMaxFileSize);
 
 // The CIFAR-10 class names, in label order (used when a download's meta file is missing).
 const std::vector<std::string>& Cifar10ClassNames();
 
-// Reads a whole file; throws dsc::Error naming it.
-std::vector<uint8_t> ReadWholeFile(const std::string& path);
+// Reads a whole file; throws dsc::Error naming it, also when it is larger than `max_size` (checked
+// before anything is allocated).
+std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size = kDefaultMaxFileSize);
 
 }  // namespace dsc::writer

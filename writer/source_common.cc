@@ -19,13 +19,17 @@ const std::vector<std::string>& Cifar10ClassNames() {
   return names;
 }
 
-std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw Error(path + ": not a regular file");
+  }
+  if (uint64_t(st.st_size) > max_size) {
+    ::close(fd);
+    throw Error(path + ": " + std::to_string(st.st_size) + " bytes, more than --max-file-size " + std::to_string(max_size));
   }
   std::vector<uint8_t> buf(size_t(st.st_size));
   size_t got = 0;
@@ -43,11 +47,12 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   return buf;
 }
 
-std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split) {
+std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split,
+                                   uint64_t max_file_size) {
   if (split != "train" && split != "test") throw Error("--split must be 'train' or 'test', not '" + split + "'");
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
-  if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) return OpenManifest(path);
+  if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) return OpenManifest(path, max_file_size);
   if (!fs::is_directory(path, ec)) throw Error(path + ": not a directory");
   std::string dir = path;
   // Accept the folder that holds an extracted download as well as the download folder itself.
@@ -64,7 +69,7 @@ std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& f
   if (format == "cifar-python" ||
       (format == "auto" && (has("data_batch_1") || has("test_batch") || (has("train") && has("meta")))))
     return OpenCifarPython(dir, split);
-  if (format == "tree" || format == "auto") return OpenImageTree(dir, split);
+  if (format == "tree" || format == "auto") return OpenImageTree(dir, split, max_file_size);
   throw Error("unknown --format '" + format + "' (expected auto, cifar-binary, cifar-python, tree, manifest)");
 }
 

@@ -1,6 +1,10 @@
 // Sources whose samples are image files: a class-per-folder tree, or a manifest of `path<TAB>label`.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -19,10 +23,12 @@ bool IsImageName(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-uint64_t FileSize(const fs::path& p) {
+// The size of a listed file, refused past `max` before anything is read.
+uint64_t FileSize(const fs::path& p, uint64_t max) {
   std::error_code ec;
   const auto n = fs::file_size(p, ec);
   if (ec) throw Error(p.string() + ": cannot read: " + ec.message());
+  if (n > max) throw Error(p.string() + ": " + std::to_string(n) + " bytes, more than --max-file-size " + std::to_string(max));
   return n;
 }
 
@@ -37,8 +43,9 @@ struct FileSample {
 class FileList : public Source {
  public:
   FileList(std::string format, std::vector<LabelField> fields, std::vector<FileSample> samples,
-           std::vector<std::string> ignored)
-      : format_(std::move(format)), fields_(std::move(fields)), samples_(std::move(samples)), ignored_(std::move(ignored)) {}
+           std::vector<std::string> ignored, uint64_t max_file_size)
+      : format_(std::move(format)), fields_(std::move(fields)), samples_(std::move(samples)), ignored_(std::move(ignored)),
+        max_file_size_(max_file_size) {}
 
   std::string format() const override { return format_; }
   const std::vector<LabelField>& label_fields() const override { return fields_; }
@@ -48,7 +55,7 @@ class FileList : public Source {
   void Load(size_t i, SourceItem* out) const override {
     out->where = samples_[i].path;
     out->is_pixels = false;
-    out->bytes = ReadWholeFile(samples_[i].path);
+    out->bytes = ReadWholeFile(samples_[i].path, max_file_size_);
     if (out->bytes.size() != samples_[i].size)
       throw Error(samples_[i].path + ": changed during the build (" + std::to_string(samples_[i].size) + " bytes when listed, " +
                   std::to_string(out->bytes.size()) + " when read)");
@@ -61,28 +68,47 @@ class FileList : public Source {
   std::vector<LabelField> fields_;
   std::vector<FileSample> samples_;
   std::vector<std::string> ignored_;
+  uint64_t max_file_size_;
 };
 
-// Every file under `dir` (recursively, skipping dot-entries), sorted by path so the order is stable.
-std::vector<fs::path> SortedFiles(const fs::path& dir) {
-  std::vector<fs::path> out;
+// Appends every file under `dir` (recursively, skipping dot-entries) to *out. Symlinked folders are
+// followed, so a link back to a folder being walked (`open`: device and inode of each) would never end:
+// that is an error naming the link rather than a silent skip, since the user meant something by it.
+void Walk(const fs::path& dir, std::vector<std::pair<dev_t, ino_t>>* open, std::vector<fs::path>* out) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) throw Error(dir.string() + ": cannot list: " + std::strerror(errno));
+  for (const auto& [dev, ino] : *open)
+    if (dev == st.st_dev && ino == st.st_ino)
+      throw Error(dir.string() + ": symlink loop (it leads back to a folder that contains it); remove or replace the link");
+  open->emplace_back(st.st_dev, st.st_ino);
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (IsHidden(it->path())) {
-      if (it->is_directory()) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) out.push_back(it->path());
+  std::vector<fs::path> subdirs;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (IsHidden(it->path())) continue;
+    std::error_code e2;
+    if (it->is_directory(e2)) subdirs.push_back(it->path());
+    else if (it->is_regular_file(e2)) out->push_back(it->path());
   }
   if (ec) throw Error(dir.string() + ": cannot list: " + ec.message());
+  std::sort(subdirs.begin(), subdirs.end());
+  for (const auto& d : subdirs) Walk(d, open, out);
+  open->pop_back();
+}
+
+// Every file of a class folder, sorted by path so the order is stable.
+std::vector<fs::path> SortedFiles(const fs::path& root, const fs::path& dir) {
+  std::vector<std::pair<dev_t, ino_t>> open;
+  struct stat st;
+  if (::stat(root.c_str(), &st) == 0) open.emplace_back(st.st_dev, st.st_ino);
+  std::vector<fs::path> out;
+  Walk(dir, &open, &out);
   std::sort(out.begin(), out.end());
   return out;
 }
 
 }  // namespace
 
-std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split) {
+std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split, uint64_t max_file_size) {
   std::error_code ec;
   fs::path root = dir;
   if (fs::is_directory(root / "train", ec) || fs::is_directory(root / "test", ec)) {
@@ -98,16 +124,17 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
   std::vector<FileSample> samples;
   std::vector<std::string> ignored;
   for (size_t c = 0; c < classes.size(); ++c) {
-    for (const auto& f : SortedFiles(root / classes[c])) {
-      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c), FileSize(f)});
+    for (const auto& f : SortedFiles(root, root / classes[c])) {
+      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c), FileSize(f, max_file_size)});
       else ignored.push_back(f.string());
     }
   }
   if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg/.png files in the class folders");
-  return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored));
+  return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored),
+                                    max_file_size);
 }
 
-std::unique_ptr<Source> OpenManifest(const std::string& file) {
+std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_size) {
   std::ifstream in(file);
   if (!in) throw Error(file + ": cannot open manifest");
   const fs::path base = fs::path(file).parent_path();
@@ -126,11 +153,11 @@ std::unique_ptr<Source> OpenManifest(const std::string& file) {
       throw Error(file + ":" + std::to_string(n) + ": label '" + label + "' is not a non-negative integer");
     fs::path p = line.substr(0, tab);
     if (p.is_relative()) p = base / p;
-    samples.push_back({p.string(), int32_t(v), FileSize(p)});
+    samples.push_back({p.string(), int32_t(v), FileSize(p, max_file_size)});
   }
   if (samples.empty()) throw Error(file + ": the manifest lists no samples");
   return std::make_unique<FileList>("manifest", std::vector<LabelField>{{"label", {}}}, std::move(samples),
-                                    std::vector<std::string>{});
+                                    std::vector<std::string>{}, max_file_size);
 }
 
 }  // namespace dsc::writer
