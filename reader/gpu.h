@@ -60,7 +60,7 @@ class Augmenter {
 
  private:
   struct Impl;
-  Impl* impl_;
+  Impl* impl_ = nullptr;
 };
 
 }  // namespace dsc::gpu

@@ -1,6 +1,7 @@
 // dsc train on real CIFAR-10: a short CPU run learns, and a resumed run equals an uninterrupted one.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "tests/test_util.h"
@@ -8,6 +9,8 @@
 
 namespace dsc::test {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Files {
   std::string train, test;
@@ -70,6 +73,72 @@ TEST(Train, ResumeReproducesTheUninterruptedRun) {
   EXPECT_EQ(a[1], b[1]) << "parameters after 16 steps differ between the resumed and the uninterrupted run";
   EXPECT_EQ(Number(full, "steps"), 16);
   EXPECT_EQ(Number(resumed, "steps"), 16);
+}
+
+// Checkpoints: one atomic commit of a complete directory; resume takes the run's identity from it.
+std::string Checksum(const std::string& json_path) {
+  std::smatch m;
+  const std::string j = Json(json_path);
+  EXPECT_TRUE(std::regex_search(j, m, std::regex("\"param_checksum\": \"([0-9a-f]+)\""))) << j;
+  return m.empty() ? "" : std::string(m[1]);
+}
+
+TEST(Train, ResumeTakesTheSubsetBatchAndSeedFromTheCheckpoint) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  const std::string base = "train " + f.train + " --test " + f.test + " --epochs 2 --test-limit 100 --torch-threads 1";
+  const std::string identity = " --limit 512 --batch-size 64 --seed 3";
+  std::string out;
+  ASSERT_EQ(RunDsc(base + identity + " --json " + dir + "/full.json", &out), 0) << out;
+  ASSERT_EQ(RunDsc(base + identity + " --max-steps 5 --checkpoint " + dir + "/ckpt", &out), 0) << out;
+  // No --limit, --batch-size or --seed: the checkpoint supplies them (the flags' defaults would train
+  // on all 50000 samples in batches of 512 with seed 0).
+  // (--max-steps only bounds the run should the resume wrongly take the defaults.)
+  ASSERT_EQ(RunDsc(base + " --max-steps 16 --resume " + dir + "/ckpt --json " + dir + "/resumed.json", &out), 0) << out;
+  EXPECT_NE(out.find("512 samples/epoch"), std::string::npos) << out;
+  EXPECT_EQ(Number(Json(dir + "/resumed.json"), "steps"), 16);
+  EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/resumed.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/ckpt"), fs::directory_iterator()), 3)
+      << "model, optimiser and state, nothing else";
+
+  // A flag that contradicts the checkpoint is an error naming both values, before any training.
+  for (const std::string bad : {" --seed 4", " --batch-size 32", " --limit 256"}) {
+    EXPECT_EQ(RunDsc(base + bad + " --max-steps 6 --resume " + dir + "/ckpt", &out), 1) << bad << ": " << out;
+    EXPECT_NE(out.find("contradicts the checkpoint"), std::string::npos) << bad << ": " << out;
+    EXPECT_EQ(out.find("epoch 1:"), std::string::npos) << bad << ": " << out;
+  }
+  // Repeating the checkpoint's own values is fine.
+  EXPECT_EQ(RunDsc(base + identity + " --max-steps 9 --resume " + dir + "/ckpt", &out), 0) << out;
+}
+
+TEST(Train, ATornCheckpointIsIgnoredAndCleanedAndResumeUsesTheLastComplete) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  const std::string common = "train " + f.train + " --test " + f.test +
+                             " --epochs 2 --limit 512 --batch-size 64 --test-limit 100 --torch-threads 1 --seed 3";
+  std::string out;
+  ASSERT_EQ(RunDsc(common + " --json " + dir + "/full.json", &out), 0) << out;
+  ASSERT_EQ(RunDsc(common + " --max-steps 5 --checkpoint " + dir + "/ckpt", &out), 0) << out;
+  // A crash while writing the next checkpoint: its temporary directory holds a truncated model and a
+  // state from later on.
+  const std::string torn = dir + "/.ckpt.dsc-tmp-00000000deadbeef";
+  fs::create_directories(torn);
+  auto model = ReadFile(dir + "/ckpt/model.pt");
+  WriteFile(torn + "/model.pt", model.data(), model.size() / 2);
+  const std::string later = "1 3 3 11\n";
+  WriteFile(torn + "/state.txt", later.data(), later.size());
+  // Resuming (and checkpointing again) uses the complete checkpoint and removes the torn one.
+  ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ckpt --checkpoint " + dir + "/ckpt --json " + dir + "/resumed.json", &out), 0)
+      << out;
+  EXPECT_NE(out.find("resumed from " + dir + "/ckpt at epoch 0, batch 5"), std::string::npos) << out;
+  EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/resumed.json"));
+  EXPECT_FALSE(fs::exists(torn)) << "the torn checkpoint is removed by the next save";
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".dsc-tmp-"), std::string::npos) << "left behind: " << e.path();
+  // The final checkpoint is the end of training: resuming it trains no further.
+  ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ckpt --json " + dir + "/again.json", &out), 0) << out;
+  EXPECT_NE(out.find("at epoch 2, batch 0"), std::string::npos) << out;
+  EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/again.json"));
 }
 
 }  // namespace

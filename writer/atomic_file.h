@@ -1,8 +1,10 @@
-// Writes a file so that the target path only ever holds a complete file or nothing new.
-// The data goes to an unnamed O_TMPFILE inode in the target's directory (so even `kill -9` leaves
-// nothing behind); Commit() fsyncs it, links it under a hidden temporary name, renames that over the
-// target and fsyncs the directory. Filesystems without O_TMPFILE get a hidden named temporary file
-// that the destructor removes.
+// Writes a file so that the target path only ever holds the old file or the complete new one.
+// The data goes to an unnamed O_TMPFILE inode in the target's directory, flock()ed by its writer for
+// its whole life. Commit() fsyncs it, links it under a hidden random name (".NAME.dsc-tmp-RANDOM"),
+// renames that over the target and fsyncs the directory. Only a kill between the link and the rename
+// leaves that name behind; every new AtomicFile for the target removes such leftovers that nobody
+// locks (a locked one belongs to a live writer and is never touched). Filesystems without O_TMPFILE
+// get a named, locked temporary from the start, which the destructor removes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,12 +1,19 @@
 // dsc-train (run as `dsc train`): ResNet-9 on CIFAR-10 from dsc files, with FFCV's CIFAR-10 recipe as
 // the default so results compare with its published figures. Links libtorch; the rest of dsc does not.
+#include <fcntl.h>
+#include <stdio.h>  // renameat2
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +40,7 @@ struct Config {
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
   uint64_t limit = 0, test_limit = 0, max_steps = 0, seed = 0;
   int loader_threads = 1, torch_threads = 0;
+  std::set<std::string> given;  // the flags named on the command line (a resume checks them)
 };
 
 struct EpochLog {
@@ -85,23 +93,178 @@ uint64_t ParamChecksum(ResNet9& model) {
   return h;
 }
 
-void SaveCheckpoint(const Config& c, ResNet9& model, torch::optim::SGD& opt, const LoaderState& s, uint64_t step) {
-  fs::create_directories(c.checkpoint);
-  const fs::path dir = c.checkpoint;
-  // Written next to the final names, then renamed, so a crash never leaves a half checkpoint.
-  torch::save(model, (dir / "model.pt.tmp").string());
-  torch::save(opt, (dir / "optimizer.pt.tmp").string());
-  {
-    std::ofstream st(dir / "state.txt.tmp");
-    st << step << "\n";
-    if (!st) throw Error((dir / "state.txt").string() + ": write failed");
-    std::ofstream ls(dir / "loader.state.tmp", std::ios::binary);
-    const std::string bytes = s.Serialize();
-    ls.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!ls) throw Error((dir / "loader.state").string() + ": write failed");
+// A checkpoint is a directory (model.pt, optimizer.pt, state.txt) that is replaced as a whole: the
+// new one is written and fsynced in a hidden sibling ".NAME.dsc-tmp-RANDOM", then swapped in with
+// renameat2(RENAME_EXCHANGE) and the old one (now under the hidden name) deleted. A crash at any
+// point leaves DIR holding a complete checkpoint, old or new; hidden siblings left by a crash are
+// removed by the next save. One trainer writes a given checkpoint directory at a time.
+//
+// loader.state holds LoaderState::Serialize()'s bytes (position and the loader's run fingerprint);
+// state.txt holds the step and the options that decide what is trained (the subset itself, batch
+// size, seed, epochs, learning rate), so a resume continues the same run.
+struct Checkpoint {
+  LoaderState loader;
+  uint64_t seed = 0, step = 0, train_samples = 0, limit = 0, epochs = 0;
+  uint32_t batch = 0;
+  double lr = 0;
+  std::vector<uint32_t> subset;
+};
+
+constexpr const char* kCheckpointMagic = "dsc-train-checkpoint";
+constexpr int kCheckpointVersion = 3;
+
+void WriteState(const fs::path& path, const Checkpoint& k) {
+  std::ofstream st(path);
+  st.precision(17);
+  st << kCheckpointMagic << " " << kCheckpointVersion << "\n"
+     << "seed " << k.seed << "\nstep " << k.step
+     << "\nbatch_size " << k.batch << "\nlimit " << k.limit << "\nepochs " << k.epochs << "\nlr " << k.lr << "\ntrain_samples "
+     << k.train_samples << "\nsubset " << k.subset.size();
+  for (uint32_t i : k.subset) st << " " << i;
+  st << "\nend\n";
+  st.close();
+  if (!st) throw Error(path.string() + ": write failed");
+}
+
+Checkpoint ReadState(const fs::path& path) {
+  std::ifstream st(path);
+  if (!st) throw Error(path.string() + ": cannot open the checkpoint's state: " + std::strerror(errno));
+  std::string magic;
+  int version = 0;
+  if (!(st >> magic >> version) || magic != kCheckpointMagic || version != kCheckpointVersion)
+    throw Error(path.string() + ": not a dsc-train checkpoint of format " + std::to_string(kCheckpointVersion) +
+                " (written by an older dsc?)");
+  Checkpoint k;
+  std::string key;
+  auto expect = [&](const char* want) {
+    if (!(st >> key) || key != want) throw Error(path.string() + ": expected \"" + want + "\", found \"" + key + "\"");
+  };
+  auto field = [&](const char* want, auto& value) {
+    expect(want);
+    if (!(st >> value)) throw Error(path.string() + ": unreadable value of " + want);
+  };
+  uint64_t n = 0;
+  field("seed", k.seed);
+  field("step", k.step);
+  field("batch_size", k.batch);
+  field("limit", k.limit);
+  field("epochs", k.epochs);
+  field("lr", k.lr);
+  field("train_samples", k.train_samples);
+  field("subset", n);
+  if (k.batch == 0 || k.epochs == 0 || k.epochs > 1000000 || n > k.train_samples)
+    throw Error(path.string() + ": inconsistent state (batch size, epochs or subset size)");
+  // Grown entry by entry: a corrupt count cannot make a huge allocation ahead of the data.
+  for (uint64_t j = 0; j < n; ++j) {
+    uint32_t i = 0;
+    if (!(st >> i) || i >= k.train_samples) throw Error(path.string() + ": bad subset entry " + std::to_string(j));
+    k.subset.push_back(i);
   }
-  for (const char* f : {"model.pt", "optimizer.pt", "state.txt", "loader.state"})
-    fs::rename(dir / (std::string(f) + ".tmp"), dir / f);
+  expect("end");
+  // The loader's position and run identity, in the format every dsc state consumer shares.
+  const fs::path lpath = path.parent_path() / "loader.state";
+  std::ifstream ls(lpath, std::ios::binary);
+  if (!ls) throw Error(lpath.string() + ": cannot open the checkpoint's loader state: " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+  try {
+    k.loader = LoaderState::Deserialize(bytes);
+  } catch (const Error& e) {
+    throw Error(lpath.string() + ": " + e.what());
+  }
+  if (k.loader.run.seed != k.seed) throw Error(lpath.string() + ": loader seed disagrees with state.txt");
+  return k;
+}
+
+void WriteLoaderState(const fs::path& path, const LoaderState& s) {
+  std::ofstream ls(path, std::ios::binary);
+  const std::string bytes = s.Serialize();
+  ls.write(bytes.data(), std::streamsize(bytes.size()));
+  ls.close();
+  if (!ls) throw Error(path.string() + ": write failed");
+}
+
+// The checkpoint's directory split into its parent and name (a trailing slash is allowed).
+std::pair<fs::path, std::string> SplitDir(const std::string& dir) {
+  fs::path p = fs::absolute(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return {p.parent_path(), p.filename().string()};
+}
+
+void FsyncPath(const fs::path& p, bool directory) {
+  int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw Error(p.string() + ": fsync failed: " + why);
+  }
+  ::close(fd);
+}
+
+// Hidden siblings of the checkpoint directory: ".NAME.dsc-tmp-*" (all left by a crash, given one
+// trainer per checkpoint).
+void RemoveCheckpointLeftovers(const fs::path& parent, const std::string& name) {
+  const std::string prefix = "." + name + ".dsc-tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(e.path(), ec);
+}
+
+void SaveCheckpoint(const Config& c, const Checkpoint& k, ResNet9& model, torch::optim::SGD& opt) {
+  const auto [parent, name] = SplitDir(c.checkpoint);
+  fs::create_directories(parent);
+  RemoveCheckpointLeftovers(parent, name);
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%016llx", (unsigned long long)((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()));
+  const fs::path tmp = parent / ("." + name + ".dsc-tmp-" + suffix), target = parent / name;
+  fs::create_directory(tmp);
+  torch::save(model, (tmp / "model.pt").string());
+  torch::save(opt, (tmp / "optimizer.pt").string());
+  WriteState(tmp / "state.txt", k);
+  WriteLoaderState(tmp / "loader.state", k.loader);
+  for (const char* f : {"model.pt", "optimizer.pt", "state.txt", "loader.state"}) FsyncPath(tmp / f, false);
+  FsyncPath(tmp, true);
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp);  // the old checkpoint, swapped out
+  } else if (errno == ENOENT) {  // the first checkpoint
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
+      throw Error(target.string() + ": cannot move the checkpoint into place: " + std::strerror(errno));
+  } else {
+    const std::string why = std::strerror(errno);
+    fs::remove_all(tmp);
+    throw Error(target.string() + ": cannot swap the new checkpoint in (" + why +
+                "; the file system needs renameat2 RENAME_EXCHANGE); the previous checkpoint is kept");
+  }
+  FsyncPath(parent, true);
+}
+
+// Reads the checkpoint to resume and makes its identity the run's: a flag naming a different value
+// is an error (silently training another run than the one checkpointed would waste it).
+Checkpoint LoadCheckpointState(Config* c) {
+  const fs::path dir = c->resume;
+  if (!fs::is_directory(dir)) throw Error(c->resume + ": no checkpoint directory to resume from");
+  Checkpoint k = ReadState(dir / "state.txt");
+  auto check = [&](const char* flag, const std::string& given, const std::string& stored) {
+    if (c->given.count(flag) && given != stored)
+      throw Error(std::string("--") + flag + " " + given + " contradicts the checkpoint's " + stored + " (" + c->resume +
+                  "); resume takes it from the checkpoint, so leave the flag out");
+  };
+  auto str = [](double v) {
+    std::ostringstream o;
+    o.precision(17);
+    o << v;
+    return o.str();
+  };
+  check("limit", std::to_string(c->limit), std::to_string(k.limit));
+  check("batch-size", std::to_string(c->batch), std::to_string(k.batch));
+  check("seed", std::to_string(c->seed), std::to_string(k.seed));
+  check("epochs", std::to_string(c->epochs), std::to_string(k.epochs));
+  check("lr", str(c->lr), str(k.lr));
+  c->limit = k.limit;
+  c->batch = k.batch;
+  c->seed = k.seed;
+  c->epochs = int(k.epochs);
+  c->lr = k.lr;
+  return k;
 }
 
 // Whether --device cuda can be honoured: a GPU, and a libtorch with CUDA (Debian's is CPU-only).
@@ -119,10 +282,12 @@ bool UseCuda(const Config& c) {
   return true;
 }
 
-int Run(const Config& c) {
+int Run(Config c) {
   // On CUDA (compiled here, never run: no GPU was available): the loader decodes to pinned uint8
   // batches, dsc's kernel does flip/translate/cutout/normalise into float16 channels_last on the GPU,
   // and the model runs under autocast with a static loss scale.
+  Checkpoint resume;
+  if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const bool cuda = UseCuda(c);
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   LoaderOptions to = LoaderOptions::CifarTrain();
@@ -141,9 +306,14 @@ int Run(const Config& c) {
   eo.batch_size = 500;
   eo.threads = c.loader_threads;
   eo.layout = Layout::kNHWC;
+  uint64_t train_samples = 0;
   {
     Dataset probe(c.train);
-    to.subset = Subset(probe.size(), c.limit, c.seed);
+    train_samples = probe.size();
+    if (!c.resume.empty() && resume.train_samples != train_samples)
+      throw Error(c.resume + ": the checkpoint trained on " + std::to_string(resume.train_samples) + " samples; " + c.train +
+                  " has " + std::to_string(train_samples));
+    to.subset = c.resume.empty() ? Subset(train_samples, c.limit, c.seed) : resume.subset;
   }
   {
     Dataset probe(c.test);
@@ -169,16 +339,8 @@ int Run(const Config& c) {
     const fs::path dir = c.resume;
     torch::load(model, (dir / "model.pt").string());
     torch::load(opt, (dir / "optimizer.pt").string());
-    std::ifstream st(dir / "state.txt");
-    if (!(st >> step)) throw Error((dir / "state.txt").string() + ": unreadable");
-    std::ifstream ls(dir / "loader.state", std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
-    LoaderState s;
-    try {
-      s = LoaderState::Deserialize(bytes);
-    } catch (const Error& e) {
-      throw Error((dir / "loader.state").string() + ": " + e.what());
-    }
+    const LoaderState& s = resume.loader;
+    step = resume.step;
     train.restore(s);
     start_epoch = s.epoch;
     start_batch = s.next_batch;
@@ -254,7 +416,17 @@ int Run(const Config& c) {
         s.excluded.clear();  // nothing of the next epoch is consumed yet
         std::fill(s.consumed.begin(), s.consumed.end(), uint8_t(0));
       }
-      SaveCheckpoint(c, model, opt, s, step);
+      Checkpoint k;
+      k.loader = s;
+      k.seed = c.seed;
+      k.step = step;
+      k.train_samples = train_samples;
+      k.limit = c.limit;
+      k.epochs = uint64_t(c.epochs);
+      k.batch = c.batch;
+      k.lr = c.lr;
+      k.subset = to.subset;
+      SaveCheckpoint(c, k, model, opt);
     }
   }
   const uint64_t params = ParamChecksum(model);
@@ -304,7 +476,7 @@ int main(int argc, char** argv) {
        cxxopts::value<int>()->default_value("0"))
       ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cxxopts::value<std::string>()->default_value("cpu"))
       ("checkpoint", "save model, optimiser and loader state to DIR after every epoch", cxxopts::value<std::string>()->default_value(""))
-      ("resume", "resume from a checkpoint DIR", cxxopts::value<std::string>()->default_value(""))
+      ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
       ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cxxopts::value<uint64_t>()->default_value("0"))
       ("json", "write results to FILE", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
@@ -331,6 +503,8 @@ int main(int argc, char** argv) {
     c.resume = r["resume"].as<std::string>();
     c.max_steps = r["max-steps"].as<uint64_t>();
     c.json = r["json"].as<std::string>();
+    for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
+      if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc train: %s\n\n%s", e.what(), opts.help().c_str());
