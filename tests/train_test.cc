@@ -98,8 +98,8 @@ TEST(Train, ResumeTakesTheSubsetBatchAndSeedFromTheCheckpoint) {
   EXPECT_NE(out.find("512 samples/epoch"), std::string::npos) << out;
   EXPECT_EQ(Number(Json(dir + "/resumed.json"), "steps"), 16);
   EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/resumed.json"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/ckpt"), fs::directory_iterator()), 3)
-      << "model, optimiser and state, nothing else";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/ckpt"), fs::directory_iterator()), 4)
+      << "model, optimiser, state and loader state, nothing else";
 
   // A flag that contradicts the checkpoint is an error naming both values, before any training.
   for (const std::string bad : {" --seed 4", " --batch-size 32", " --limit 256"}) {
