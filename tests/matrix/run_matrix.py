@@ -74,7 +74,8 @@ def reference_rgb(case):
 
 
 def png16_to_rgb8(path):
-    """Reads the 16-bit PNGs make_inputs writes (filter 0 rows) and scales to 8 bits: round(v / 257)."""
+    """Reads the 16-bit PNGs make_inputs writes (filter 0 rows) and keeps the high byte of each sample:
+    what PIL's 16-bit RGB decode gives and what dsc documents (PIL's convert clamps 16-bit gray)."""
     data = open(path, "rb").read()
     pos, idat, ihdr = 8, b"", None
     while pos < len(data):
@@ -89,8 +90,8 @@ def png16_to_rgb8(path):
     ch = 3 if ctype == 2 else 1
     raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, 1 + w * ch * 2)
     assert (raw[:, 0] == 0).all()
-    v = raw[:, 1:].copy().view(">u2").reshape(h, w, ch).astype(np.float64)
-    v8 = np.floor(v / 257.0 + 0.5).astype(np.uint8)
+    v = raw[:, 1:].copy().view(">u2").reshape(h, w, ch)
+    v8 = (v >> 8).astype(np.uint8)
     return np.repeat(v8, 3, axis=2) if ch == 1 else v8
 
 
