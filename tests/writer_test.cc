@@ -513,7 +513,7 @@ TEST(Errors, KilledBuildLeavesNothingBehind) {
   auto dir = ScratchDir();
   fs::create_directories(dir + "/out");
   std::mt19937 rng(1234);
-  int finished = 0, killed = 0;
+  int finished = 0, killed = 0, leftovers = 0;
   for (int trial = 0; trial < 20; ++trial) {
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -530,14 +530,30 @@ TEST(Errors, KilledBuildLeavesNothingBehind) {
     int st = 0;
     ::waitpid(pid, &st, 0);
     (WIFSIGNALED(st) ? killed : finished) += 1;
-    // Either the build finished (a complete, valid file) or nothing is there at all.
+    // Either the build finished (a complete, valid file) or no target is there. A kill inside the
+    // microseconds between naming the finished file and renaming it may leave one hidden, complete
+    // leftover (atomic_file.h); the next writer of the target removes it.
+    bool leftover = false;
     for (const auto& e : fs::directory_iterator(dir + "/out")) {
-      ASSERT_EQ(e.path().filename(), "x.beton") << "left behind: " << e.path();
+      const std::string name = e.path().filename().string();
+      if (name.rfind(".x.beton.dsc-tmp-", 0) == 0) {
+        leftover = true;
+        ++leftovers;
+        continue;
+      }
+      ASSERT_EQ(name, "x.beton") << "left behind: " << e.path();
       EXPECT_NO_THROW(Dataset(e.path().string(), {.verify = true}));
       fs::remove(e.path());
     }
+    if (leftover) {
+      writer::Build(root, dir + "/out/x.beton", Opts("raw"));
+      for (const auto& e : fs::directory_iterator(dir + "/out"))
+        ASSERT_EQ(e.path().filename(), "x.beton") << "the next build left: " << e.path();
+      fs::remove(dir + "/out/x.beton");
+    }
   }
-  std::printf("kill -9 trials: %d killed mid-build, %d finished first; nothing partial left in any\n", killed, finished);
+  std::printf("kill -9 trials: %d killed mid-build, %d finished first, %d left a hidden leftover (removed by the next build)\n",
+              killed, finished, leftovers);
   EXPECT_GT(killed, 5);
 }
 
