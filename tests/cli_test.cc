@@ -181,6 +181,30 @@ TEST(Cli, HostileIndexDimensionsFailFastAndSmall) {
   }
 }
 
+// A sample that fails to decode in the middle of a range leaves no partial export: samples 0..2
+// decode, 3 lies about its size, and neither the output folder nor a staging folder remains.
+TEST(Cli, ExportOfARangeWithABadSampleWritesNothing) {
+  auto dir = ScratchDir();
+  std::string out;
+  const std::string good = dir + "/good.beton", bad = dir + "/bad.beton";
+  // JPEG: the index cannot know a payload's real size, only its decode finds the lie.
+  ASSERT_EQ(RunDsc("build " + SubsetTree(1) + " " + good + " --quiet --encoding jpeg", &out), 0) << out;
+  ForgeDimensions(good, bad, 3, 33, 32);
+  EXPECT_EQ(RunDsc("export " + bad + " --index 0 --count 6 --out " + dir + "/look", &out), 1) << out;
+  EXPECT_NE(out.find(bad + ": sample 3: "), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/look")) << "partial output left behind";
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".dsc-export-"), std::string::npos) << "left behind: " << e.path();
+  // Into an existing folder: its own files stay, nothing of the failed export is added.
+  fs::create_directories(dir + "/mine");
+  WriteFile(dir + "/mine/keep.txt", std::vector<uint8_t>{'k'});
+  EXPECT_EQ(RunDsc("export " + bad + " --index 0 --count 6 --out " + dir + "/mine", &out), 1) << out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/mine"), fs::directory_iterator()), 1);
+  // The same range of the intact file exports completely.
+  ASSERT_EQ(RunDsc("export " + good + " --index 0 --count 6 --out " + dir + "/mine", &out), 0) << out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/mine"), fs::directory_iterator()), 8) << "6 images, labels, keep.txt";
+}
+
 // A PPM written by `dsc export --ppm`: the pixels after the "P6\nW H\n255\n" header.
 std::vector<uint8_t> PpmPixels(const std::string& path, int* w, int* h) {
   auto b = ReadFile(path);

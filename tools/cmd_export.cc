@@ -4,6 +4,7 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "format/error.h"
 #include "kernels/limits.h"
@@ -41,6 +42,36 @@ void WritePpm(const std::string& path, const uint8_t* rgb, int w, int h) {
   o.write(reinterpret_cast<const char*>(rgb), std::streamsize(size_t(w) * h * 3));
   if (!o) throw Error(path + ": write failed");
 }
+
+// Export writes into a hidden sibling folder and moves the files into --out only once every sample
+// has decoded, so a damaged sample leaves no partial output behind; the folder goes on any error.
+class StagingDir {
+ public:
+  explicit StagingDir(const std::filesystem::path& out) : out_(out) {
+    std::filesystem::path abs = std::filesystem::absolute(out).lexically_normal();
+    if (abs.filename().empty()) abs = abs.parent_path();
+    std::filesystem::create_directories(abs.parent_path());
+    char suffix[17];
+    std::snprintf(suffix, sizeof suffix, "%016llx",
+                  (unsigned long long)((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()));
+    dir_ = abs.parent_path() / ("." + abs.filename().string() + ".dsc-export-" + suffix);
+    std::filesystem::create_directory(dir_);
+  }
+  ~StagingDir() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  const std::filesystem::path& path() const { return dir_; }
+  // Moves every staged file into --out (created when missing), replacing files of the same name.
+  void Commit() {
+    std::filesystem::create_directories(out_);
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      std::filesystem::rename(e.path(), out_ / e.path().filename());
+  }
+
+ private:
+  std::filesystem::path out_, dir_;
+};
 
 }  // namespace
 
@@ -87,8 +118,8 @@ int CmdExport(int argc, char** argv) {
                   " out of range (" + std::to_string(ds.size()) + " samples)");
     // Over-limit images are refused before anything is written (the index is in memory: cheap).
     for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
-    std::filesystem::create_directories(out);
-    std::ofstream labels(std::filesystem::path(out) / "labels.tsv");
+    StagingDir stage(out);
+    std::ofstream labels(stage.path() / "labels.tsv");
     const auto& m = ds.meta();
     labels << "file\tindex";
     for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << m.fields[f].name << "\t" << m.fields[f].name << "_name";
@@ -100,7 +131,7 @@ int CmdExport(int argc, char** argv) {
       auto e = ds.entry(i);
       char name[32];
       std::snprintf(name, sizeof name, "%08llu.%s", (unsigned long long)i, ppm ? "ppm" : "png");
-      std::string path = (std::filesystem::path(out) / name).string();
+      std::string path = (stage.path() / name).string();
       ppm ? WritePpm(path, rgb.data(), e.width, e.height) : WritePng(path, rgb.data(), e.width, e.height);
       labels << name << "\t" << i;
       for (size_t f = 1; f < m.fields.size(); ++f) {
@@ -109,7 +140,9 @@ int CmdExport(int argc, char** argv) {
       }
       labels << "\n";
     }
+    labels.close();
     if (!labels) throw Error(out + "/labels.tsv: write failed");
+    stage.Commit();
     std::printf("wrote %llu image(s) and labels.tsv to %s\n", (unsigned long long)count, out.c_str());
     return kExitOk;
   } catch (const std::exception& e) {
