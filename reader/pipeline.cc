@@ -37,6 +37,12 @@ void SetNormalize(kernels::AugmentSpec* s, const float* mean, const float* std) 
   }
 }
 
+// Options checked before the file is opened, so that a bad option is reported as such.
+const LoaderOptions& Validated(const LoaderOptions& o) {
+  ValidateOptions(o);
+  return o;
+}
+
 uint64_t NowNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
@@ -89,12 +95,8 @@ struct Slot {
 class Pipeline {
  public:
   Pipeline(const std::string& path, const LoaderOptions& o)
-      : opt_(o), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
-    if (o.dtype == DType::kUint8 && (o.layout != Layout::kNHWC || (o.augment.normalize && !o.defer_augment)))
-      throw Error("uint8 output must be NHWC and unnormalised (normalise on the GPU)");
-    if (o.defer_augment && o.dtype != DType::kUint8) throw Error("defer_augment needs uint8 NHWC output");
+      : opt_(Validated(o)), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
     if (o.augment.crop != kernels::CropMode::kNone) {
-      if (o.augment.out_w <= 0 || o.augment.out_h <= 0) throw Error("crop transforms need an output size");
       width_ = uint32_t(o.augment.out_w);
       height_ = uint32_t(o.augment.out_h);
     } else if (ds_.size() > 0) {
@@ -109,7 +111,7 @@ class Pipeline {
       width_ = e0.width;
       height_ = e0.height;
     }
-    if (o.augment.cutout > int(std::min(width_, height_))) throw Error("cutout larger than the image");
+    ValidateOptions(o, width_, height_);  // translate and cutout against the image size
     order_.order = o.order;
     order_.seed = o.seed;
     order_.rank = o.rank;
