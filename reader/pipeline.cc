@@ -76,8 +76,9 @@ LoaderOptions LoaderOptions::ImagenetTrain() {
   return o;
 }
 
-struct Slot {
-  ~Slot() {
+// One batch's memory: in a ring slot, in the pool's free list, or leased (owned by a LeaseBlock).
+struct BatchBuffer {
+  ~BatchBuffer() {
     if (images) release(images);
   }
   uint8_t* images = nullptr;
@@ -86,10 +87,50 @@ struct Slot {
   std::vector<int32_t> labels[2];
   std::vector<uint32_t> indices;
   std::vector<uint8_t> padding;
+  Batch batch;
+};
+
+// The buffers outside the ring and the counts that bound them. Shared with every lease, so that a
+// lease released after the loader is gone frees its buffer instead of touching a dead pipeline.
+struct BufferPool {
+  std::mutex mu;
+  std::condition_variable cv;  // a leased buffer came back
+  std::vector<std::unique_ptr<BatchBuffer>> free;
+  size_t allocated = 0;  // live buffers: ring + free + leased
+  size_t leased = 0;
+  size_t limit = 0;      // ring slots + max_leases
+  bool closed = false;   // the pipeline is gone: returned buffers are freed
+
+  void Return(std::unique_ptr<BatchBuffer> b) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      --leased;
+      if (!closed) {
+        free.push_back(std::move(b));
+        cv.notify_all();
+        return;
+      }
+      --allocated;
+    }
+    b.reset();  // outside the lock: the user's release hook may be slow
+  }
+};
+
+// What a BatchLease shares: the leased buffer, given back to the pool with the last reference.
+struct LeaseBlock {
+  ~LeaseBlock() { pool->Return(std::move(buf)); }
+  std::unique_ptr<BatchBuffer> buf;
+  std::shared_ptr<BufferPool> pool;
+};
+
+struct Slot {
+  ~Slot() { delete buf.load(); }
+  // Owned. nullptr after its batch was leased, until a worker writing the slot's next batch takes a
+  // spare from the pool; an atomic load on the hot path, no lock.
+  std::atomic<BatchBuffer*> buf{nullptr};
   std::atomic<uint32_t> done{0};
   std::mutex error_mu;
   std::string error;
-  Batch batch;
 };
 
 class Pipeline {
@@ -132,17 +173,13 @@ class Pipeline {
     kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
     sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
     slots_.resize(size_t(o.prefetch) + 1);
-    const size_t bytes = (sample_bytes_ * o.batch_size + 63) / 64 * 64;
+    pool_ = std::make_shared<BufferPool>();
+    pool_->limit = slots_.size() + o.max_leases;
+    pool_->free.reserve(pool_->limit);  // Return() (in a lease's destructor) then never allocates
     for (auto& s : slots_) {
       s = std::make_unique<Slot>();
-      s->release = o.release ? o.release : [](void* p) { std::free(p); };
-      s->images = static_cast<uint8_t*>(o.allocate ? o.allocate(std::max<size_t>(bytes, 64))
-                                                   : std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
-      if (!s->images) throw Error("cannot allocate batch buffers");
-      s->params.resize(o.batch_size);
-      for (auto& l : s->labels) l.resize(o.batch_size);
-      s->indices.resize(o.batch_size);
-      s->padding.resize(o.batch_size);
+      s->buf.store(NewBuffer().release());
+      ++pool_->allocated;
     }
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
     if (o.tracer && threads_ > int(Tracer::kMaxWorkerTracks)) throw Error("tracing supports at most 256 worker threads");
@@ -158,6 +195,13 @@ class Pipeline {
     }
     work_cv_.notify_all();
     for (auto& w : workers_) w.join();
+    std::vector<std::unique_ptr<BatchBuffer>> spare;
+    {
+      std::lock_guard<std::mutex> l(pool_->mu);
+      pool_->closed = true;  // leases still out free their buffers when released
+      pool_->allocated -= pool_->free.size();
+      spare.swap(pool_->free);
+    }
   }
 
   // Starts a job for (epoch, first batch); returns its id.
@@ -193,6 +237,7 @@ class Pipeline {
       ++next_deliver_;
       released_ = next_deliver_;
       holding_ = false;
+      held_lease_.reset();
       work_cv_.notify_all();
     }
     if (next_deliver_ >= plan_.batches) return nullptr;
@@ -210,25 +255,59 @@ class Pipeline {
       Cancel();
       throw Error(err);
     }
-    Batch& b = s->batch;
+    BatchBuffer* buf = s->buf.load();
+    Batch& b = buf->batch;
     b.epoch = epoch_;
     b.index = k;
     b.size = len;
-    b.images = s->images;
-    b.params = s->params.data();
+    b.images = buf->images;
+    b.params = buf->params.data();
     b.dtype = opt_.dtype;
     b.layout = opt_.layout;
     b.height = height_;
     b.width = width_;
     b.label_fields = ds_.meta().label_field_count();
-    b.labels[0] = s->labels[0].data();
-    b.labels[1] = b.label_fields > 1 ? s->labels[1].data() : nullptr;
-    b.indices = s->indices.data();
-    b.padding = s->padding.data();
+    b.labels[0] = buf->labels[0].data();
+    b.labels[1] = b.label_fields > 1 ? buf->labels[1].data() : nullptr;
+    b.indices = buf->indices.data();
+    b.padding = buf->padding.data();
     b.padding_count = 0;
-    for (uint32_t i = 0; i < len; ++i) b.padding_count += s->padding[i];
+    for (uint32_t i = 0; i < len; ++i) b.padding_count += buf->padding[i];
     holding_ = true;
+    held_batch_ = &b;
     return &b;
+  }
+
+  // Leases the batch the consumer holds: its buffer leaves the ring (a worker puts a spare in its
+  // place) and lives as long as the lease's last copy.
+  BatchLease Lease(const Batch* batch) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!batch || !holding_ || batch != held_batch_)
+      throw Error("lease: only the batch the iterator holds can be leased, before the next one is requested");
+    if (!held_lease_) {
+      Slot* s = slots_[next_deliver_ % slots_.size()].get();
+      auto block = std::make_shared<LeaseBlock>();
+      block->pool = pool_;
+      block->buf.reset(s->buf.exchange(nullptr));
+      {
+        std::lock_guard<std::mutex> pl(pool_->mu);
+        ++pool_->leased;
+      }
+      // Kept until the consumer moves on, so that the batch it still reads through the iterator
+      // cannot go back to the pool (and to a worker) if every lease copy is dropped at once.
+      held_lease_ = std::move(block);
+    }
+    return BatchLease(std::shared_ptr<const Batch>(held_lease_, &held_lease_->buf->batch));
+  }
+
+  size_t BuffersAllocated() {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    return pool_->allocated;
+  }
+
+  size_t Leased() {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    return pool_->leased;
   }
 
   // Stops the current job and waits until every worker is idle.
@@ -236,11 +315,16 @@ class Pipeline {
     std::unique_lock<std::mutex> l(mu_);
     cancel_.store(true);
     work_cv_.notify_all();
+    {
+      std::lock_guard<std::mutex> pl(pool_->mu);  // no lost wake-up for a worker waiting for a spare
+    }
+    pool_->cv.notify_all();
     idle_cv_.wait(l, [&] { return active_ == 0; });
     if (holding_) {  // the batch the consumer held was handed out
       ++next_deliver_;
       holding_ = false;
     }
+    held_lease_.reset();
   }
 
   bool IsJob(uint64_t job) {
@@ -293,6 +377,40 @@ class Pipeline {
     s->error.clear();
   }
 
+  std::unique_ptr<BatchBuffer> NewBuffer() {
+    const size_t bytes = std::max<size_t>((sample_bytes_ * opt_.batch_size + 63) / 64 * 64, 64);
+    auto b = std::make_unique<BatchBuffer>();
+    b->release = opt_.release ? opt_.release : [](void* p) { std::free(p); };
+    b->images = static_cast<uint8_t*>(opt_.allocate ? opt_.allocate(bytes) : std::aligned_alloc(64, bytes));
+    if (!b->images) throw Error("cannot allocate a batch buffer of " + std::to_string(bytes) + " bytes");
+    b->params.resize(opt_.batch_size);
+    for (auto& l : b->labels) l.resize(opt_.batch_size);
+    b->indices.resize(opt_.batch_size);
+    b->padding.resize(opt_.batch_size);
+    return b;
+  }
+
+  // A buffer for a slot whose batch was leased: a released one, a new one while under the bound, or
+  // else wait for a lease to come back. nullptr when the job is cancelled.
+  BatchBuffer* Acquire(Slot* s) {
+    std::unique_lock<std::mutex> l(pool_->mu);
+    while (true) {
+      if (cancel_.load()) return nullptr;
+      if (BatchBuffer* b = s->buf.load()) return b;  // another worker of this batch got one
+      if (!pool_->free.empty()) {
+        s->buf.store(pool_->free.back().release());
+        pool_->free.pop_back();
+        return s->buf.load();
+      }
+      if (pool_->allocated < pool_->limit) {
+        s->buf.store(NewBuffer().release());
+        ++pool_->allocated;
+        return s->buf.load();
+      }
+      pool_->cv.wait(l);
+    }
+  }
+
   void WorkerLoop(int t) {
     SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t), opt_.defer_augment);
     StageStats local;
@@ -333,18 +451,34 @@ class Pipeline {
       const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
       const uint32_t to = std::min(len, from + chunk_);
       if (from >= to) continue;
+      BatchBuffer* b = s->buf.load(std::memory_order_acquire);
+      if (!b) {  // its last batch was leased
+        try {
+          if (!(b = Acquire(s))) return;
+        } catch (const std::exception& ex) {
+          {
+            std::lock_guard<std::mutex> l(s->error_mu);
+            if (s->error.empty()) s->error = ex.what();
+          }
+          if (s->done.fetch_add(to - from) + (to - from) >= len) {
+            std::lock_guard<std::mutex> l(mu_);
+            done_cv_.notify_all();
+          }
+          continue;
+        }
+      }
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
         const uint64_t c0 = opt_.collect_stats ? NowNs() : 0;
-        s->indices[j] = sample;
-        s->padding[j] = plan_.padding[pos];
+        b->indices[j] = sample;
+        b->padding[j] = plan_.padding[pos];
         const auto e = ds_.entry(sample);
-        s->labels[0][j] = e.label[0];
-        s->labels[1][j] = e.label[1];
+        b->labels[0][j] = e.label[0];
+        b->labels[1][j] = e.label[1];
         if (opt_.collect_stats) st->collate_ns += NowNs() - c0;
         try {
-          proc->Process(sample, seed, epoch, s->images + size_t(j) * sample_bytes_, st, &s->params[j]);
+          proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
         } catch (const std::exception& ex) {
           std::lock_guard<std::mutex> l(s->error_mu);
           if (s->error.empty()) s->error = ex.what();
@@ -366,6 +500,7 @@ class Pipeline {
   OutputFormat format_;
   size_t sample_bytes_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::shared_ptr<BufferPool> pool_;
   int threads_ = 1;
   std::vector<std::thread> workers_;
   std::vector<StageStats> stats_;
@@ -378,6 +513,8 @@ class Pipeline {
   uint64_t job_ = 0;
   int active_ = 0;
   bool holding_ = false;
+  const Batch* held_batch_ = nullptr;      // what Next() handed out, while holding_
+  std::shared_ptr<LeaseBlock> held_lease_;  // the held batch's lease, once it was leased
   EpochPlan plan_;
   uint64_t epoch_ = 0, next_deliver_ = 0;
   std::atomic<uint64_t> released_{0};
@@ -400,6 +537,9 @@ const Dataset& Loader::dataset() const { return p_->dataset(); }
 const LoaderOptions& Loader::options() const { return p_->options(); }
 int Loader::threads() const { return p_->threads(); }
 StageStats Loader::stats() const { return p_->Stats(); }
+BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
+size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }
+size_t Loader::leased() const { return p_->Leased(); }
 void Loader::reset_stats() { p_->ResetStats(); }
 
 Loader::EpochRange::EpochRange(EpochRange&& o) noexcept : p_(o.p_), job_(o.job_) { o.p_ = nullptr; }
@@ -414,6 +554,11 @@ Loader::Iterator Loader::EpochRange::begin() {
   it.job_ = job_;
   it.batch_ = p_->Next(job_);
   return it;
+}
+
+BatchLease Loader::Iterator::lease() const {
+  if (!p_) throw Error("lease: the range has ended");
+  return p_->Lease(batch_);
 }
 
 Loader::Iterator& Loader::Iterator::operator++() {
