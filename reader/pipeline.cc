@@ -279,10 +279,10 @@ class Pipeline {
   }
 
   // Leases the batch the consumer holds: its buffer leaves the ring (a worker puts a spare in its
-  // place) and lives as long as the lease's last copy.
-  BatchLease Lease(const Batch* batch) {
+  // place) and lives as long as the lease's last copy. `job` 0: any job (Loader::lease).
+  BatchLease Lease(const Batch* batch, uint64_t job = 0) {
     std::lock_guard<std::mutex> l(mu_);
-    if (!batch || !holding_ || batch != held_batch_)
+    if (!batch || !holding_ || batch != held_batch_ || (job && job != job_))
       throw Error("lease: only the batch the iterator holds can be leased, before the next one is requested");
     if (!held_lease_) {
       Slot* s = slots_[next_deliver_ % slots_.size()].get();
@@ -558,7 +558,7 @@ Loader::Iterator Loader::EpochRange::begin() {
 
 BatchLease Loader::Iterator::lease() const {
   if (!p_) throw Error("lease: the range has ended");
-  return p_->Lease(batch_);
+  return p_->Lease(batch_, job_);
 }
 
 Loader::Iterator& Loader::Iterator::operator++() {

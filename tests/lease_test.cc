@@ -183,6 +183,12 @@ TEST(Lease, OnlyTheHeldBatch) {
   EXPECT_NO_THROW(it.lease());
   Loader::Iterator end;
   EXPECT_THROW(end.lease(), Error);
+  // An iterator of an ended range cannot lease the new range's batch, even in the same buffer.
+  auto stale = it;
+  auto next = l.epoch(1);
+  auto fresh = next.begin();
+  EXPECT_THROW(stale.lease(), Error);
+  EXPECT_NO_THROW(fresh.lease());
 }
 
 // max_leases = 1 with two leases open: one spare replaces the first leased buffer, then the workers
