@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -96,6 +97,9 @@ struct BufferPool {
   std::mutex mu;
   std::condition_variable cv;  // a leased buffer came back
   std::vector<std::unique_ptr<BatchBuffer>> free;
+  // Ring slots given back empty (their buffer leased) with no spare to fill them, in batch order:
+  // a returned buffer goes to the first, so the batch the consumer needs next is served first.
+  std::deque<std::atomic<BatchBuffer*>*> needy;
   size_t allocated = 0;  // live buffers: ring + free + leased
   size_t leased = 0;
   size_t limit = 0;      // ring slots + max_leases
@@ -106,7 +110,12 @@ struct BufferPool {
       std::lock_guard<std::mutex> l(mu);
       --leased;
       if (!closed) {
-        free.push_back(std::move(b));
+        if (!needy.empty()) {
+          needy.front()->store(b.release());
+          needy.pop_front();
+        } else {
+          free.push_back(std::move(b));
+        }
         cv.notify_all();
         return;
       }
@@ -199,6 +208,7 @@ class Pipeline {
     {
       std::lock_guard<std::mutex> l(pool_->mu);
       pool_->closed = true;  // leases still out free their buffers when released
+      pool_->needy.clear();
       pool_->allocated -= pool_->free.size();
       spare.swap(pool_->free);
     }
@@ -207,6 +217,8 @@ class Pipeline {
   // Starts a job for (epoch, first batch); returns its id.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     Cancel();
+    for (auto& s : slots_)  // a batch leased when the last job ended left its slot empty
+      if (!s->buf.load()) Refill(s.get());
     EpochPlan plan = PlanEpoch(ds_.view(), order_, epoch);
     if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
     std::lock_guard<std::mutex> l(mu_);
@@ -233,6 +245,7 @@ class Pipeline {
     if (job != job_ || cancel_.load()) return nullptr;
     if (holding_) {  // give the previous batch back
       Slot* s = slots_[next_deliver_ % slots_.size()].get();
+      if (!s->buf.load(std::memory_order_relaxed)) Refill(s);  // it was leased
       ResetSlot(s);
       ++next_deliver_;
       released_ = next_deliver_;
@@ -390,25 +403,27 @@ class Pipeline {
     return b;
   }
 
-  // A buffer for a slot whose batch was leased: a released one, a new one while under the bound, or
-  // else wait for a lease to come back. nullptr when the job is cancelled.
-  BatchBuffer* Acquire(Slot* s) {
-    std::unique_lock<std::mutex> l(pool_->mu);
-    while (true) {
-      if (cancel_.load()) return nullptr;
-      if (BatchBuffer* b = s->buf.load()) return b;  // another worker of this batch got one
-      if (!pool_->free.empty()) {
-        s->buf.store(pool_->free.back().release());
-        pool_->free.pop_back();
-        return s->buf.load();
-      }
-      if (pool_->allocated < pool_->limit) {
-        s->buf.store(NewBuffer().release());
-        ++pool_->allocated;
-        return s->buf.load();
-      }
-      pool_->cv.wait(l);
+  // Gives a slot whose batch was leased a buffer, in batch order (the consumer calls it as it moves
+  // on): a released one, a new one while under the bound, or else the first lease to come back.
+  void Refill(Slot* s) {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    if (std::find(pool_->needy.begin(), pool_->needy.end(), &s->buf) != pool_->needy.end()) return;
+    if (!pool_->free.empty()) {
+      s->buf.store(pool_->free.back().release());
+      pool_->free.pop_back();
+    } else if (pool_->allocated < pool_->limit) {
+      s->buf.store(NewBuffer().release());
+      ++pool_->allocated;
+    } else {
+      pool_->needy.push_back(&s->buf);
     }
+  }
+
+  // Waits until a released lease's buffer fills the slot (backpressure). nullptr when cancelled.
+  BatchBuffer* WaitForBuffer(Slot* s) {
+    std::unique_lock<std::mutex> l(pool_->mu);
+    pool_->cv.wait(l, [&] { return cancel_.load() || s->buf.load(); });
+    return cancel_.load() ? nullptr : s->buf.load();
   }
 
   void WorkerLoop(int t) {
@@ -452,21 +467,7 @@ class Pipeline {
       const uint32_t to = std::min(len, from + chunk_);
       if (from >= to) continue;
       BatchBuffer* b = s->buf.load(std::memory_order_acquire);
-      if (!b) {  // its last batch was leased
-        try {
-          if (!(b = Acquire(s))) return;
-        } catch (const std::exception& ex) {
-          {
-            std::lock_guard<std::mutex> l(s->error_mu);
-            if (s->error.empty()) s->error = ex.what();
-          }
-          if (s->done.fetch_add(to - from) + (to - from) >= len) {
-            std::lock_guard<std::mutex> l(mu_);
-            done_cv_.notify_all();
-          }
-          continue;
-        }
-      }
+      if (!b && !(b = WaitForBuffer(s))) return;  // its last batch is leased and no spare is free
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
