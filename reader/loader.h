@@ -9,7 +9,8 @@
 //
 // A fixed pool of worker threads decodes each sample straight into its slot of a reusable batch
 // buffer; batches arrive in order; at most `prefetch` batches are prepared ahead of the one the
-// consumer holds, so memory is (prefetch + 1) x one batch, whatever the dataset size.
+// consumer holds, so memory is (prefetch + 1) x one batch, whatever the dataset size (plus at most
+// `max_leases` batches while batches are leased: see BatchLease).
 //
 // Determinism: global batch k of epoch e depends only on the file, the options and the seed: never on
 // the thread count or timing, nor (random, sequential) on the rank count. state()/restore() checkpoint
@@ -28,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "format/error.h"
 #include "kernels/augment.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
@@ -48,6 +50,7 @@ struct LoaderOptions {
   uint32_t global_batch_size = 0;
   int threads = 0;        // decode threads; 0 = all cores
   uint32_t prefetch = 3;  // batches prepared ahead of the one the consumer holds
+  uint32_t max_leases = 2;  // extra batch buffers that stand in for leased ones (see BatchLease)
   Order order = Order::kRandom;
   uint64_t seed = 0;
   uint32_t rank = 0, world_size = 1;  // distributed: each rank reads its own shard
@@ -71,6 +74,8 @@ struct LoaderOptions {
   // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
   bool defer_augment = false;
   // Batch buffer memory (e.g. pinned host memory for fast copies to a GPU); aligned_alloc when unset.
+  // Set both or neither. With leases, a buffer may be released after the loader is destroyed: the
+  // hooks are copied, and what they capture must stay usable until the last lease is released.
   std::function<void*(size_t)> allocate;
   std::function<void(void*)> release;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
@@ -82,7 +87,18 @@ struct LoaderOptions {
   static LoaderOptions ImagenetTrain();
 };
 
-// One batch, valid until the next one is requested (or the range ends).
+// An option with an invalid value, thrown when a Loader is built; the message names the option and the
+// value. The CLI exits 2 (usage error) on it.
+class OptionError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws OptionError for a bad option. With the output image's width and height (0: unknown) it also
+// checks the options bounded by them (translate, cutout). The Loader's constructor calls it.
+void ValidateOptions(const LoaderOptions& o, uint32_t width = 0, uint32_t height = 0);
+
+// One batch, valid until the next one is requested (or the range ends), unless leased (BatchLease).
 struct Batch {
   uint64_t epoch = 0;
   uint64_t index = 0;        // batch number within the epoch
@@ -102,6 +118,43 @@ struct Batch {
   template <typename T>
   const T* images_as() const { return static_cast<const T*>(images); }
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }
+};
+
+// A batch kept past the iterator's next step: for an asynchronous copy to a GPU, a Python tensor view,
+// a batch handed to another thread.
+//
+//   for (auto it = range.begin(); it != range.end(); ++it) {
+//     dsc::BatchLease lease = it.lease();  // or loader.lease(*it)
+//     copier.push(std::move(lease));       // the copy thread drops it when the transfer is done
+//   }
+//
+// - Only the batch the iterator holds can be leased, before the next ++it (else dsc::Error). Leasing
+//   it twice gives two handles to one lease.
+// - A lease is a shared handle: copies share one reference count, and the batch (images, labels,
+//   indices, padding, params) stays valid and unchanged until the last copy is destroyed or
+//   release()d. Moving is free.
+// - The loader replaces a leased buffer in its ring by a spare: a released one, or a new one while
+//   fewer than LoaderOptions::max_leases spares exist, so memory never exceeds
+//   (prefetch + 1 + max_leases) batches. Past that, the workers wait for a lease to be released
+//   (backpressure) and so, a few batches later, does ++it: a consumer that holds more than
+//   max_leases leases itself must release them from another thread, or it waits forever.
+// - Leases may outlive their epoch range and the Loader: a lease released after the Loader is
+//   destroyed frees its buffer (through LoaderOptions::release when set).
+// - Without leases nothing changes: no allocation and no lock per batch.
+class BatchLease {
+ public:
+  BatchLease() = default;
+  const Batch& operator*() const { return *batch_; }
+  const Batch* operator->() const { return batch_.get(); }
+  const Batch* get() const { return batch_.get(); }
+  explicit operator bool() const { return batch_ != nullptr; }
+  // Gives this handle's share back; the handle is empty afterwards.
+  void release() { batch_.reset(); }
+
+ private:
+  friend class Pipeline;
+  explicit BatchLease(std::shared_ptr<const Batch> b) : batch_(std::move(b)) {}
+  std::shared_ptr<const Batch> batch_;
 };
 
 // Where a run is; save it with your checkpoint (Serialize) and hand it to restore(). Batches are
@@ -175,6 +228,12 @@ class Loader {
   int threads() const;
   StageStats stats() const;
   void reset_stats();
+  // Leases `b`, the batch the current iterator holds (see BatchLease).
+  BatchLease lease(const Batch& b);
+  // Batch buffers alive (ring, spares and leased ones; at most prefetch + 1 + max_leases), and how
+  // many of them are leased now.
+  size_t buffers_allocated() const;
+  size_t leased() const;
 
  private:
   std::unique_ptr<Pipeline> p_;
@@ -186,6 +245,8 @@ class Loader::Iterator {
   const Batch* operator->() const { return batch_; }
   Iterator& operator++();
   bool operator!=(const Iterator& o) const { return batch_ != o.batch_; }
+  // Keeps the current batch valid past ++it (see BatchLease).
+  BatchLease lease() const;
 
  private:
   friend class Loader::EpochRange;

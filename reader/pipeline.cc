@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -40,16 +41,22 @@ void SetNormalize(kernels::AugmentSpec* s, const float* mean, const float* std) 
 
 // batch_size becomes the per-rank share of global_batch_size, which world_size must divide.
 LoaderOptions WithRankBatch(LoaderOptions o) {
-  if (o.world_size == 0) throw Error("world_size must be at least 1");
+  if (o.world_size == 0) throw OptionError("world_size must be at least 1");
   if (o.global_batch_size) {
     if (o.global_batch_size % o.world_size)
-      throw Error("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
+      throw OptionError("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
                   std::to_string(o.world_size));
     o.batch_size = o.global_batch_size / o.world_size;
   }
   if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
-    throw Error("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
+    throw OptionError("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
   o.global_batch_size = o.batch_size * o.world_size;
+  return o;
+}
+
+// Options checked before the file is opened, so that a bad option is reported as such.
+const LoaderOptions& Validated(const LoaderOptions& o) {
+  ValidateOptions(o);
   return o;
 }
 
@@ -86,8 +93,9 @@ LoaderOptions LoaderOptions::ImagenetTrain() {
   return o;
 }
 
-struct Slot {
-  ~Slot() {
+// One batch's memory: in a ring slot, in the pool's free list, or leased (owned by a LeaseBlock).
+struct BatchBuffer {
+  ~BatchBuffer() {
     if (images) release(images);
   }
   uint8_t* images = nullptr;
@@ -96,21 +104,65 @@ struct Slot {
   std::vector<int32_t> labels[2];
   std::vector<uint32_t> indices;
   std::vector<uint8_t> padding;
+  Batch batch;
+};
+
+// The buffers outside the ring and the counts that bound them. Shared with every lease, so that a
+// lease released after the loader is gone frees its buffer instead of touching a dead pipeline.
+struct BufferPool {
+  std::mutex mu;
+  std::condition_variable cv;  // a leased buffer came back
+  std::vector<std::unique_ptr<BatchBuffer>> free;
+  // Ring slots given back empty (their buffer leased) with no spare to fill them, in batch order:
+  // a returned buffer goes to the first, so the batch the consumer needs next is served first.
+  std::deque<std::atomic<BatchBuffer*>*> needy;
+  size_t allocated = 0;  // live buffers: ring + free + leased
+  size_t leased = 0;
+  size_t limit = 0;      // ring slots + max_leases
+  bool closed = false;   // the pipeline is gone: returned buffers are freed
+
+  void Return(std::unique_ptr<BatchBuffer> b) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      --leased;
+      if (!closed) {
+        if (!needy.empty()) {
+          needy.front()->store(b.release());
+          needy.pop_front();
+        } else {
+          free.push_back(std::move(b));
+        }
+        cv.notify_all();
+        return;
+      }
+      --allocated;
+    }
+    b.reset();  // outside the lock: the user's release hook may be slow
+  }
+};
+
+// What a BatchLease shares: the leased buffer, given back to the pool with the last reference.
+struct LeaseBlock {
+  ~LeaseBlock() { pool->Return(std::move(buf)); }
+  std::unique_ptr<BatchBuffer> buf;
+  std::shared_ptr<BufferPool> pool;
+};
+
+struct Slot {
+  ~Slot() { delete buf.load(); }
+  // Owned. nullptr after its batch was leased, until a worker writing the slot's next batch takes a
+  // spare from the pool; an atomic load on the hot path, no lock.
+  std::atomic<BatchBuffer*> buf{nullptr};
   std::atomic<uint32_t> done{0};
   std::mutex error_mu;
   std::string error;
-  Batch batch;
 };
 
 class Pipeline {
  public:
   Pipeline(const std::string& path, const LoaderOptions& o)
-      : opt_(o), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
-    if (o.dtype == DType::kUint8 && (o.layout != Layout::kNHWC || (o.augment.normalize && !o.defer_augment)))
-      throw Error("uint8 output must be NHWC and unnormalised (normalise on the GPU)");
-    if (o.defer_augment && o.dtype != DType::kUint8) throw Error("defer_augment needs uint8 NHWC output");
+      : opt_(Validated(o)), ds_(path, DatasetOptions{o.verify, o.use_pread}) {
     if (o.augment.crop != kernels::CropMode::kNone) {
-      if (o.augment.out_w <= 0 || o.augment.out_h <= 0) throw Error("crop transforms need an output size");
       width_ = uint32_t(o.augment.out_w);
       height_ = uint32_t(o.augment.out_h);
     } else if (ds_.size() > 0) {
@@ -125,7 +177,7 @@ class Pipeline {
       width_ = e0.width;
       height_ = e0.height;
     }
-    if (o.augment.cutout > int(std::min(width_, height_))) throw Error("cutout larger than the image");
+    ValidateOptions(o, width_, height_);  // translate and cutout against the image size
     order_.order = o.order;
     order_.seed = o.seed;
     order_.rank = o.rank;
@@ -146,17 +198,13 @@ class Pipeline {
     kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
     sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
     slots_.resize(size_t(o.prefetch) + 1);
-    const size_t bytes = (sample_bytes_ * o.batch_size + 63) / 64 * 64;
+    pool_ = std::make_shared<BufferPool>();
+    pool_->limit = slots_.size() + o.max_leases;
+    pool_->free.reserve(pool_->limit);  // Return() (in a lease's destructor) then never allocates
     for (auto& s : slots_) {
       s = std::make_unique<Slot>();
-      s->release = o.release ? o.release : [](void* p) { std::free(p); };
-      s->images = static_cast<uint8_t*>(o.allocate ? o.allocate(std::max<size_t>(bytes, 64))
-                                                   : std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
-      if (!s->images) throw Error("cannot allocate batch buffers");
-      s->params.resize(o.batch_size);
-      for (auto& l : s->labels) l.resize(o.batch_size);
-      s->indices.resize(o.batch_size);
-      s->padding.resize(o.batch_size);
+      s->buf.store(NewBuffer().release());
+      ++pool_->allocated;
     }
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
     if (o.tracer && threads_ > int(Tracer::kMaxWorkerTracks)) throw Error("tracing supports at most 256 worker threads");
@@ -172,11 +220,21 @@ class Pipeline {
     }
     work_cv_.notify_all();
     for (auto& w : workers_) w.join();
+    std::vector<std::unique_ptr<BatchBuffer>> spare;
+    {
+      std::lock_guard<std::mutex> l(pool_->mu);
+      pool_->closed = true;  // leases still out free their buffers when released
+      pool_->needy.clear();
+      pool_->allocated -= pool_->free.size();
+      spare.swap(pool_->free);
+    }
   }
 
   // Starts a job for (epoch, first batch); returns its id.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     Cancel();
+    for (auto& s : slots_)  // a batch leased when the last job ended left its slot empty
+      if (!s->buf.load()) Refill(s.get());
     EpochPlan plan = Plan(epoch);
     if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
     std::lock_guard<std::mutex> l(mu_);
@@ -203,10 +261,12 @@ class Pipeline {
     if (job != job_ || cancel_.load()) return nullptr;
     if (holding_) {  // give the previous batch back
       Slot* s = slots_[next_deliver_ % slots_.size()].get();
+      if (!s->buf.load(std::memory_order_relaxed)) Refill(s);  // it was leased
       ResetSlot(s);
       ++next_deliver_;
       released_ = next_deliver_;
       holding_ = false;
+      held_lease_.reset();
       work_cv_.notify_all();
     }
     if (next_deliver_ >= plan_.batches) return nullptr;
@@ -224,25 +284,59 @@ class Pipeline {
       Cancel();
       throw Error(err);
     }
-    Batch& b = s->batch;
+    BatchBuffer* buf = s->buf.load();
+    Batch& b = buf->batch;
     b.epoch = epoch_;
     b.index = k;
     b.size = len;
-    b.images = s->images;
-    b.params = s->params.data();
+    b.images = buf->images;
+    b.params = buf->params.data();
     b.dtype = opt_.dtype;
     b.layout = opt_.layout;
     b.height = height_;
     b.width = width_;
     b.label_fields = ds_.meta().label_field_count();
-    b.labels[0] = s->labels[0].data();
-    b.labels[1] = b.label_fields > 1 ? s->labels[1].data() : nullptr;
-    b.indices = s->indices.data();
-    b.padding = s->padding.data();
+    b.labels[0] = buf->labels[0].data();
+    b.labels[1] = b.label_fields > 1 ? buf->labels[1].data() : nullptr;
+    b.indices = buf->indices.data();
+    b.padding = buf->padding.data();
     b.padding_count = 0;
-    for (uint32_t i = 0; i < len; ++i) b.padding_count += s->padding[i];
+    for (uint32_t i = 0; i < len; ++i) b.padding_count += buf->padding[i];
     holding_ = true;
+    held_batch_ = &b;
     return &b;
+  }
+
+  // Leases the batch the consumer holds: its buffer leaves the ring (a worker puts a spare in its
+  // place) and lives as long as the lease's last copy. `job` 0: any job (Loader::lease).
+  BatchLease Lease(const Batch* batch, uint64_t job = 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!batch || !holding_ || batch != held_batch_ || (job && job != job_))
+      throw Error("lease: only the batch the iterator holds can be leased, before the next one is requested");
+    if (!held_lease_) {
+      Slot* s = slots_[next_deliver_ % slots_.size()].get();
+      auto block = std::make_shared<LeaseBlock>();
+      block->pool = pool_;
+      block->buf.reset(s->buf.exchange(nullptr));
+      {
+        std::lock_guard<std::mutex> pl(pool_->mu);
+        ++pool_->leased;
+      }
+      // Kept until the consumer moves on, so that the batch it still reads through the iterator
+      // cannot go back to the pool (and to a worker) if every lease copy is dropped at once.
+      held_lease_ = std::move(block);
+    }
+    return BatchLease(std::shared_ptr<const Batch>(held_lease_, &held_lease_->buf->batch));
+  }
+
+  size_t BuffersAllocated() {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    return pool_->allocated;
+  }
+
+  size_t Leased() {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    return pool_->leased;
   }
 
   // Stops the current job and waits until every worker is idle.
@@ -250,11 +344,16 @@ class Pipeline {
     std::unique_lock<std::mutex> l(mu_);
     cancel_.store(true);
     work_cv_.notify_all();
+    {
+      std::lock_guard<std::mutex> pl(pool_->mu);  // no lost wake-up for a worker waiting for a spare
+    }
+    pool_->cv.notify_all();
     idle_cv_.wait(l, [&] { return active_ == 0; });
     if (holding_) {  // the batch the consumer held was handed out
       ++next_deliver_;
       holding_ = false;
     }
+    held_lease_.reset();
   }
 
   bool IsJob(uint64_t job) {
@@ -372,6 +471,42 @@ class Pipeline {
     s->error.clear();
   }
 
+  std::unique_ptr<BatchBuffer> NewBuffer() {
+    const size_t bytes = std::max<size_t>((sample_bytes_ * opt_.batch_size + 63) / 64 * 64, 64);
+    auto b = std::make_unique<BatchBuffer>();
+    b->release = opt_.release ? opt_.release : [](void* p) { std::free(p); };
+    b->images = static_cast<uint8_t*>(opt_.allocate ? opt_.allocate(bytes) : std::aligned_alloc(64, bytes));
+    if (!b->images) throw Error("cannot allocate a batch buffer of " + std::to_string(bytes) + " bytes");
+    b->params.resize(opt_.batch_size);
+    for (auto& l : b->labels) l.resize(opt_.batch_size);
+    b->indices.resize(opt_.batch_size);
+    b->padding.resize(opt_.batch_size);
+    return b;
+  }
+
+  // Gives a slot whose batch was leased a buffer, in batch order (the consumer calls it as it moves
+  // on): a released one, a new one while under the bound, or else the first lease to come back.
+  void Refill(Slot* s) {
+    std::lock_guard<std::mutex> l(pool_->mu);
+    if (std::find(pool_->needy.begin(), pool_->needy.end(), &s->buf) != pool_->needy.end()) return;
+    if (!pool_->free.empty()) {
+      s->buf.store(pool_->free.back().release());
+      pool_->free.pop_back();
+    } else if (pool_->allocated < pool_->limit) {
+      s->buf.store(NewBuffer().release());
+      ++pool_->allocated;
+    } else {
+      pool_->needy.push_back(&s->buf);
+    }
+  }
+
+  // Waits until a released lease's buffer fills the slot (backpressure). nullptr when cancelled.
+  BatchBuffer* WaitForBuffer(Slot* s) {
+    std::unique_lock<std::mutex> l(pool_->mu);
+    pool_->cv.wait(l, [&] { return cancel_.load() || s->buf.load(); });
+    return cancel_.load() ? nullptr : s->buf.load();
+  }
+
   void WorkerLoop(int t) {
     SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t), opt_.defer_augment);
     StageStats local;
@@ -412,18 +547,20 @@ class Pipeline {
       const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
       const uint32_t to = std::min(len, from + chunk_);
       if (from >= to) continue;
+      BatchBuffer* b = s->buf.load(std::memory_order_acquire);
+      if (!b && !(b = WaitForBuffer(s))) return;  // its last batch is leased and no spare is free
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
         const uint64_t c0 = opt_.collect_stats ? NowNs() : 0;
-        s->indices[j] = sample;
-        s->padding[j] = plan_.padding[pos];
+        b->indices[j] = sample;
+        b->padding[j] = plan_.padding[pos];
         const auto e = ds_.entry(sample);
-        s->labels[0][j] = e.label[0];
-        s->labels[1][j] = e.label[1];
+        b->labels[0][j] = e.label[0];
+        b->labels[1][j] = e.label[1];
         if (opt_.collect_stats) st->collate_ns += NowNs() - c0;
         try {
-          proc->Process(sample, seed, epoch, s->images + size_t(j) * sample_bytes_, st, &s->params[j]);
+          proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
         } catch (const std::exception& ex) {
           std::lock_guard<std::mutex> l(s->error_mu);
           if (s->error.empty()) s->error = ex.what();
@@ -445,6 +582,7 @@ class Pipeline {
   OutputFormat format_;
   size_t sample_bytes_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::shared_ptr<BufferPool> pool_;
   int threads_ = 1;
   std::vector<std::thread> workers_;
   std::vector<StageStats> stats_;
@@ -457,6 +595,8 @@ class Pipeline {
   uint64_t job_ = 0;
   int active_ = 0;
   bool holding_ = false;
+  const Batch* held_batch_ = nullptr;      // what Next() handed out, while holding_
+  std::shared_ptr<LeaseBlock> held_lease_;  // the held batch's lease, once it was leased
   EpochPlan plan_;
   uint64_t epoch_ = 0, next_deliver_ = 0;
   std::vector<uint8_t> excluded_;  // samples left out of epoch excluded_epoch_ (see Restore)
@@ -484,6 +624,9 @@ const Dataset& Loader::dataset() const { return p_->dataset(); }
 const LoaderOptions& Loader::options() const { return p_->options(); }
 int Loader::threads() const { return p_->threads(); }
 StageStats Loader::stats() const { return p_->Stats(); }
+BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
+size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }
+size_t Loader::leased() const { return p_->Leased(); }
 void Loader::reset_stats() { p_->ResetStats(); }
 
 Loader::EpochRange::EpochRange(EpochRange&& o) noexcept : p_(o.p_), job_(o.job_) { o.p_ = nullptr; }
@@ -498,6 +641,11 @@ Loader::Iterator Loader::EpochRange::begin() {
   it.job_ = job_;
   it.batch_ = p_->Next(job_);
   return it;
+}
+
+BatchLease Loader::Iterator::lease() const {
+  if (!p_) throw Error("lease: the range has ended");
+  return p_->Lease(batch_, job_);
 }
 
 Loader::Iterator& Loader::Iterator::operator++() {

@@ -277,6 +277,9 @@ int CmdBench(int argc, char** argv) {
       if (!trace_path.empty()) std::printf("trace of the last epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
     }
     return kExitOk;
+  } catch (const OptionError& e) {  // a flag's value the loader rejects: a usage error
+    std::fprintf(stderr, "dsc bench: %s\n", e.what());
+    return kExitUsage;
   } catch (const Error& e) {
     std::fprintf(stderr, "dsc bench: error: %s\n", e.what());
     return kExitBad;

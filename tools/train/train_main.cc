@@ -512,6 +512,9 @@ int main(int argc, char** argv) {
   }
   try {
     return dsc::train::Run(c);
+  } catch (const dsc::OptionError& e) {  // a flag's value the loader rejects: a usage error
+    std::fprintf(stderr, "dsc train: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc train: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,98 @@
+// Loader option validation. Every option a caller can get wrong is checked once, when the loader is
+// built, so that a bad value is an OptionError naming it instead of a crash, a write past a buffer or
+// NaN pixels deep inside a worker thread.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "kernels/limits.h"
+#include "reader/loader.h"
+
+namespace dsc {
+
+namespace {
+
+// Limits that keep a typo from turning into a multi-terabyte allocation or thousands of threads.
+constexpr uint32_t kMaxBatchSize = 1u << 20;
+constexpr uint32_t kMaxPrefetch = 64;
+constexpr uint32_t kMaxLeases = 64;
+constexpr int kMaxThreads = 1024;
+
+template <typename T>
+std::string Str(T v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+[[noreturn]] void Bad(const std::string& option, const std::string& value, const std::string& why) {
+  throw OptionError("invalid loader option " + option + " = " + value + ": " + why);
+}
+
+void Finite(const char* option, float v) {
+  if (!std::isfinite(v)) Bad(option, Str(v), "must be a finite number");
+}
+
+// lo and hi a positive, finite, ordered range.
+void Range(const char* lo_name, float lo, const char* hi_name, float hi) {
+  Finite(lo_name, lo);
+  Finite(hi_name, hi);
+  if (!(lo > 0)) Bad(lo_name, Str(lo), "must be positive");
+  if (!(hi >= lo)) Bad(hi_name, Str(hi), std::string("must be at least ") + lo_name + " (" + Str(lo) + ")");
+}
+
+}  // namespace
+
+void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
+  if (o.batch_size == 0) Bad("batch_size", "0", "must be at least 1");
+  if (o.batch_size > kMaxBatchSize) Bad("batch_size", Str(o.batch_size), "must be at most " + Str(kMaxBatchSize));
+  if (o.prefetch > kMaxPrefetch) Bad("prefetch", Str(o.prefetch), "must be at most " + Str(kMaxPrefetch));
+  if (o.max_leases > kMaxLeases) Bad("max_leases", Str(o.max_leases), "must be at most " + Str(kMaxLeases));
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    Bad("threads", Str(o.threads), "must be 0 (all cores) to " + Str(kMaxThreads));
+  if (bool(o.allocate) != bool(o.release))
+    Bad(o.allocate ? "allocate" : "release", "set", std::string("needs ") + (o.allocate ? "release" : "allocate") +
+                                                   " too: buffers must be freed by the allocator that made them");
+  if (o.dtype == DType::kUint8 && o.layout != Layout::kNHWC) Bad("layout", "NCHW", "uint8 output must be NHWC");
+  if (o.dtype == DType::kUint8 && o.augment.normalize && !o.defer_augment)
+    Bad("augment.normalize", "true", "uint8 output is unnormalised (normalise on the GPU, or use defer_augment)");
+  if (o.defer_augment && o.dtype != DType::kUint8) Bad("defer_augment", "true", "needs uint8 NHWC output");
+
+  const kernels::AugmentSpec& a = o.augment;
+  if (a.crop != kernels::CropMode::kNone) {
+    if (a.out_w <= 0) Bad("augment.out_w", Str(a.out_w), "crop transforms need a positive output size");
+    if (a.out_h <= 0) Bad("augment.out_h", Str(a.out_h), "crop transforms need a positive output size");
+    if (uint64_t(a.out_w) * uint64_t(a.out_h) > kernels::kDefaultMaxPixels)
+      Bad("augment.out_w x augment.out_h", Str(a.out_w) + "x" + Str(a.out_h),
+          "more than " + Str(kernels::kDefaultMaxPixels) + " pixels");
+  }
+  if (a.crop == kernels::CropMode::kRandomResized) {
+    Range("augment.scale_min", a.scale_min, "augment.scale_max", a.scale_max);
+    Range("augment.ratio_min", a.ratio_min, "augment.ratio_max", a.ratio_max);
+  }
+  if (a.crop == kernels::CropMode::kCenter) {
+    Finite("augment.center_ratio", a.center_ratio);
+    if (!(a.center_ratio > 0 && a.center_ratio <= 1)) Bad("augment.center_ratio", Str(a.center_ratio), "must be in (0, 1]");
+  }
+  if (a.translate < 0) Bad("augment.translate", Str(a.translate), "must not be negative");
+  if (a.cutout < 0) Bad("augment.cutout", Str(a.cutout), "must not be negative");
+  if (a.normalize) {
+    const char* mean[3] = {"augment.mean[0]", "augment.mean[1]", "augment.mean[2]"};
+    const char* std[3] = {"augment.std[0]", "augment.std[1]", "augment.std[2]"};
+    for (int c = 0; c < 3; ++c) {
+      Finite(mean[c], a.mean[c]);
+      Finite(std[c], a.std[c]);
+      if (!(a.std[c] > 0)) Bad(std[c], Str(a.std[c]), "must be positive");
+    }
+  }
+  // The output image's size, once the file is known: the shift and the square live inside it.
+  if (width > 0 && height > 0) {
+    const uint32_t side = std::min(width, height);
+    if (uint32_t(a.translate) >= side)
+      Bad("augment.translate", Str(a.translate), "must be smaller than the image side (" + Str(side) + ")");
+    if (uint32_t(a.cutout) > side)
+      Bad("augment.cutout", Str(a.cutout), "must be at most the image side (" + Str(side) + ")");
+  }
+}
+
+}  // namespace dsc

@@ -1,0 +1,232 @@
+// Loader option validation on a real CIFAR-10 file: each bad option is an OptionError at Loader
+// construction naming the option (never a crash, an overflow or NaN pixels later), the edge values
+// that are valid still load, and `dsc bench` exits 2 on a bad flag value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+const std::string& File() {
+  static std::string f = [] {
+    writer::BuildOptions o;
+    o.log = [](const std::string&) {};
+    const std::string out = ScratchDir("-options") + "/cifar.beton";
+    writer::Build(SubsetTree(2), out, o);  // 20 real 32x32 JPEGs
+    return out;
+  }();
+  return f;
+}
+
+LoaderOptions Small(LoaderOptions o = LoaderOptions::CifarTrain()) {
+  o.batch_size = 8;
+  o.threads = 2;
+  return o;
+}
+
+// Builds a loader and runs an epoch: before validation existed, some of these options were accepted
+// and then failed (or wrote out of bounds) only while decoding.
+void ExpectRejected(const LoaderOptions& o, const std::string& option, const std::string& value) {
+  SCOPED_TRACE(option + " = " + value);
+  try {
+    Loader l(File(), o);
+    for (const Batch& b : l.epoch(0)) (void)b;
+    ADD_FAILURE() << option << " = " << value << " was accepted";
+  } catch (const OptionError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(option), std::string::npos) << what;
+    EXPECT_NE(what.find(value), std::string::npos) << what;
+  }
+}
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(Options, TranslateAtLeastTheImageSide) {
+  for (int t : {32, 40, 100}) {
+    LoaderOptions o = Small();
+    o.augment.translate = t;
+    ExpectRejected(o, "augment.translate", std::to_string(t));
+  }
+  LoaderOptions o = Small();
+  o.augment.translate = -1;
+  ExpectRejected(o, "augment.translate", "-1");
+  // A crop's output size is the side that counts.
+  o = Small(LoaderOptions::ImagenetTrain());
+  o.augment.out_w = 16;
+  o.augment.out_h = 24;
+  o.augment.translate = 16;
+  ExpectRejected(o, "augment.translate", "16");
+}
+
+TEST(Options, Cutout) {
+  LoaderOptions o = Small();
+  o.augment.cutout = 33;
+  ExpectRejected(o, "augment.cutout", "33");
+  o.augment.cutout = -4;
+  ExpectRejected(o, "augment.cutout", "-4");
+}
+
+TEST(Options, RandomResizedCropRanges) {
+  struct Case {
+    float smin, smax, rmin, rmax;
+    const char* option;
+    const char* value;
+  } cases[] = {
+      {0.9f, 0.5f, 0.75f, 1.25f, "augment.scale_max", "0.5"},
+      {0, 1, 0.75f, 1.25f, "augment.scale_min", "0"},
+      {-0.1f, 1, 0.75f, 1.25f, "augment.scale_min", "-0.1"},
+      {kNan, 1, 0.75f, 1.25f, "augment.scale_min", "nan"},
+      {0.1f, kNan, 0.75f, 1.25f, "augment.scale_max", "nan"},
+      {0.1f, kInf, 0.75f, 1.25f, "augment.scale_max", "inf"},
+      {0.1f, 1, 2, 1, "augment.ratio_max", "1"},
+      {0.1f, 1, 0, 1, "augment.ratio_min", "0"},
+      {0.1f, 1, -1, 1, "augment.ratio_min", "-1"},
+      {0.1f, 1, 0.75f, kInf, "augment.ratio_max", "inf"},
+      {0.1f, 1, kNan, 1, "augment.ratio_min", "nan"},
+  };
+  for (const Case& c : cases) {
+    LoaderOptions o = Small(LoaderOptions::ImagenetTrain());
+    o.augment.out_w = o.augment.out_h = 24;
+    o.augment.scale_min = c.smin;
+    o.augment.scale_max = c.smax;
+    o.augment.ratio_min = c.rmin;
+    o.augment.ratio_max = c.rmax;
+    ExpectRejected(o, c.option, c.value);
+  }
+}
+
+TEST(Options, CenterRatio) {
+  for (float r : {1.5f, 0.0f, -0.5f, kNan, kInf}) {
+    LoaderOptions o = Small(LoaderOptions::CifarTest());
+    o.augment.crop = kernels::CropMode::kCenter;
+    o.augment.out_w = o.augment.out_h = 16;
+    o.augment.center_ratio = r;
+    std::ostringstream v;
+    v << r;
+    ExpectRejected(o, "augment.center_ratio", v.str());
+  }
+}
+
+TEST(Options, OutputSize) {
+  LoaderOptions o = Small(LoaderOptions::ImagenetTrain());
+  o.augment.out_w = 0;
+  o.augment.out_h = 24;
+  ExpectRejected(o, "augment.out_w", "0");
+  o.augment.out_w = 24;
+  o.augment.out_h = -3;
+  ExpectRejected(o, "augment.out_h", "-3");
+  o.augment.out_w = o.augment.out_h = 100000;  // 10^10 pixels per image
+  ExpectRejected(o, "augment.out_w x augment.out_h", "100000x100000");
+}
+
+TEST(Options, Normalization) {
+  LoaderOptions o = Small();
+  o.augment.std[1] = 0;
+  ExpectRejected(o, "augment.std[1]", "0");
+  o = Small();
+  o.augment.std[2] = kNan;
+  ExpectRejected(o, "augment.std[2]", "nan");
+  o = Small();
+  o.augment.std[0] = -50;
+  ExpectRejected(o, "augment.std[0]", "-50");
+  o = Small();
+  o.augment.mean[0] = kInf;
+  ExpectRejected(o, "augment.mean[0]", "inf");
+}
+
+TEST(Options, BatchPrefetchThreadsLeases) {
+  LoaderOptions o = Small();
+  o.batch_size = 0;
+  ExpectRejected(o, "batch_size", "0");
+  o.batch_size = 1u << 30;  // 12 TB of float32 batch buffers
+  ExpectRejected(o, "batch_size", std::to_string(1u << 30));
+  o = Small();
+  o.prefetch = 100000;
+  ExpectRejected(o, "prefetch", "100000");
+  o = Small();
+  o.threads = -2;
+  ExpectRejected(o, "threads", "-2");
+  o = Small();
+  o.max_leases = 100000;
+  ExpectRejected(o, "max_leases", "100000");
+}
+
+TEST(Options, AllocateNeedsRelease) {
+  LoaderOptions o = Small();
+  o.allocate = [](size_t n) { return std::aligned_alloc(64, n); };
+  ExpectRejected(o, "allocate", "set");
+  o = Small();
+  o.release = [](void* p) { std::free(p); };
+  ExpectRejected(o, "release", "set");
+}
+
+TEST(Options, OutputTypes) {
+  LoaderOptions o = Small();
+  o.dtype = DType::kUint8;
+  o.augment.normalize = false;
+  ExpectRejected(o, "layout", "NCHW");
+  o.layout = Layout::kNHWC;
+  o.augment.normalize = true;
+  ExpectRejected(o, "augment.normalize", "true");
+  o = Small();
+  o.defer_augment = true;
+  ExpectRejected(o, "defer_augment", "true");
+}
+
+// The edges of each valid range still load, and produce finite pixels.
+TEST(Options, EdgeValuesLoad) {
+  std::vector<LoaderOptions> ok;
+  LoaderOptions o = Small();
+  o.augment.translate = 31;
+  o.augment.cutout = 32;
+  o.prefetch = 0;
+  ok.push_back(o);
+  o = Small(LoaderOptions::CifarTest());
+  o.augment.crop = kernels::CropMode::kCenter;
+  o.augment.out_w = o.augment.out_h = 20;
+  o.augment.center_ratio = 1;
+  ok.push_back(o);
+  o = Small(LoaderOptions::ImagenetTrain());
+  o.augment.out_w = o.augment.out_h = 24;
+  o.augment.scale_min = o.augment.scale_max = 0.5f;
+  o.augment.ratio_min = o.augment.ratio_max = 1;
+  o.allocate = [](size_t n) { return std::aligned_alloc(64, n); };
+  o.release = [](void* p) { std::free(p); };
+  ok.push_back(o);
+  for (const LoaderOptions& opt : ok) {
+    Loader l(File(), opt);
+    uint64_t batches = 0;
+    for (const Batch& b : l.epoch(0)) {
+      const float* px = b.images_as<float>();
+      for (size_t i = 0; i < b.image_bytes() / 4 * b.size; ++i) ASSERT_TRUE(std::isfinite(px[i]));
+      ++batches;
+    }
+    EXPECT_EQ(batches, l.batches_per_epoch());
+  }
+}
+
+TEST(Options, BenchExitsTwoOnBadValues) {
+  std::string out;
+  EXPECT_EQ(RunDsc("bench " + File() + " --batch-size 0 --epochs 1", &out), 2) << out;
+  EXPECT_NE(out.find("batch_size"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench " + File() + " --prefetch 5000 --epochs 1", &out), 2) << out;
+  EXPECT_NE(out.find("prefetch"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench " + File() + " --threads=-3 --epochs 1", &out), 2) << out;
+  EXPECT_NE(out.find("threads"), std::string::npos) << out;
+  // Bad input (not a bad option) is still exit 1.
+  EXPECT_EQ(RunDsc("bench " + File() + ".missing --epochs 1", &out), 1) << out;
+}
+
+}  // namespace
+}  // namespace dsc::test
