@@ -130,26 +130,6 @@ int RunDscMeasured(const std::string& args, std::string* out, double* rss_mib, d
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-// Rewrites sample i's index entry (dimensions here) with every checksum recomputed, so only the lie
-// about the image remains: the kind of file an attacker or a buggy tool would hand over.
-void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {
-  using namespace dsc::format;
-  auto b = ReadFile(from);
-  Header hd = DecodeHeader(b.data());
-  uint8_t* idx = b.data() + hd.sections[kIndex].offset;
-  IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
-  e.width = w;
-  e.height = h;
-  EncodeIndexEntry(e, idx + i * kIndexEntrySize);
-  hd.sections[kIndex].checksum = Checksum(idx, hd.sections[kIndex].size);
-  uint64_t c = EncodeHeader(hd, b.data());
-  uint8_t* foot = b.data() + b.size() - kFooterSize;
-  Footer f = DecodeFooter(foot);
-  f.header_checksum = c;
-  EncodeFooter(f, foot);
-  WriteFile(to, b);
-}
-
 // An index claiming a 65535x65535 image (checksums intact) once made export allocate 12.6 GB before
 // the decoder noticed. Export and verify --decode must refuse before allocating: by the pixel limit,
 // and, with the limit raised, by the payload's own header disagreeing with the index.

@@ -220,19 +220,7 @@ TEST(HostileIndex, LoaderRefusesBeforeAllocating) {
   o.log = [](const std::string&) {};
   o.encode.encoding = "raw-zstd";
   writer::Build(SubsetTree(1), dir + "/z.beton", o);
-  auto b = ReadFile(dir + "/z.beton");
-  Header hd = DecodeHeader(b.data());
-  uint8_t* idx = b.data() + hd.sections[kIndex].offset;
-  IndexEntry e = DecodeIndexEntry(idx + 3 * kIndexEntrySize);
-  e.width = e.height = 65535;
-  EncodeIndexEntry(e, idx + 3 * kIndexEntrySize);
-  hd.sections[kIndex].checksum = Checksum(idx, hd.sections[kIndex].size);
-  uint64_t c = EncodeHeader(hd, b.data());
-  uint8_t* foot = b.data() + b.size() - kFooterSize;
-  Footer f = DecodeFooter(foot);
-  f.header_checksum = c;
-  EncodeFooter(f, foot);
-  WriteFile(dir + "/bad.beton", b);
+  ForgeDimensions(dir + "/z.beton", dir + "/bad.beton", 3, 65535, 65535);
   struct rusage before = {};
   getrusage(RUSAGE_SELF, &before);
   for (uint64_t limit : {uint64_t(0), uint64_t(1) << 40}) {

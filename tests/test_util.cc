@@ -12,6 +12,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "format/layout.h"
+#include "tests/fuzz/fixup_checksums.h"
+
 namespace dsc::test {
 
 namespace fs = std::filesystem;
@@ -91,6 +94,18 @@ int RunDsc(const std::string& args, std::string* output) {
   int st = ::pclose(p);
   if (output) *output = out;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {
+  using namespace dsc::format;
+  auto b = ReadFile(from);
+  uint8_t* idx = b.data() + DecodeHeader(b.data()).sections[kIndex].offset;
+  IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
+  e.width = w;
+  e.height = h;
+  EncodeIndexEntry(e, idx + i * kIndexEntrySize);
+  fuzz::FixupChecksums(b.data(), b.size());
+  WriteFile(to, b);
 }
 
 }  // namespace dsc::test

@@ -24,6 +24,10 @@ inline void WriteFile(const std::string& path, const std::vector<uint8_t>& v) { 
 std::vector<uint8_t> ReferenceDecode(const std::vector<uint8_t>& jpeg, int* w = nullptr, int* h = nullptr, int flags = 0);
 double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
 
+// Copies `from` to `to` with sample i's index entry claiming w x h, every checksum recomputed: only
+// the lie about the image remains, as in a file a hostile or buggy writer hands over.
+void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h);
+
 // Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.
 int RunDsc(const std::string& args, std::string* output = nullptr);
 
