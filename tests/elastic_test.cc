@@ -6,7 +6,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
+#include "format/checksum.h"
 #include "format/error.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
@@ -131,6 +133,55 @@ TEST(Elastic, GlobalBatchesAreTheSameOnOneTwoOrFourRanks) {
       }
       EXPECT_EQ(total, drop_last ? 480 : 500);
     }
+  }
+}
+
+// The same over a whole epoch of the real CIFAR-10 train split (50,000 JPEGs; the 10,000 test images
+// in sanitizer builds, where it is ~10x slower): each sample as (index, padding, hash of its pixels),
+// so three full epochs fit in a few MB.
+TEST(Elastic, WholeCifarEpochIsTheSameOnOneTwoAndFourRanks) {
+#ifdef DSC_EXACT_HEAP_SOURCE
+  const std::string split = "test";
+#else
+  const std::string split = "train";
+#endif
+  const std::string file = ScratchDir() + "/cifar-" + split + ".beton";
+  writer::BuildOptions bo;
+  bo.log = [](const std::string&) {};
+  writer::Build(CifarJpegRoot() + "/" + split, file, bo);
+  using Key = std::tuple<uint32_t, uint8_t, uint64_t>;
+  auto run = [&](uint32_t world) {
+    std::vector<std::vector<Key>> global;
+    for (uint32_t r = 0; r < world; ++r) {
+      LoaderOptions o = Opts(Order::kRandom, 512, r, world);
+      Loader l(file, o);
+      uint64_t k = 0;
+      for (const Batch& b : l.epoch(1)) {
+        if (global.size() <= k) global.resize(k + 1);
+        for (uint32_t i = 0; i < b.size; ++i)
+          global[k].emplace_back(b.indices[i], b.padding[i],
+                                 Checksum(b.images_as<uint8_t>() + b.image_bytes() * i, b.image_bytes()));
+        ++k;
+      }
+      EXPECT_EQ(k, global.size()) << "rank " << r << " of " << world << " delivers every global batch";
+    }
+    return global;
+  };
+  const auto one = run(1);
+  std::vector<int> seen;
+  for (const auto& batch : one)
+    for (const auto& [index, padding, hash] : batch) {
+      if (seen.size() <= index) seen.resize(index + 1);
+      seen[index] += padding ? 0 : 1;
+    }
+  const uint32_t n = split == "train" ? 50000 : 10000;
+  ASSERT_EQ(seen.size(), n);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "sample " << i << " once per epoch";
+  ASSERT_EQ(one.size(), (n + 511) / 512);
+  for (uint32_t w : {2u, 4u}) {
+    const auto many = run(w);
+    ASSERT_EQ(many.size(), one.size()) << w << " ranks";
+    for (size_t k = 0; k < one.size(); ++k) ASSERT_EQ(many[k], one[k]) << w << " ranks, global batch " << k;
   }
 }
 
