@@ -49,31 +49,84 @@ void Validate(int sw, int sh, int dw, int dh, const ResampleBox& b) {
   if (b.x1 - b.x0 < 0 || b.y1 - b.y0 < 0) throw Error("resample: box " + BoxText(b) + " is inverted");
 }
 
+// The horizontal axis padded to `taps` taps for every output pixel: pixel x reads source pixels
+// start[x] .. start[x] + taps - 1 (moved left at the right edge so it stays inside the row; the extra
+// taps weigh 0) with the weights k[x * taps ..].
+struct HorizontalSimd {
+  int taps = 0;
+  std::vector<int32_t> start, k;
+};
+
+bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
+  int most = 0;
+  for (int n : a.count) most = n > most ? n : most;
+  h->taps = most;
+  if (most == 0 || most > iw) return false;  // narrower than the taps: the scalar pass does it
+  const size_t ow = a.count.size();
+  h->start.resize(ow);
+  h->k.assign(ow * most, 0);
+  for (size_t x = 0; x < ow; ++x) {
+    const int s = a.first[x] + most > iw ? iw - most : a.first[x];
+    h->start[x] = s;
+    for (int t = 0; t < a.count[x]; ++t) h->k[x * most + size_t(a.first[x] - s + t)] = a.k[x * a.ksize + t];
+  }
+  return true;
+}
+
 struct Plan {
   ResampleAxis h, v;
-  bool need_h = false, need_v = false;
+  HorizontalSimd hs;  // h for the AVX2 pass, when `simd` and it fits (hs_ok)
+  bool need_h = false, need_v = false, simd = false, hs_ok = false;
   int y_first = 0, y_last = 0;  // source rows the vertical pass reads
 };
 
 // ImagingResampleInner's set-up. Its need_* tests compare box[2] with the output size (not the input
 // size); kept as is, it only decides whether an identity pass is skipped.
-Plan MakePlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b) {
-  Plan p;
-  p.need_h = dw != sw || b.x0 != 0 || b.x1 != dw;
-  p.need_v = dh != sh || b.y0 != 0 || b.y1 != dh;
-  p.v = MakeResampleAxis(f, sh, b.y0, b.y1, dh);
-  p.y_first = p.v.first[0];
-  p.y_last = p.v.first[dh - 1] + p.v.count[dh - 1];
-  if (p.y_last < p.y_first) p.y_last = p.y_first;
-  if (p.need_h) {
-    p.h = MakeResampleAxis(f, sw, b.x0, b.x1, dw);
-    for (int& y : p.v.first) y -= p.y_first;
+void MakePlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b, bool simd, Plan* p) {
+  p->need_h = dw != sw || b.x0 != 0 || b.x1 != dw;
+  p->need_v = dh != sh || b.y0 != 0 || b.y1 != dh;
+  p->simd = simd;
+  p->hs_ok = false;
+  if (p->need_v) {
+    p->v = MakeResampleAxis(f, sh, b.y0, b.y1, dh);
+    p->y_first = p->v.first[0];
+    p->y_last = p->v.first[dh - 1] + p->v.count[dh - 1];
+    if (p->y_last < p->y_first) p->y_last = p->y_first;
   }
-  return p;
+  if (p->need_h) {
+    p->h = MakeResampleAxis(f, sw, b.x0, b.x1, dw);
+    if (p->need_v)
+      for (int& y : p->v.first) y -= p->y_first;
+    if (simd) p->hs_ok = MakeHorizontalSimd(p->h, sw, &p->hs);
+  }
+}
+
+// The plan for this geometry: the last one this thread made when the geometry (box bits included) is
+// the same, as when one crop size is used over and over, else a new one.
+const Plan& CachedPlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b, bool simd) {
+  struct Key {
+    int sw, sh, dw, dh, f, simd;
+    float box[4];
+  };
+  thread_local Key last;
+  thread_local bool valid = false;
+  thread_local Plan plan;
+  Key k;
+  std::memset(&k, 0, sizeof k);  // no stray padding bytes in the comparison
+  k.sw = sw, k.sh = sh, k.dw = dw, k.dh = dh, k.f = int(f), k.simd = simd;
+  k.box[0] = b.x0, k.box[1] = b.y0, k.box[2] = b.x1, k.box[3] = b.y1;
+  if (!valid || std::memcmp(&k, &last, sizeof k) != 0) {
+    valid = false;  // stays so if MakePlan throws (allocation)
+    MakePlan(sw, sh, dw, dh, f, b, simd, &plan);
+    last = k;
+    valid = true;
+  }
+  return plan;
 }
 
 // Horizontal pass over `rows` rows of `in` (iw RGB pixels each) into `out` (ow pixels each).
-void HorizontalScalar(const uint8_t* in, int iw, int rows, const ResampleAxis& a, uint8_t* out, int ow) {
+void HorizontalScalar(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
+  const ResampleAxis& a = p.h;
   for (int y = 0; y < rows; ++y) {
     const uint8_t* row = in + size_t(y) * iw * 3;
     uint8_t* o = out + size_t(y) * ow * 3;
@@ -109,7 +162,7 @@ void VerticalScalar(const uint8_t* in, size_t stride, const ResampleAxis& a, uin
   }
 }
 
-using HorizontalFn = void (*)(const uint8_t*, int, int, const ResampleAxis&, uint8_t*, int);
+using HorizontalFn = void (*)(const uint8_t*, int, int, const Plan&, uint8_t*, int);
 using VerticalFn = void (*)(const uint8_t*, size_t, const ResampleAxis&, uint8_t*, int, int);
 
 void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
@@ -127,30 +180,6 @@ void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, 
 // 8-lane int32 vectors times a broadcast weight (vpmulld: the exact 32-bit products), written to U in
 // the same sideways layout and transposed back into the 8 output rows. Every weight is applied to 8
 // rows at once and no lane is wasted.
-
-// The horizontal axis padded to `taps` taps for every output pixel: pixel x reads source pixels
-// start[x] .. start[x] + taps - 1 (moved left at the right edge so it stays inside the row; the extra
-// taps weigh 0) with the weights k[x * taps ..].
-struct HorizontalSimd {
-  int taps = 0;
-  std::vector<int32_t> start, k;
-};
-
-bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
-  int most = 0;
-  for (int n : a.count) most = n > most ? n : most;
-  h->taps = most;
-  if (most == 0 || most > iw) return false;  // narrower than the taps: the scalar pass does it
-  const size_t ow = a.count.size();
-  h->start.resize(ow);
-  h->k.assign(ow * most, 0);
-  for (size_t x = 0; x < ow; ++x) {
-    const int s = a.first[x] + most > iw ? iw - most : a.first[x];
-    h->start[x] = s;
-    for (int t = 0; t < a.count[x]; ++t) h->k[x * most + size_t(a.first[x] - s + t)] = a.k[x * a.ksize + t];
-  }
-  return true;
-}
 
 // T[8j + r] = rows[r][j] for j in [j0, j0 + 32): eight 32-byte loads, three rounds of unpacks.
 __attribute__((target("avx2"))) inline void TransposeIn32(const uint8_t* const* rows, size_t j0, uint8_t* t) {
@@ -234,9 +263,9 @@ __attribute__((target("avx2"))) void HorizontalBlock(const uint8_t* t, const Hor
   }
 }
 
-void HorizontalAvx2(const uint8_t* in, int iw, int rows, const ResampleAxis& a, uint8_t* out, int ow) {
-  HorizontalSimd h;
-  if (!MakeHorizontalSimd(a, iw, &h)) return HorizontalScalar(in, iw, rows, a, out, ow);
+void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
+  if (!p.hs_ok) return HorizontalScalar(in, iw, rows, p, out, ow);
+  const HorizontalSimd& h = p.hs;
   const size_t in_bytes = size_t(iw) * 3, out_bytes = size_t(ow) * 3;
   const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
   // Sideways buffers, whole 32-byte column groups plus the spare 8 bytes of the last pixel's store.
@@ -322,13 +351,13 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
   Validate(sw, sh, dw, dh, box);
   if (f != ResampleFilter::kBox && f != ResampleFilter::kBilinear && f != ResampleFilter::kBicubic)
     throw Error("resample: unsupported filter " + std::to_string(int(f)));
-  const Plan p = MakePlan(sw, sh, dw, dh, f, box);
+  const Plan& p = CachedPlan(sw, sh, dw, dh, f, box, horizontal != HorizontalScalar);
   if (!p.need_h && !p.need_v) {
     std::memcpy(dst, src, size_t(sw) * sh * 3);
     return;
   }
   if (!p.need_v) {  // dh == sh and every row is used: straight into dst
-    horizontal(src, sw, sh, p.h, dst, dw);
+    horizontal(src, sw, sh, p, dst, dw);
     return;
   }
   const uint8_t* in = src;
@@ -337,7 +366,7 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
     std::vector<uint8_t>& tmp = scratch ? *scratch : local;
     const int rows = p.y_last - p.y_first;
     tmp.resize(size_t(dw) * rows * 3);
-    horizontal(src + size_t(p.y_first) * sw * 3, sw, rows, p.h, tmp.data(), dw);
+    horizontal(src + size_t(p.y_first) * sw * 3, sw, rows, p, tmp.data(), dw);
     vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
     return;
   }
