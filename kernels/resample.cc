@@ -50,10 +50,11 @@ void Validate(int sw, int sh, int dw, int dh, const ResampleBox& b) {
 }
 
 // The horizontal axis padded to `taps` taps for every output pixel: pixel x reads source pixels
-// start[x] .. start[x] + taps - 1 (moved left at the right edge so it stays inside the row; the extra
-// taps weigh 0) with the weights k[x * taps ..].
+// x0 + start[x] .. x0 + start[x] + taps - 1 (moved left at the right edge so it stays inside the row;
+// the extra taps weigh 0) with the weights k[x * taps ..]. Only source pixels [x0, x0 + width) are read,
+// so only those are turned sideways.
 struct HorizontalSimd {
-  int taps = 0;
+  int taps = 0, x0 = 0, width = 0;
   std::vector<int32_t> start, k;
 };
 
@@ -65,11 +66,17 @@ bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
   const size_t ow = a.count.size();
   h->start.resize(ow);
   h->k.assign(ow * most, 0);
+  int lo = iw, hi = 0;
   for (size_t x = 0; x < ow; ++x) {
     const int s = a.first[x] + most > iw ? iw - most : a.first[x];
     h->start[x] = s;
+    lo = s < lo ? s : lo;
+    hi = s + most > hi ? s + most : hi;
     for (int t = 0; t < a.count[x]; ++t) h->k[x * most + size_t(a.first[x] - s + t)] = a.k[x * a.ksize + t];
   }
+  for (int& s : h->start) s -= lo;
+  h->x0 = lo;
+  h->width = hi - lo;
   return true;
 }
 
@@ -266,7 +273,8 @@ __attribute__((target("avx2"))) void HorizontalBlock(const uint8_t* t, const Hor
 void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
   if (!p.hs_ok) return HorizontalScalar(in, iw, rows, p, out, ow);
   const HorizontalSimd& h = p.hs;
-  const size_t in_bytes = size_t(iw) * 3, out_bytes = size_t(ow) * 3;
+  const size_t in_stride = size_t(iw) * 3, in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
+  in += size_t(h.x0) * 3;
   const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
   // Sideways buffers, whole 32-byte column groups plus the spare 8 bytes of the last pixel's store.
   thread_local std::vector<uint8_t> tbuf, ubuf;
@@ -280,7 +288,7 @@ void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t*
     // A short last block repeats its last row; those results are not stored.
     const uint8_t* src[8];
     uint8_t* dst[8];
-    for (int r = 0; r < 8; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_bytes;
+    for (int r = 0; r < 8; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_stride;
     for (size_t j = 0; j < in_full; j += 32) TransposeIn32(src, j, t);
     if (in_full < in_bytes) {
       const uint8_t* tail[8];
