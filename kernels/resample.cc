@@ -320,34 +320,48 @@ void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t*
   }
 }
 
-// 32 bytes of a row per step (four 8-lane int32 accumulators); the tail of each row is scalar.
-__attribute__((target("avx2"))) void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a,
-                                                  uint8_t* out, int y0, int y1) {
+// One output row, 32 bytes per step (four 8-lane int32 accumulators); the row's tail is scalar. kTaps > 0
+// is the row's tap count known at compile time (the loop unrolls); 0 reads it from the axis.
+template <int kTaps>
+__attribute__((target("avx2"))) void VerticalAvx2Row(const uint8_t* in, size_t stride, const ResampleAxis& a,
+                                                     uint8_t* out, int y) {
   const __m256i bias = _mm256_set1_epi32(int32_t(ResampleBias()));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const size_t vec_end = stride & ~size_t(31);
-  for (int y = y0; y < y1; ++y) {
-    const uint8_t* s = in + size_t(a.first[y]) * stride;
-    const int32_t* k = &a.k[size_t(y) * a.ksize];
-    const int n = a.count[y];
-    uint8_t* o = out + size_t(y) * stride;
-    for (size_t i = 0; i < vec_end; i += 32) {
-      __m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-      for (int t = 0; t < n; ++t) {
-        const uint8_t* p = s + size_t(t) * stride + i;
-        const __m256i kt = _mm256_set1_epi32(k[t]);
-        a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), kt));
-        a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))), kt));
-        a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16))), kt));
-        a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 24))), kt));
-      }
-      // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
-      const __m256i w01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kResampleBits), _mm256_srai_epi32(a1, kResampleBits));
-      const __m256i w23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kResampleBits), _mm256_srai_epi32(a3, kResampleBits));
-      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), bytes);
+  const uint8_t* s = in + size_t(a.first[y]) * stride;
+  const int32_t* k = &a.k[size_t(y) * a.ksize];
+  const int n = kTaps > 0 ? kTaps : a.count[y];
+  uint8_t* o = out + size_t(y) * stride;
+  for (size_t i = 0; i < vec_end; i += 32) {
+    __m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+    for (int t = 0; t < n; ++t) {
+      const uint8_t* p = s + size_t(t) * stride + i;
+      const __m256i kt = _mm256_set1_epi32(k[t]);
+      a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), kt));
+      a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))), kt));
+      a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16))), kt));
+      a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 24))), kt));
     }
-    if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
+    // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
+    const __m256i w01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kResampleBits), _mm256_srai_epi32(a1, kResampleBits));
+    const __m256i w23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kResampleBits), _mm256_srai_epi32(a3, kResampleBits));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), bytes);
+  }
+  if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
+}
+
+void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
+  for (int y = y0; y < y1; ++y) {
+    switch (a.count[y]) {
+      case 1: VerticalAvx2Row<1>(in, stride, a, out, y); break;
+      case 2: VerticalAvx2Row<2>(in, stride, a, out, y); break;
+      case 3: VerticalAvx2Row<3>(in, stride, a, out, y); break;
+      case 4: VerticalAvx2Row<4>(in, stride, a, out, y); break;
+      case 5: VerticalAvx2Row<5>(in, stride, a, out, y); break;
+      case 6: VerticalAvx2Row<6>(in, stride, a, out, y); break;
+      default: VerticalAvx2Row<0>(in, stride, a, out, y); break;
+    }
   }
 }
 
