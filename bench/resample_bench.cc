@@ -64,6 +64,18 @@ void BM_Crop320To224VaryingBox(benchmark::State& state) {
 }
 BENCHMARK(BM_Crop320To224VaryingBox)->Unit(benchmark::kMicrosecond);
 
+// Building one axis' coefficient table (a crop's 320 -> 224, fractional box edges).
+void BM_MakeAxis(benchmark::State& state) {
+  const ResampleFilter f = ResampleFilter(state.range(0));
+  float in0 = 17.25f;
+  for (auto _ : state) {
+    auto a = dsc::kernels::MakeResampleAxis(f, 500, in0, in0 + 320, 224);
+    benchmark::DoNotOptimize(a.k.data());
+    in0 = in0 < 100 ? in0 + 0.37f : 17.25f;
+  }
+}
+BENCHMARK(BM_MakeAxis)->Arg(int(ResampleFilter::kBilinear))->Arg(int(ResampleFilter::kBicubic));
+
 // The two passes apart, on a 320x320 image: horizontal only (320x320 -> 224x320) and vertical only
 // (320x320 -> 320x224).
 void BM_OnePass(benchmark::State& state) {
