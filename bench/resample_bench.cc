@@ -43,6 +43,39 @@ BENCHMARK_TEMPLATE(BM_Crop320To224, false)->Arg(int(ResampleFilter::kBilinear))-
     ->Arg(int(ResampleFilter::kBicubic))->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_Crop320To224, true)->Arg(int(ResampleFilter::kBilinear))->Unit(benchmark::kMicrosecond);
 
+// As above, but every call gets a different box (as RandomResizedCrop does), so no per-geometry cache
+// helps: this includes building the coefficient tables each time.
+void BM_Crop320To224VaryingBox(benchmark::State& state) {
+  const int sw = 500, sh = 375;
+  const auto src = Source(sw, sh);
+  std::vector<uint8_t> dst(224 * 224 * 3), scratch;
+  std::vector<ResampleBox> boxes;
+  for (int i = 0; i < 64; ++i) {
+    const float x0 = 17.25f + 0.37f * i, y0 = 9.5f + 0.29f * i, side = 320 - 0.41f * i;
+    boxes.push_back({x0, y0, x0 + side, y0 + side});
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    dsc::kernels::ResampleRgb(src.data(), sw, sh, dst.data(), 224, 224, ResampleFilter::kBilinear,
+                              boxes[i++ % boxes.size()], &scratch);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_Crop320To224VaryingBox)->Unit(benchmark::kMicrosecond);
+
+// Building one axis' coefficient table (a crop's 320 -> 224, fractional box edges).
+void BM_MakeAxis(benchmark::State& state) {
+  const ResampleFilter f = ResampleFilter(state.range(0));
+  float in0 = 17.25f;
+  for (auto _ : state) {
+    auto a = dsc::kernels::MakeResampleAxis(f, 500, in0, in0 + 320, 224);
+    benchmark::DoNotOptimize(a.k.data());
+    in0 = in0 < 100 ? in0 + 0.37f : 17.25f;
+  }
+}
+BENCHMARK(BM_MakeAxis)->Arg(int(ResampleFilter::kBilinear))->Arg(int(ResampleFilter::kBicubic));
+
 // The two passes apart, on a 320x320 image: horizontal only (320x320 -> 224x320) and vertical only
 // (320x320 -> 320x224).
 void BM_OnePass(benchmark::State& state) {

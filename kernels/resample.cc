@@ -49,31 +49,91 @@ void Validate(int sw, int sh, int dw, int dh, const ResampleBox& b) {
   if (b.x1 - b.x0 < 0 || b.y1 - b.y0 < 0) throw Error("resample: box " + BoxText(b) + " is inverted");
 }
 
+// The horizontal axis padded to `taps` taps for every output pixel: pixel x reads source pixels
+// x0 + start[x] .. x0 + start[x] + taps - 1 (moved left at the right edge so it stays inside the row;
+// the extra taps weigh 0) with the weights k[x * taps ..]. Only source pixels [x0, x0 + width) are read,
+// so only those are turned sideways.
+struct HorizontalSimd {
+  int taps = 0, x0 = 0, width = 0;
+  std::vector<int32_t> start, k;
+};
+
+bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
+  int most = 0;
+  for (int n : a.count) most = n > most ? n : most;
+  h->taps = most;
+  if (most == 0 || most > iw) return false;  // narrower than the taps: the scalar pass does it
+  const size_t ow = a.count.size();
+  h->start.resize(ow);
+  h->k.assign(ow * most, 0);
+  int lo = iw, hi = 0;
+  for (size_t x = 0; x < ow; ++x) {
+    const int s = a.first[x] + most > iw ? iw - most : a.first[x];
+    h->start[x] = s;
+    lo = s < lo ? s : lo;
+    hi = s + most > hi ? s + most : hi;
+    for (int t = 0; t < a.count[x]; ++t) h->k[x * most + size_t(a.first[x] - s + t)] = a.k[x * a.ksize + t];
+  }
+  for (int& s : h->start) s -= lo;
+  h->x0 = lo;
+  h->width = hi - lo;
+  return true;
+}
+
 struct Plan {
   ResampleAxis h, v;
-  bool need_h = false, need_v = false;
+  HorizontalSimd hs;  // h for the AVX2 pass, when `simd` and it fits (hs_ok)
+  bool need_h = false, need_v = false, simd = false, hs_ok = false;
   int y_first = 0, y_last = 0;  // source rows the vertical pass reads
 };
 
 // ImagingResampleInner's set-up. Its need_* tests compare box[2] with the output size (not the input
 // size); kept as is, it only decides whether an identity pass is skipped.
-Plan MakePlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b) {
-  Plan p;
-  p.need_h = dw != sw || b.x0 != 0 || b.x1 != dw;
-  p.need_v = dh != sh || b.y0 != 0 || b.y1 != dh;
-  p.v = MakeResampleAxis(f, sh, b.y0, b.y1, dh);
-  p.y_first = p.v.first[0];
-  p.y_last = p.v.first[dh - 1] + p.v.count[dh - 1];
-  if (p.y_last < p.y_first) p.y_last = p.y_first;
-  if (p.need_h) {
-    p.h = MakeResampleAxis(f, sw, b.x0, b.x1, dw);
-    for (int& y : p.v.first) y -= p.y_first;
+void MakePlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b, bool simd, Plan* p) {
+  p->need_h = dw != sw || b.x0 != 0 || b.x1 != dw;
+  p->need_v = dh != sh || b.y0 != 0 || b.y1 != dh;
+  p->simd = simd;
+  p->hs_ok = false;
+  if (p->need_v) {
+    p->v = MakeResampleAxis(f, sh, b.y0, b.y1, dh);
+    p->y_first = p->v.first[0];
+    p->y_last = p->v.first[dh - 1] + p->v.count[dh - 1];
+    if (p->y_last < p->y_first) p->y_last = p->y_first;
   }
-  return p;
+  if (p->need_h) {
+    p->h = MakeResampleAxis(f, sw, b.x0, b.x1, dw);
+    if (p->need_v)
+      for (int& y : p->v.first) y -= p->y_first;
+    if (simd) p->hs_ok = MakeHorizontalSimd(p->h, sw, &p->hs);
+  }
+}
+
+// The plan for this geometry: the last one this thread made when the geometry (box bits included) is
+// the same, as when one crop size is used over and over, else a new one.
+const Plan& CachedPlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBox& b, bool simd) {
+  struct Key {
+    int sw, sh, dw, dh, f, simd;
+    float box[4];
+  };
+  thread_local Key last;
+  thread_local bool valid = false;
+  thread_local Plan plan;
+  Key k;
+  std::memset(&k, 0, sizeof k);  // no stray padding bytes in the comparison
+  k.sw = sw, k.sh = sh, k.dw = dw, k.dh = dh, k.f = int(f), k.simd = simd;
+  k.box[0] = b.x0, k.box[1] = b.y0, k.box[2] = b.x1, k.box[3] = b.y1;
+  if (!valid || std::memcmp(&k, &last, sizeof k) != 0) {
+    valid = false;  // stays so if MakePlan throws (allocation)
+    MakePlan(sw, sh, dw, dh, f, b, simd, &plan);
+    last = k;
+    valid = true;
+  }
+  return plan;
 }
 
 // Horizontal pass over `rows` rows of `in` (iw RGB pixels each) into `out` (ow pixels each).
-void HorizontalScalar(const uint8_t* in, int iw, int rows, const ResampleAxis& a, uint8_t* out, int ow) {
+void HorizontalScalar(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
+  const ResampleAxis& a = p.h;
   for (int y = 0; y < rows; ++y) {
     const uint8_t* row = in + size_t(y) * iw * 3;
     uint8_t* o = out + size_t(y) * ow * 3;
@@ -109,7 +169,7 @@ void VerticalScalar(const uint8_t* in, size_t stride, const ResampleAxis& a, uin
   }
 }
 
-using HorizontalFn = void (*)(const uint8_t*, int, int, const ResampleAxis&, uint8_t*, int);
+using HorizontalFn = void (*)(const uint8_t*, int, int, const Plan&, uint8_t*, int);
 using VerticalFn = void (*)(const uint8_t*, size_t, const ResampleAxis&, uint8_t*, int, int);
 
 void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
@@ -121,126 +181,187 @@ void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, 
 // The AVX2 passes. Every product and sum is the scalar one modulo 2^32 (integer adds in any order), so
 // the bytes are the same as the reference's.
 
-// The horizontal axis reshaped for SIMD: every output pixel reads exactly `taps` (even) source pixels
-// from start[x] (moved left at the right edge so it stays inside the row; the extra taps weigh 0).
-// Weights are split k = hi * 2^11 + lo (lo in 0..2047) so both halves fit int16 for vpmaddwd; pairs of
-// taps are stored as one int32 (two int16), ready to broadcast.
-struct HorizontalSimd {
-  int taps = 0;
-  std::vector<int32_t> start, hi, lo;  // hi/lo: [x * taps / 2 + pair]
-};
+// The horizontal pass works on blocks of 8 rows turned on their side, so that it becomes the vertical
+// pass' problem: the block is transposed into T, where source byte j (pixel j / 3, channel j % 3) of
+// the 8 rows is the 8 bytes T[8j .. 8j + 7]. An output pixel is then, per channel, a sum over taps of
+// 8-lane int32 vectors times a broadcast weight (vpmulld: the exact 32-bit products), written to U in
+// the same sideways layout and transposed back into the 8 output rows. Every weight is applied to 8
+// rows at once and no lane is wasted.
 
-bool MakeHorizontalSimd(const ResampleAxis& a, int iw, HorizontalSimd* h) {
-  int most = 0;
-  for (int n : a.count) most = n > most ? n : most;
-  h->taps = (most + 1) & ~1;
-  if (h->taps == 0 || h->taps > iw) return false;  // narrower than the taps: the scalar pass does it
-  const size_t ow = a.count.size();
-  h->start.resize(ow);
-  h->hi.assign(ow * h->taps / 2, 0);
-  h->lo.assign(ow * h->taps / 2, 0);
-  for (size_t x = 0; x < ow; ++x) {
-    const int s = a.first[x] + h->taps > iw ? iw - h->taps : a.first[x];
-    h->start[x] = s;
-    for (int t = 0; t < a.count[x]; ++t) {
-      const int32_t k = a.k[x * a.ksize + t];
-      if (k >= (1 << 26) || k < -(1 << 26)) return false;  // hi would not fit int16
-      const int p = a.first[x] - s + t;                      // its place among the padded taps
-      const uint32_t hi16 = uint16_t(int16_t(k >> 11)), lo16 = uint16_t(k & 2047);
-      const size_t i = x * h->taps / 2 + p / 2;
-      const int sh = (p & 1) * 16;
-      h->hi[i] = int32_t(uint32_t(h->hi[i]) | (hi16 << sh));
-      h->lo[i] = int32_t(uint32_t(h->lo[i]) | (lo16 << sh));
-    }
+// T[8j + r] = rows[r][j] for j in [j0, j0 + 32): eight 32-byte loads, three rounds of unpacks.
+__attribute__((target("avx2"))) inline void TransposeIn32(const uint8_t* const* rows, size_t j0, uint8_t* t) {
+  __m256i a[8], b[8], c[8];
+  for (int r = 0; r < 8; ++r) a[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + j0));
+  for (int r = 0; r < 8; r += 2) {
+    b[r] = _mm256_unpacklo_epi8(a[r], a[r + 1]);      // per lane: bytes 0..7 of rows r, r + 1
+    b[r + 1] = _mm256_unpackhi_epi8(a[r], a[r + 1]);  // bytes 8..15
   }
-  return true;
+  for (int q = 0; q < 2; ++q) {  // rows 0..3, then 4..7
+    const __m256i* x = b + 4 * q;
+    c[4 * q + 0] = _mm256_unpacklo_epi16(x[0], x[2]);  // bytes 0..3 of 4 rows
+    c[4 * q + 1] = _mm256_unpackhi_epi16(x[0], x[2]);  // 4..7
+    c[4 * q + 2] = _mm256_unpacklo_epi16(x[1], x[3]);  // 8..11
+    c[4 * q + 3] = _mm256_unpackhi_epi16(x[1], x[3]);  // 12..15
+  }
+  uint8_t* o = t + 8 * j0;
+  for (int i = 0; i < 4; ++i) {
+    const __m256i lo = _mm256_unpacklo_epi32(c[i], c[i + 4]);  // bytes 4i, 4i + 1 of the 8 rows
+    const __m256i hi = _mm256_unpackhi_epi32(c[i], c[i + 4]);  // bytes 4i + 2, 4i + 3
+    // Low lanes hold bytes j0 .. j0 + 15, high lanes j0 + 16 .. j0 + 31.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * i), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 128 + 32 * i), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
 }
 
-// 8 bytes at p, or fewer when p + 8 passes `end` (the rest zero): never reads past the buffer. Only
-// the last row can reach `end`; the others skip the check.
-template <bool kLastRow>
-__attribute__((target("avx2"))) inline __m128i Load8(const uint8_t* p, const uint8_t* end) {
-  if (!kLastRow || p + 8 <= end) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  uint8_t b[8] = {};
-  std::memcpy(b, p, size_t(end - p));
-  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+// rows[r][j] = U[8j + r] for j in [0, 32) (rows[r] points at byte j0 of its row): the inverse. In each
+// lane the two 8-byte columns become 8 16-bit (column, column + 1) pairs, then an 8x8 16-bit transpose.
+__attribute__((target("avx2"))) inline void TransposeOut32(const uint8_t* u, uint8_t* const* rows) {
+  const __m256i pair = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,  //
+                                        0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  __m256i x[8], y[8], z[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 16 * i));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 128 + 16 * i));
+    x[i] = _mm256_shuffle_epi8(_mm256_setr_m128i(lo, hi), pair);  // 16-bit element r: row r, bytes 2i, 2i + 1
+  }
+  for (int i = 0; i < 8; i += 2) {
+    y[i] = _mm256_unpacklo_epi16(x[i], x[i + 1]);      // rows 0..3
+    y[i + 1] = _mm256_unpackhi_epi16(x[i], x[i + 1]);  // rows 4..7
+  }
+  for (int q = 0; q < 2; ++q) {
+    const __m256i* v = y + 4 * q;
+    z[4 * q + 0] = _mm256_unpacklo_epi32(v[0], v[2]);  // rows 0, 1
+    z[4 * q + 1] = _mm256_unpackhi_epi32(v[0], v[2]);  // rows 2, 3
+    z[4 * q + 2] = _mm256_unpacklo_epi32(v[1], v[3]);  // rows 4, 5
+    z[4 * q + 3] = _mm256_unpackhi_epi32(v[1], v[3]);  // rows 6, 7
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[2 * i]), _mm256_unpacklo_epi64(z[i], z[i + 4]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[2 * i + 1]), _mm256_unpackhi_epi64(z[i], z[i + 4]));
+  }
 }
 
-// Two output pixels per step, one per 128-bit lane; each step takes one pair of taps: the six bytes
-// R0 G0 B0 R1 G1 B1 become int16 pairs (R0, R1) (G0, G1) (B0, B1) (0, 0) and vpmaddwd gives R, G, B sums.
-template <bool kLastRow>
-__attribute__((target("avx2"))) void HorizontalAvx2Row(const uint8_t* row, const uint8_t* end, const HorizontalSimd& h,
-                                                       uint8_t* o, int ow) {
-  const __m256i pairs = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,  //
-                                         0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+// Output pixels [0, ow) of one sideways block: for each, 3 channels x 8 rows of Q22 sums, clipped and
+// stored as 24 bytes (R of the 8 rows, G, B) at u + 24x. kTaps > 0 is the tap count known at compile
+// time; 0 reads it from h.
+template <int kTaps>
+__attribute__((target("avx2"))) void HorizontalBlock(const uint8_t* t, const HorizontalSimd& h, int ow, uint8_t* u) {
   const __m256i bias = _mm256_set1_epi32(int32_t(ResampleBias()));
-  const int np = h.taps / 2;
-  for (int x = 0; x < ow; x += 2) {
-    const int xb = x + 1 < ow ? x + 1 : x;  // an odd last pixel is computed twice, stored once
-    const uint8_t* pa = row + size_t(h.start[x]) * 3;
-    const uint8_t* pb = row + size_t(h.start[xb]) * 3;
-    const int32_t* ha = &h.hi[size_t(x) * np];
-    const int32_t* hb = &h.hi[size_t(xb) * np];
-    const int32_t* la = &h.lo[size_t(x) * np];
-    const int32_t* lb = &h.lo[size_t(xb) * np];
-    __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
-    for (int p = 0; p < np; ++p) {
-      const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(Load8<kLastRow>(pa + 6 * p, end)),
-                                                 Load8<kLastRow>(pb + 6 * p, end), 1);
-      const __m256i v = _mm256_shuffle_epi8(ab, pairs);
-      const __m256i kh = _mm256_setr_m128i(_mm_set1_epi32(ha[p]), _mm_set1_epi32(hb[p]));
-      const __m256i kl = _mm256_setr_m128i(_mm_set1_epi32(la[p]), _mm_set1_epi32(lb[p]));
-      sh = _mm256_add_epi32(sh, _mm256_madd_epi16(v, kh));
-      sl = _mm256_add_epi32(sl, _mm256_madd_epi16(v, kl));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const int taps = kTaps > 0 ? kTaps : h.taps;
+  const int32_t* kx = h.k.data();
+  for (int x = 0; x < ow; ++x, kx += taps) {
+    const uint8_t* s = t + size_t(h.start[x]) * 24;
+    __m256i r = bias, g = bias, b = bias;
+    for (int i = 0; i < taps; ++i, s += 24) {
+      const __m256i k = _mm256_set1_epi32(kx[i]);
+      r = _mm256_add_epi32(r, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))), k));
+      g = _mm256_add_epi32(g, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 8))), k));
+      b = _mm256_add_epi32(b, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 16))), k));
     }
-    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(sh, 11), sl), bias);
-    acc = _mm256_srai_epi32(acc, kResampleBits);
-    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), _mm256_setzero_si256());
-    const uint32_t a = uint32_t(_mm256_extract_epi32(packed, 0)), b = uint32_t(_mm256_extract_epi32(packed, 4));
-    std::memcpy(o + 3 * x, &a, 3);
-    if (xb != x) std::memcpy(o + 3 * xb, &b, 3);
+    // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
+    r = _mm256_srai_epi32(r, kResampleBits);
+    g = _mm256_srai_epi32(g, kResampleBits);
+    b = _mm256_srai_epi32(b, kResampleBits);
+    // Dwords R0-3 G0-3 B0-3 B0-3 | R4-7 G4-7 B4-7 B4-7, reordered to R0-7 G0-7 B0-7 (and 8 spare bytes,
+    // overwritten by the next pixel or landing in U's padding).
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(r, g), _mm256_packs_epi32(b, b));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 24 * size_t(x)), _mm256_permutevar8x32_epi32(bytes, order));
   }
 }
 
-void HorizontalAvx2(const uint8_t* in, int iw, int rows, const ResampleAxis& a, uint8_t* out, int ow) {
-  HorizontalSimd h;
-  if (!MakeHorizontalSimd(a, iw, &h)) return HorizontalScalar(in, iw, rows, a, out, ow);
-  const uint8_t* end = in + size_t(rows) * iw * 3;
-  for (int y = 0; y < rows; ++y) {
-    const uint8_t* row = in + size_t(y) * iw * 3;
-    if (y + 1 < rows) HorizontalAvx2Row<false>(row, end, h, out + size_t(y) * ow * 3, ow);
-    else HorizontalAvx2Row<true>(row, end, h, out + size_t(y) * ow * 3, ow);
+void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
+  if (!p.hs_ok) return HorizontalScalar(in, iw, rows, p, out, ow);
+  const HorizontalSimd& h = p.hs;
+  const size_t in_stride = size_t(iw) * 3, in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
+  in += size_t(h.x0) * 3;
+  const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
+  // Sideways buffers, whole 32-byte column groups plus the spare 8 bytes of the last pixel's store.
+  thread_local std::vector<uint8_t> tbuf, ubuf;
+  tbuf.resize(8 * ((in_bytes + 31) & ~size_t(31)));
+  ubuf.resize(8 * ((out_bytes + 31) & ~size_t(31)) + 32);
+  uint8_t* t = tbuf.data();
+  uint8_t* u = ubuf.data();
+  alignas(32) uint8_t in_tail[8][32] = {}, out_tail[8][32];
+  for (int y0 = 0; y0 < rows; y0 += 8) {
+    const int n = rows - y0 < 8 ? rows - y0 : 8;
+    // A short last block repeats its last row; those results are not stored.
+    const uint8_t* src[8];
+    uint8_t* dst[8];
+    for (int r = 0; r < 8; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_stride;
+    for (size_t j = 0; j < in_full; j += 32) TransposeIn32(src, j, t);
+    if (in_full < in_bytes) {
+      const uint8_t* tail[8];
+      for (int r = 0; r < 8; ++r) {
+        std::memcpy(in_tail[r], src[r] + in_full, in_bytes - in_full);
+        tail[r] = in_tail[r];
+      }
+      TransposeIn32(tail, 0, t + 8 * in_full);
+    }
+    switch (h.taps) {
+      case 1: HorizontalBlock<1>(t, h, ow, u); break;
+      case 2: HorizontalBlock<2>(t, h, ow, u); break;
+      case 3: HorizontalBlock<3>(t, h, ow, u); break;
+      case 4: HorizontalBlock<4>(t, h, ow, u); break;
+      case 5: HorizontalBlock<5>(t, h, ow, u); break;
+      case 6: HorizontalBlock<6>(t, h, ow, u); break;
+      default: HorizontalBlock<0>(t, h, ow, u); break;
+    }
+    for (size_t j = 0; j < out_full; j += 32) {
+      for (int r = 0; r < 8; ++r) dst[r] = r < n ? out + size_t(y0 + r) * out_bytes + j : out_tail[r];
+      TransposeOut32(u + 8 * j, dst);
+    }
+    if (out_full < out_bytes) {
+      for (int r = 0; r < 8; ++r) dst[r] = out_tail[r];
+      TransposeOut32(u + 8 * out_full, dst);
+      for (int r = 0; r < n; ++r)
+        std::memcpy(out + size_t(y0 + r) * out_bytes + out_full, out_tail[r], out_bytes - out_full);
+    }
   }
 }
 
-// 32 bytes of a row per step (four 8-lane int32 accumulators); the tail of each row is scalar.
-__attribute__((target("avx2"))) void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a,
-                                                  uint8_t* out, int y0, int y1) {
+// One output row, 32 bytes per step (four 8-lane int32 accumulators); the row's tail is scalar. kTaps > 0
+// is the row's tap count known at compile time (the loop unrolls); 0 reads it from the axis.
+template <int kTaps>
+__attribute__((target("avx2"))) void VerticalAvx2Row(const uint8_t* in, size_t stride, const ResampleAxis& a,
+                                                     uint8_t* out, int y) {
   const __m256i bias = _mm256_set1_epi32(int32_t(ResampleBias()));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const size_t vec_end = stride & ~size_t(31);
-  for (int y = y0; y < y1; ++y) {
-    const uint8_t* s = in + size_t(a.first[y]) * stride;
-    const int32_t* k = &a.k[size_t(y) * a.ksize];
-    const int n = a.count[y];
-    uint8_t* o = out + size_t(y) * stride;
-    for (size_t i = 0; i < vec_end; i += 32) {
-      __m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-      for (int t = 0; t < n; ++t) {
-        const uint8_t* p = s + size_t(t) * stride + i;
-        const __m256i kt = _mm256_set1_epi32(k[t]);
-        a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), kt));
-        a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))), kt));
-        a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16))), kt));
-        a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 24))), kt));
-      }
-      // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
-      const __m256i w01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kResampleBits), _mm256_srai_epi32(a1, kResampleBits));
-      const __m256i w23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kResampleBits), _mm256_srai_epi32(a3, kResampleBits));
-      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), bytes);
+  const uint8_t* s = in + size_t(a.first[y]) * stride;
+  const int32_t* k = &a.k[size_t(y) * a.ksize];
+  const int n = kTaps > 0 ? kTaps : a.count[y];
+  uint8_t* o = out + size_t(y) * stride;
+  for (size_t i = 0; i < vec_end; i += 32) {
+    __m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+    for (int t = 0; t < n; ++t) {
+      const uint8_t* p = s + size_t(t) * stride + i;
+      const __m256i kt = _mm256_set1_epi32(k[t]);
+      a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), kt));
+      a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))), kt));
+      a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16))), kt));
+      a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 24))), kt));
     }
-    if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
+    // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
+    const __m256i w01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kResampleBits), _mm256_srai_epi32(a1, kResampleBits));
+    const __m256i w23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kResampleBits), _mm256_srai_epi32(a3, kResampleBits));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), bytes);
+  }
+  if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
+}
+
+void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
+  for (int y = y0; y < y1; ++y) {
+    switch (a.count[y]) {
+      case 1: VerticalAvx2Row<1>(in, stride, a, out, y); break;
+      case 2: VerticalAvx2Row<2>(in, stride, a, out, y); break;
+      case 3: VerticalAvx2Row<3>(in, stride, a, out, y); break;
+      case 4: VerticalAvx2Row<4>(in, stride, a, out, y); break;
+      case 5: VerticalAvx2Row<5>(in, stride, a, out, y); break;
+      case 6: VerticalAvx2Row<6>(in, stride, a, out, y); break;
+      default: VerticalAvx2Row<0>(in, stride, a, out, y); break;
+    }
   }
 }
 
@@ -252,13 +373,13 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
   Validate(sw, sh, dw, dh, box);
   if (f != ResampleFilter::kBox && f != ResampleFilter::kBilinear && f != ResampleFilter::kBicubic)
     throw Error("resample: unsupported filter " + std::to_string(int(f)));
-  const Plan p = MakePlan(sw, sh, dw, dh, f, box);
+  const Plan& p = CachedPlan(sw, sh, dw, dh, f, box, horizontal != HorizontalScalar);
   if (!p.need_h && !p.need_v) {
     std::memcpy(dst, src, size_t(sw) * sh * 3);
     return;
   }
   if (!p.need_v) {  // dh == sh and every row is used: straight into dst
-    horizontal(src, sw, sh, p.h, dst, dw);
+    horizontal(src, sw, sh, p, dst, dw);
     return;
   }
   const uint8_t* in = src;
@@ -267,7 +388,7 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
     std::vector<uint8_t>& tmp = scratch ? *scratch : local;
     const int rows = p.y_last - p.y_first;
     tmp.resize(size_t(dw) * rows * 3);
-    horizontal(src + size_t(p.y_first) * sw * 3, sw, rows, p.h, tmp.data(), dw);
+    horizontal(src + size_t(p.y_first) * sw * 3, sw, rows, p, tmp.data(), dw);
     vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
     return;
   }

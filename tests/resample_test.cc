@@ -213,6 +213,33 @@ TEST(Resample, Avx2MatchesScalar) {
   EXPECT_EQ(n, 400);
 }
 
+// MakeResampleAxis (all indices at once, tuned) against ResampleTaps + ResampleFixed one index at a time,
+// Pillow's precompute_coeffs as written, over up- and downscales with fractional float boxes.
+TEST(Resample, AxisMatchesPerIndexTaps) {
+  Lcg g{7};
+  std::vector<double> w;
+  for (int r = 0; r < 600; ++r) {
+    const ResampleFilter f = ResampleFilter(r % 3);
+    const int in_size = 1 + int(900 * g.Next() * g.Next());
+    const float in0 = r % 5 == 0 ? 0.f : float(in_size * 0.5 * g.Next());
+    const float in1 = r % 5 == 0 ? float(in_size) : in0 + float((in_size - in0) * g.Next());
+    const int out_size = 1 + int(400 * g.Next());
+    const auto a = dsc::kernels::MakeResampleAxis(f, in_size, in0, in1, out_size);
+    ASSERT_EQ(a.ksize, dsc::kernels::ResampleMaxTaps(f, in0, in1, out_size));
+    w.assign(size_t(a.ksize), 0.0);
+    for (int i = 0; i < out_size; ++i) {
+      int first = -1;
+      const int n = dsc::kernels::ResampleTaps(f, in_size, in0, in1, out_size, i, &first, w.data());
+      ASSERT_EQ(a.first[i], first) << r << " index " << i;
+      ASSERT_EQ(a.count[i], n) << r << " index " << i;
+      for (int t = 0; t < a.ksize; ++t)
+        ASSERT_EQ(a.k[size_t(i) * a.ksize + t], t < n ? dsc::kernels::ResampleFixed(w[t]) : 0)
+            << "case " << r << ": " << in_size << " [" << in0 << ", " << in1 << ") -> " << out_size << " filter "
+            << int(f) << ", index " << i << " tap " << t;
+    }
+  }
+}
+
 TEST(Resample, RefusesBadGeometry) {
   std::vector<uint8_t> src(10 * 8 * 3, 7), dst(5 * 5 * 3);
   auto run = [&](int sw, int sh, int dw, int dh, ResampleBox b) -> std::string {
