@@ -1,11 +1,14 @@
 #include "kernels/jpeg_decoder.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <vector>
 // jpeglib.h needs FILE and size_t declared first.
 #include <jerror.h>
 #include <jpeglib.h>
+
+#include "kernels/jpeg_crop.h"
 
 namespace dsc::kernels {
 
@@ -20,11 +23,15 @@ namespace dsc::kernels {
 
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
-  jpeg_source_mgr src;  // two-piece source: head, then body
+  jpeg_source_mgr src;  // reads pieces[0], pieces[1], ... in turn
   jpeg_progress_mgr progress;  // enforces kMaxJpegScans
-  const uint8_t* body = nullptr;
-  size_t body_size = 0;
-  bool on_body = false;
+  struct Piece {
+    const uint8_t* data;
+    size_t size;
+  } pieces[3] = {};
+  int next_piece = 0;
+  JpegPieces stream;  // the stream given to ReadHeader (the crop path reads it again)
+  IntervalAssembler intervals;
   struct Err {
     jpeg_error_mgr mgr;
     jmp_buf jump;
@@ -63,10 +70,11 @@ void TermSource(j_decompress_ptr) {}
 boolean FillInput(j_decompress_ptr c) {
   auto* s = reinterpret_cast<JpegDecoder::State*>(c->client_data);
   static const JOCTET kEoi[2] = {0xFF, JPEG_EOI};
-  if (!s->on_body && s->body_size > 0) {
-    s->on_body = true;
-    c->src->next_input_byte = s->body;
-    c->src->bytes_in_buffer = s->body_size;
+  while (s->next_piece < 3) {
+    const JpegDecoder::State::Piece& p = s->pieces[s->next_piece++];
+    if (p.size == 0) continue;
+    c->src->next_input_byte = p.data;
+    c->src->bytes_in_buffer = p.size;
     return TRUE;
   }
   WARNMS(c, JWRN_JPEG_EOF);  // becomes an error (EmitMessage): the stream is truncated
@@ -109,25 +117,32 @@ JpegDecoder::JpegDecoder() : s_(new State()) {
 JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&s_->cinfo); }
 
 bool JpegDecoder::ReadHeader(const uint8_t* data, size_t size, int* width, int* height) {
-  return ReadHeader(data, size, nullptr, 0, width, height);
+  return ReadHeader(nullptr, 0, data, size, width, height);  // the body: the crop path looks for the scan there
 }
 
 bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
                              int* width, int* height) {
+  s_->stream = {head, head_size, body, body_size};
+  const bool ok = ReadPieces(head, head_size, body, body_size, nullptr, 0);
+  *width = int(s_->cinfo.image_width);
+  *height = int(s_->cinfo.image_height);
+  return ok;
+}
+
+bool JpegDecoder::ReadPieces(const uint8_t* a, size_t na, const uint8_t* b, size_t nb, const uint8_t* c3, size_t nc) {
   jpeg_decompress_struct* c = &s_->cinfo;
   DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   jpeg_abort_decompress(c);
   c->raw_data_out = FALSE;
-  s_->body = body;
-  s_->body_size = body_size;
-  s_->on_body = false;
-  s_->src.next_input_byte = head;
-  s_->src.bytes_in_buffer = head_size;
+  s_->pieces[0] = {a, na};
+  s_->pieces[1] = {b, nb};
+  s_->pieces[2] = {c3, nc};
+  s_->next_piece = 0;
+  s_->src.next_input_byte = nullptr;
+  s_->src.bytes_in_buffer = 0;  // libjpeg asks FillInput for the first piece
   c->src = &s_->src;
   jpeg_read_header(c, TRUE);
   c->out_color_space = JCS_RGB;  // also expands grayscale; CMYK is refused at start
-  *width = int(c->image_width);
-  *height = int(c->image_height);
   return true;
 }
 
@@ -206,21 +221,66 @@ bool JpegDecoder::DecodePlanes(JpegPlanes* out) {
   return true;
 }
 
+size_t JpegDecoder::StreamPosition() const {
+  if (s_->next_piece == 0) return 0;
+  size_t before = 0;
+  for (int i = 0; i < s_->next_piece - 1; ++i) before += s_->pieces[i].size;
+  return before + size_t(s_->src.next_input_byte - s_->pieces[s_->next_piece - 1].data);
+}
+
+int ChooseDctScale(int w, int h, int min_w, int min_h) {
+  int k = 1;
+  while (k < 8 && (w * k < min_w * 8 || h * k < min_h * 8)) ++k;
+  return k;
+}
+
 bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride,
+                               size_t capacity, DecodedRegion* region, bool fancy) {
+  const int k = ChooseDctScale(w, h, min_w, min_h);
+  used_intervals_ = false;
+  const jpeg_decompress_struct* c = &s_->cinfo;
+  RestartLayout l;
+  // The header as libjpeg read it must agree with ours (same scan, same interval, data where we think).
+  if (interval_crop_ && x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= int(c->image_width) &&
+      y + h <= int(c->image_height) && ParseRestartLayout(s_->stream, &l) && !c->progressive_mode &&
+      !c->arith_code && c->comps_in_scan == c->num_components && int(c->restart_interval) == l.interval &&
+      int(c->image_width) == l.width && int(c->image_height) == l.height && StreamPosition() == l.entropy) {
+    // Fancy upsampling reads the chroma samples next to a block's: one MCU of margin keeps them.
+    const IntervalSpan span = CoverRect(l, x, y, w, h, fancy ? 1 : 0);
+    IntervalAssembler& a = s_->intervals;
+    if (!span.whole_image && a.Assemble(s_->stream, l, span)) {
+      if (!ReadPieces(a.prefix.head, a.prefix.head_size, a.prefix.body, a.prefix.body_size, a.data(), a.size()))
+        return false;
+      if (int(c->image_width) != span.width || int(c->image_height) != span.height) {
+        error_ = "assembled restart intervals disagree with their header";
+        return false;
+      }
+      used_intervals_ = true;
+      return DecodeScaled(k, x, y, w, h, span.x, span.y, out, stride, capacity, region, fancy);
+    }
+  }
+  return DecodeScaled(k, x, y, w, h, 0, 0, out, stride, capacity, region, fancy);
+}
+
+bool JpegDecoder::DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy, uint8_t* out, size_t stride,
                                size_t capacity, DecodedRegion* region, bool fancy) {
   jpeg_decompress_struct* c = &s_->cinfo;
   DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   c->do_fancy_upsampling = fancy ? TRUE : FALSE;
-  int k = 1;
-  while (k < 8 && (w * k < min_w * 8 || h * k < min_h * 8)) ++k;
   c->scale_num = unsigned(k);
   c->scale_denom = 8;
   jpeg_start_decompress(c);
-  // The region in scaled coordinates, rounded outwards.
-  const int sx0 = x * k / 8, sy0 = y * k / 8;
-  int sx1 = ((x + w) * k + 7) / 8, sy1 = ((y + h) * k + 7) / 8;
-  if (sx1 > int(c->output_width)) sx1 = int(c->output_width);
-  if (sy1 > int(c->output_height)) sy1 = int(c->output_height);
+  // The region in scaled coordinates, rounded outwards, relative to the decoded image, which starts
+  // at (ox, oy) of the original: multiples of 8, so they scale to whole pixels.
+  const int sox = ox * k / 8, soy = oy * k / 8;
+  const int sx0 = x * k / 8 - sox, sy0 = y * k / 8 - soy;
+  const int sx1 = std::min(((x + w) * k + 7) / 8 - sox, int(c->output_width));
+  const int sy1 = std::min(((y + h) * k + 7) / 8 - soy, int(c->output_height));
+  if (sx0 < 0 || sy0 < 0 || sx1 <= sx0 || sy1 <= sy0) {
+    jpeg_abort_decompress(c);
+    error_ = "crop rectangle outside the decoded image";
+    return false;
+  }
   JDIMENSION xoff = JDIMENSION(sx0), cw = JDIMENSION(sx1 - sx0);
   jpeg_crop_scanline(c, &xoff, &cw);  // widens to an iMCU boundary
   const size_t rows = size_t(sy1 - sy0);
@@ -236,8 +296,8 @@ bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h,
   size_t done = 0;
   while (done < rows) done += jpeg_read_scanlines(c, ptrs.data() + done, JDIMENSION(rows - done));
   jpeg_abort_decompress(c);  // the rest of the image is not needed
-  region->x = int(xoff);
-  region->y = sy0;
+  region->x = int(xoff) + sox;
+  region->y = sy0 + soy;
   region->width = int(cw);
   region->height = int(rows);
   region->scale_num = k;

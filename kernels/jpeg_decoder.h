@@ -35,6 +35,10 @@ struct DecodedRegion {
 constexpr int kMaxJpegScans = 500;
 constexpr long kMaxJpegDecoderMemory = long(2 * 6 * kDefaultMaxPixels);
 
+// The DCT scale k (the image is decoded at k/8) for a w x h crop that will be resized to at least
+// min_w x min_h: among the k that keep the scaled crop at least that size, the cheapest.
+int ChooseDctScale(int w, int h, int min_w, int min_h);
+
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -57,18 +61,38 @@ class JpegDecoder {
   // small images: libjpeg skips upsampling and colour conversion, which the caller fuses with its own pass.
   bool DecodePlanes(JpegPlanes* out);
   // Decodes (after ReadHeader) the part of the image covering the rectangle (x, y, w, h) of the
-  // original, scaled by the smallest k/8 (k = 1..8) that keeps the rectangle at least min_w x min_h.
-  // The buffer receives region->height rows of region->width RGB pixels, `stride` bytes apart
-  // (stride >= 3 x the image width); `capacity` is its size.
+  // original, scaled by k/8 with k = ChooseDctScale(w, h, min_w, min_h). The buffer receives
+  // region->height rows of region->width RGB pixels, `stride` bytes apart (stride >= 3 x the image
+  // width); `capacity` is its size.
+  // When the stream has restart intervals that never span two MCU rows (kernels/jpeg_crop.h), only
+  // the intervals covering the rectangle are entropy-decoded; the pixels are the same as decoding the
+  // whole image at that scale and cropping (with fancy upsampling, one MCU of margin is decoded so
+  // the rectangle's pixels are too). Other streams are decoded from the top down to the rectangle.
   bool DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride, size_t capacity,
                     DecodedRegion* region, bool fancy = true);
+  // Whether DecodeRegion may decode only restart intervals (on by default; off: always the whole
+  // rows down to the rectangle, for comparisons).
+  void set_interval_crop(bool on) { interval_crop_ = on; }
+  // Whether the last DecodeRegion decoded only the restart intervals covering its rectangle.
+  bool last_region_used_intervals() const { return used_intervals_; }
   const std::string& error() const { return error_; }
 
   struct State;  // libjpeg's state, kept out of this header
 
  private:
+  // Reads the header of the stream made of up to three pieces read in turn.
+  bool ReadPieces(const uint8_t* a, size_t na, const uint8_t* b, size_t nb, const uint8_t* c, size_t nc);
+  // How many bytes of the pieces libjpeg has consumed.
+  size_t StreamPosition() const;
+  // Decodes the rectangle (original pixels) at scale k/8 from the image read last, which holds the
+  // original's pixels from (ox, oy) on.
+  bool DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy, uint8_t* out, size_t stride, size_t capacity,
+                    DecodedRegion* region, bool fancy);
+
   std::unique_ptr<State> s_;
   std::string error_;
+  bool interval_crop_ = true;
+  bool used_intervals_ = false;
 };
 
 }  // namespace dsc::kernels

@@ -1,0 +1,248 @@
+// Decoding only the restart intervals a crop needs (kernels/jpeg_crop.h, JpegDecoder::DecodeRegion),
+// on the real ImageNet photos given restart markers here, independently of the writer: a lossless
+// transcode with libjpeg's coefficient API (DCT coefficients unchanged). Reference: TurboJPEG's decode
+// of the whole image (TJFLAG_FASTUPSAMPLE for box upsampling), then the crop.
+#include "kernels/jpeg_crop.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+
+#include "kernels/augment.h"
+#include "kernels/jpeg_decoder.h"
+#include "reader/dataset.h"
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+using kernels::JpegDecoder;
+
+// The 500 photos, unpacked once into the build tree; paths sorted.
+const std::vector<std::string>& PhotoPaths() {
+  static const std::vector<std::string> paths = [] {
+    const std::string dir = std::string(DSC_TESTDATA) + "/crop_photos";
+    struct stat st;
+    if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
+      const std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "' && zstd -dc '" + DSC_PHOTOS +
+                              "' | tar -x -C '" + dir + "' && touch '" + dir + "/.unpacked'";
+      if (std::system(cmd.c_str()) != 0) return std::vector<std::string>{};
+    }
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      if (e.is_regular_file() && e.path().extension() == ".JPEG") out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return paths;
+}
+
+struct Geometry {
+  int w = 0, h = 0, mcu_w = 8, mcu_h = 8, subsamp = 0;
+  int mcus_per_row() const { return (w + mcu_w - 1) / mcu_w; }
+};
+
+Geometry Probe(const std::vector<uint8_t>& jpeg) {
+  Geometry g;
+  int cs = 0;
+  tjhandle t = tjInitDecompress();
+  EXPECT_EQ(tjDecompressHeader3(t, jpeg.data(), jpeg.size(), &g.w, &g.h, &g.subsamp, &cs), 0);
+  tjDestroy(t);
+  g.mcu_w = tjMCUWidth[g.subsamp];
+  g.mcu_h = tjMCUHeight[g.subsamp];
+  return g;
+}
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+};
+void OnJpegError(j_common_ptr c) { std::longjmp(reinterpret_cast<JpegError*>(c->err)->jump, 1); }
+
+// Lossless transcode with `interval` MCUs per restart interval (0: none), Huffman tables optimised.
+std::vector<uint8_t> Transcode(const std::vector<uint8_t>& jpeg, int interval) {
+  jpeg_decompress_struct d;
+  jpeg_compress_struct c;
+  JpegError err;
+  d.err = jpeg_std_error(&err.mgr);
+  c.err = d.err;
+  err.mgr.error_exit = OnJpegError;
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  jpeg_create_decompress(&d);
+  jpeg_create_compress(&c);
+  std::vector<uint8_t> out;
+  if (setjmp(err.jump) == 0) {
+    jpeg_mem_src(&d, jpeg.data(), jpeg.size());
+    jpeg_read_header(&d, TRUE);
+    jvirt_barray_ptr* coefs = jpeg_read_coefficients(&d);
+    jpeg_copy_critical_parameters(&d, &c);
+    c.restart_interval = unsigned(interval);
+    c.optimize_coding = TRUE;
+    jpeg_mem_dest(&c, &buf, &len);
+    jpeg_write_coefficients(&c, coefs);
+    jpeg_finish_compress(&c);
+    jpeg_finish_decompress(&d);
+    out.assign(buf, buf + len);
+  }
+  jpeg_destroy_compress(&c);
+  jpeg_destroy_decompress(&d);
+  std::free(buf);
+  return out;
+}
+
+[[maybe_unused]] // TODO
+// Re-encodes RGB pixels with TurboJPEG: the subsampling variants the photos do not all have.
+std::vector<uint8_t> Encode(const std::vector<uint8_t>& rgb, int w, int h, int subsamp) {
+  tjhandle t = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  std::vector<uint8_t> out;
+  if (tjCompress2(t, rgb.data(), w, 0, h, TJPF_RGB, &buf, &len, subsamp, 90, 0) == 0) out.assign(buf, buf + len);
+  tjFree(buf);
+  tjDestroy(t);
+  return out;
+}
+
+// TurboJPEG's decode of the whole image scaled by k/8.
+std::vector<uint8_t> ReferenceScaled(const std::vector<uint8_t>& jpeg, int k, int flags, int* sw, int* sh) {
+  const Geometry g = Probe(jpeg);
+  *sw = (g.w * k + 7) / 8;
+  *sh = (g.h * k + 7) / 8;
+  std::vector<uint8_t> out(size_t(*sw) * size_t(*sh) * 3);
+  tjhandle t = tjInitDecompress();
+  const int r = tjDecompress2(t, jpeg.data(), jpeg.size(), out.data(), *sw, 0, *sh, TJPF_RGB, flags);
+  tjDestroy(t);
+  if (r != 0) out.clear();
+  return out;
+}
+
+struct Rect {
+  int x, y, w, h;
+};
+
+// Decodes rectangle r of `jpeg` (optionally split into two pieces at `split`) and compares it with
+// TurboJPEG's whole decode at the same scale: every pixel of the returned region with box
+// upsampling; with fancy upsampling, the pixels of the rectangle itself. Returns whether the decoder
+// used only restart intervals.
+bool CheckRegion(const std::vector<uint8_t>& jpeg, Rect r, int min_w, int min_h, bool fancy, const std::string& what,
+                 size_t split = 0) {
+  JpegDecoder dec;
+  int w = 0, h = 0;
+  const bool ok = split ? dec.ReadHeader(jpeg.data(), split, jpeg.data() + split, jpeg.size() - split, &w, &h)
+                        : dec.ReadHeader(jpeg.data(), jpeg.size(), &w, &h);
+  EXPECT_TRUE(ok) << what << ": " << dec.error();
+  if (!ok) return false;
+  const size_t stride = size_t(w) * 3 + 48;  // a stride wider than a row, as the loader's
+  std::vector<uint8_t> buf(stride * size_t(h));
+  kernels::DecodedRegion reg;
+  const bool decoded = dec.DecodeRegion(r.x, r.y, r.w, r.h, min_w, min_h, buf.data(), stride, buf.size(), &reg, fancy);
+  EXPECT_TRUE(decoded) << what << ": " << dec.error();
+  if (!decoded) return false;
+  const int k = reg.scale_num;
+  EXPECT_EQ(k, kernels::ChooseDctScale(r.w, r.h, min_w, min_h)) << what;
+  int sw = 0, sh = 0;
+  const std::vector<uint8_t> ref = ReferenceScaled(jpeg, k, fancy ? 0 : TJFLAG_FASTUPSAMPLE, &sw, &sh);
+  EXPECT_FALSE(ref.empty()) << what;
+  // The rectangle, scaled and rounded outwards, must lie in the region.
+  const int sx0 = r.x * k / 8, sy0 = r.y * k / 8;
+  const int sx1 = std::min(((r.x + r.w) * k + 7) / 8, sw), sy1 = std::min(((r.y + r.h) * k + 7) / 8, sh);
+  EXPECT_TRUE(reg.x <= sx0 && reg.y <= sy0 && reg.x + reg.width >= sx1 && reg.y + reg.height >= sy1 &&
+              reg.x + reg.width <= sw && reg.y + reg.height <= sh)
+      << what << ": region " << reg.x << "," << reg.y << " " << reg.width << "x" << reg.height;
+  const int cx0 = fancy ? sx0 : reg.x, cx1 = fancy ? sx1 : reg.x + reg.width;
+  const int cy0 = fancy ? sy0 : reg.y, cy1 = fancy ? sy1 : reg.y + reg.height;
+  int bad = 0;
+  for (int y = cy0; y < cy1 && bad < 5; ++y)
+    for (int x = cx0; x < cx1 && bad < 5; ++x) {
+      const uint8_t* got = buf.data() + size_t(y - reg.y) * stride + size_t(x - reg.x) * 3;
+      const uint8_t* want = ref.data() + (size_t(y) * size_t(sw) + size_t(x)) * 3;
+      if (std::memcmp(got, want, 3) != 0) {
+        ADD_FAILURE() << what << ": pixel (" << x << ", " << y << ") at scale " << k << "/8 differs: " << int(got[0])
+                      << "," << int(got[1]) << "," << int(got[2]) << " vs " << int(want[0]) << "," << int(want[1])
+                      << "," << int(want[2]);
+        ++bad;
+      }
+    }
+  return dec.last_region_used_intervals();
+}
+
+std::string Name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+// Edge cases and RandomResizedCrop rectangles for an image of w x h with MCUs of mw x mh.
+std::vector<Rect> Rects(int w, int h, int mw, int mh, uint64_t seed) {
+  std::vector<Rect> rs = {
+      {0, 0, 1, 1},                                  // one pixel, top-left
+      {w - 1, h - 1, 1, 1},                          // one pixel, bottom-right (partial MCU)
+      {mw, mh, mw, mh},                              // exactly one MCU
+      {mw + 3, mh + 2, mw, mh},                      // one MCU's worth, straddling four
+      {w - mw - 5, h / 2, mw + 5, mh},               // to the right edge
+      {w / 3, h - 2 * mh - 3, w / 3, 2 * mh + 3},    // to the bottom edge
+      {0, h / 2, w, 1},                              // one whole row of pixels
+      {w / 2, 0, 1, h},                              // one whole column
+      {0, 0, w, h},                                  // the whole image (decoded as before)
+  };
+  kernels::AugmentSpec spec;
+  spec.crop = kernels::CropMode::kRandomResized;
+  spec.out_w = spec.out_h = 224;
+  for (uint64_t i = 0; i < 12; ++i) {
+    kernels::CropRect c;
+    kernels::SampleParams p;
+    kernels::MakeParams(spec, w, h, seed, 0, i, &c, &p);
+    rs.push_back({c.x, c.y, c.w, c.h});
+  }
+  return rs;
+}
+
+TEST(JpegCrop, PhotosBitExactWithBoxUpsampling) {
+  ASSERT_GE(PhotoPaths().size(), 500u);
+  int used = 0, checked = 0;
+  for (size_t i = 0; i < PhotoPaths().size(); i += 25) {  // 20 photos
+    const std::vector<uint8_t> src = ReadFile(PhotoPaths()[i]);
+    const Geometry g = Probe(src);
+    const int mpr = g.mcus_per_row();
+    // Intervals of one MCU, of the smallest divisor above one, and of the whole row.
+    int d = 2;
+    while (mpr % d != 0) ++d;
+    for (int interval : {1, d, mpr}) {
+      const std::vector<uint8_t> jpeg = Transcode(src, interval);
+      ASSERT_FALSE(jpeg.empty());
+      const std::vector<Rect> rects = Rects(g.w, g.h, g.mcu_w, g.mcu_h, i);
+      for (size_t j = 0; j < rects.size(); ++j) {
+        const Rect& r = rects[j];
+        const std::string what = Name(PhotoPaths()[i]) + " interval " + std::to_string(interval) + " rect " +
+                                 std::to_string(r.x) + "," + std::to_string(r.y) + " " + std::to_string(r.w) + "x" +
+                                 std::to_string(r.h);
+        // Minimum size = the crop's: never DCT-scaled here.
+        const bool intervals = CheckRegion(jpeg, r, r.w, r.h, false, what);
+        const bool whole = r.w == g.w && r.h == g.h;
+        if (whole) {
+          EXPECT_FALSE(intervals) << what;  // nothing to skip: decoded as before
+        }
+        // The hand-picked rectangles all leave intervals out, except a full column with whole-row intervals.
+        if (j < 8 && (interval < mpr || r.h < g.h - 2 * g.mcu_h)) {
+          EXPECT_TRUE(intervals) << what;
+        }
+        used += intervals;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(used, checked / 2);
+}
+
+}  // namespace
+}  // namespace dsc::test
