@@ -289,8 +289,12 @@ bool JpegDecoder::DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy
     error_ = "crop rectangle outside the decoded image";
     return false;
   }
-  JDIMENSION xoff = JDIMENSION(sx0), cw = JDIMENSION(sx1 - sx0);
-  jpeg_crop_scanline(c, &xoff, &cw);  // widens to an iMCU boundary
+  // jpeg_crop_scanline widens to iMCU boundaries. Its fancy upsampling treats the cut columns as
+  // image edges: one iMCU more on each side keeps those columns out of the rectangle.
+  const int pad = fancy ? c->max_h_samp_factor * k : 0;
+  JDIMENSION xoff = JDIMENSION(std::max(sx0 - pad, 0));
+  JDIMENSION cw = JDIMENSION(std::min(sx1 + pad, int(c->output_width))) - xoff;
+  jpeg_crop_scanline(c, &xoff, &cw);
   const size_t rows = size_t(sy1 - sy0);
   if (size_t(cw) * 3 > stride || stride * rows > capacity) {
     jpeg_abort_decompress(c);

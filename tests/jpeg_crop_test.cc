@@ -21,6 +21,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/jpeg_decoder.h"
+#include "kernels/resample.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
@@ -104,7 +105,6 @@ std::vector<uint8_t> Transcode(const std::vector<uint8_t>& jpeg, int interval) {
   return out;
 }
 
-[[maybe_unused]] // TODO
 // Re-encodes RGB pixels with TurboJPEG: the subsampling variants the photos do not all have.
 std::vector<uint8_t> Encode(const std::vector<uint8_t>& rgb, int w, int h, int subsamp) {
   tjhandle t = tjInitCompress();
@@ -204,6 +204,12 @@ std::vector<Rect> Rects(int w, int h, int mw, int mh, uint64_t seed) {
     kernels::MakeParams(spec, w, h, seed, 0, i, &c, &p);
     rs.push_back({c.x, c.y, c.w, c.h});
   }
+  for (Rect& r : rs) {  // small images: keep the hand-picked ones inside
+    r.x = std::clamp(r.x, 0, w - 1);
+    r.y = std::clamp(r.y, 0, h - 1);
+    r.w = std::clamp(r.w, 1, w - r.x);
+    r.h = std::clamp(r.h, 1, h - r.y);
+  }
   return rs;
 }
 
@@ -242,6 +248,191 @@ TEST(JpegCrop, PhotosBitExactWithBoxUpsampling) {
     }
   }
   EXPECT_GT(used, checked / 2);
+}
+
+// Every chroma subsampling and grayscale, at odd sizes: the photos' pixels re-encoded by TurboJPEG
+// (cut to sizes that leave partial MCUs at the right and bottom), then given restart markers.
+TEST(JpegCrop, EverySubsamplingAndOddSizesBitExact) {
+  ASSERT_GE(PhotoPaths().size(), 500u);
+  const int kSub[] = {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_GRAY};
+  const int kSizes[][2] = {{333, 257}, {97, 131}, {17, 9}, {200, 8}};
+  int used = 0;
+  for (int si = 0; si < 5; ++si)
+    for (int zi = 0; zi < 4; ++zi) {
+      const std::string path = PhotoPaths()[size_t(si * 40 + zi * 7)];
+      int pw = 0, ph = 0;
+      const std::vector<uint8_t> full = ReferenceDecode(ReadFile(path), &pw, &ph);
+      ASSERT_FALSE(full.empty()) << path;
+      const int w = std::min(pw, kSizes[zi][0]), h = std::min(ph, kSizes[zi][1]);
+      std::vector<uint8_t> rgb(size_t(w) * size_t(h) * 3);
+      for (int y = 0; y < h; ++y) std::memcpy(rgb.data() + size_t(y) * w * 3, full.data() + size_t(y) * pw * 3, size_t(w) * 3);
+      const std::vector<uint8_t> plain = Encode(rgb, w, h, kSub[si]);
+      ASSERT_FALSE(plain.empty());
+      const Geometry g = Probe(plain);
+      ASSERT_EQ(g.subsamp, kSub[si]);
+      for (int interval : {1, g.mcus_per_row()}) {
+        const std::vector<uint8_t> jpeg = Transcode(plain, interval);
+        for (const Rect& r : Rects(w, h, g.mcu_w, g.mcu_h, uint64_t(si * 10 + zi))) {
+          const std::string what = Name(path) + " subsampling " + std::to_string(kSub[si]) + " " + std::to_string(w) +
+                                   "x" + std::to_string(h) + " interval " + std::to_string(interval) + " rect " +
+                                   std::to_string(r.x) + "," + std::to_string(r.y) + " " + std::to_string(r.w) + "x" +
+                                   std::to_string(r.h);
+          used += CheckRegion(jpeg, r, r.w, r.h, false, what);
+        }
+      }
+    }
+  EXPECT_GT(used, 200);
+}
+
+// The payload in two pieces, cut where the writer cuts (after the scan header), inside the header,
+// and inside the entropy-coded data (then decoded as before): the same pixels every time.
+TEST(JpegCrop, TwoPiecePayloads) {
+  const std::vector<uint8_t> src = ReadFile(PhotoPaths()[3]);
+  const Geometry g = Probe(src);
+  const std::vector<uint8_t> jpeg = Transcode(src, 1);
+  kernels::RestartLayout l;
+  ASSERT_TRUE(kernels::ParseRestartLayout({nullptr, 0, jpeg.data(), jpeg.size()}, &l));
+  const Rect r = {g.w / 3, g.h / 4, g.w / 3, g.h / 2};
+  EXPECT_TRUE(CheckRegion(jpeg, r, r.w, r.h, false, "cut after SOS", l.entropy));
+  EXPECT_TRUE(CheckRegion(jpeg, r, r.w, r.h, false, "cut before SOF", l.sof - 3));
+  EXPECT_TRUE(CheckRegion(jpeg, r, r.w, r.h, false, "cut inside SOF", l.sof + 6));
+  EXPECT_TRUE(CheckRegion(jpeg, r, r.w, r.h, false, "cut at SOF", l.sof));
+  EXPECT_FALSE(CheckRegion(jpeg, r, r.w, r.h, false, "cut in the scan", l.entropy + 100));
+}
+
+// Streams the interval path must leave to the old one: no restart markers, intervals that span rows,
+// progressive. Same pixels, decoded from the top.
+TEST(JpegCrop, FallsBackWithoutSuitableIntervals) {
+  const std::vector<uint8_t> src = ReadFile(PhotoPaths()[5]);
+  const Geometry g = Probe(src);
+  const Rect r = {g.w / 2, g.h / 2, g.w / 4, g.h / 4};
+  EXPECT_FALSE(CheckRegion(Transcode(src, 0), r, r.w, r.h, false, "no restart markers"));
+  EXPECT_FALSE(CheckRegion(Transcode(src, g.mcus_per_row() + 1), r, r.w, r.h, false, "intervals spanning rows"));
+  int d = 2;
+  while (g.mcus_per_row() % d == 0) ++d;  // an interval that does not divide the row
+  EXPECT_FALSE(CheckRegion(Transcode(src, d), r, r.w, r.h, false, "interval not dividing the row"));
+  int w = 0, h = 0;
+  const std::vector<uint8_t> rgb = ReferenceDecode(src, &w, &h);
+  tjhandle t = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  ASSERT_EQ(tjCompress2(t, rgb.data(), w, 0, h, TJPF_RGB, &buf, &len, TJSAMP_420, 90, TJFLAG_PROGRESSIVE), 0);
+  const std::vector<uint8_t> progressive(buf, buf + len);
+  tjFree(buf);
+  tjDestroy(t);
+  EXPECT_FALSE(CheckRegion(progressive, r, r.w, r.h, false, "progressive"));
+}
+
+// DCT scaling: the region equals TurboJPEG's whole decode at the same scale (box upsampling), and
+// after the resize to the output size (Pillow's bilinear) it stays within 35 dB of full decode -> crop
+// -> resize.
+TEST(JpegCrop, DctScaledRegions) {
+  int scaled = 0;
+  for (size_t i = 0; i < PhotoPaths().size(); i += 50) {
+    const std::vector<uint8_t> src = ReadFile(PhotoPaths()[i]);
+    const Geometry g = Probe(src);
+    const std::vector<uint8_t> jpeg = Transcode(src, 1);
+    int fw = 0, fh = 0;
+    const std::vector<uint8_t> full = ReferenceDecode(jpeg, &fw, &fh, TJFLAG_FASTUPSAMPLE);
+    const std::vector<Rect> rects = {{0, 0, g.w, g.h}, {g.w / 5, g.h / 7, g.w / 2 + 3, g.h / 2 + 1}, {3, 5, g.w - 3, g.h - 5}};
+    for (const Rect& r : rects)
+      for (int out : {64, 100, 150}) {
+        const std::string what = Name(PhotoPaths()[i]) + " rect " + std::to_string(r.x) + "," + std::to_string(r.y) +
+                                 " " + std::to_string(r.w) + "x" + std::to_string(r.h) + " to " + std::to_string(out);
+        if (kernels::ChooseDctScale(r.w, r.h, out, out) == 8) continue;
+        ++scaled;
+        CheckRegion(jpeg, r, out, out, false, what);
+        // Through the loader's resample: the scaled region, and the full-size image, to out x out.
+        JpegDecoder dec;
+        int w = 0, h = 0;
+        ASSERT_TRUE(dec.ReadHeader(jpeg.data(), jpeg.size(), &w, &h));
+        std::vector<uint8_t> buf(size_t(w) * h * 3);
+        kernels::DecodedRegion reg;
+        ASSERT_TRUE(dec.DecodeRegion(r.x, r.y, r.w, r.h, out, out, buf.data(), size_t(w) * 3, buf.size(), &reg, false));
+        // Pillow's antialiased bilinear (kernels/resample.h) for both, so that neither side aliases.
+        std::vector<uint8_t> region(size_t(reg.width) * size_t(reg.height) * 3);
+        for (int y = 0; y < reg.height; ++y)
+          std::memcpy(&region[size_t(y) * reg.width * 3], &buf[size_t(y) * w * 3], size_t(reg.width) * 3);
+        const float k = float(reg.scale_num) / 8;
+        std::vector<uint8_t> a(size_t(out) * out * 3), b(a.size());
+        kernels::ResampleRgb(region.data(), reg.width, reg.height, a.data(), out, out, kernels::ResampleFilter::kBilinear,
+                             {float(r.x) * k - float(reg.x), float(r.y) * k - float(reg.y),
+                              float(r.x + r.w) * k - float(reg.x), float(r.y + r.h) * k - float(reg.y)});
+        kernels::ResampleRgb(full.data(), fw, fh, b.data(), out, out, kernels::ResampleFilter::kBilinear,
+                             {float(r.x), float(r.y), float(r.x + r.w), float(r.y + r.h)});
+        EXPECT_GE(Psnr(a, b), 35.0) << what << " at scale " << reg.scale_num << "/8";
+      }
+  }
+  EXPECT_GT(scaled, 10);
+}
+
+// Fancy (triangle) upsampling reads chroma next to the crop: with one MCU of margin decoded, the
+// rectangle's pixels equal TurboJPEG's default decode of the whole image.
+TEST(JpegCrop, FancyUpsamplingExactInsideTheRectangle) {
+  int used = 0;
+  for (size_t i = 0; i < PhotoPaths().size(); i += 50) {
+    const std::vector<uint8_t> src = ReadFile(PhotoPaths()[i]);
+    const Geometry g = Probe(src);
+    const std::vector<uint8_t> jpeg = Transcode(src, 1);
+    for (const Rect& r : Rects(g.w, g.h, g.mcu_w, g.mcu_h, i + 1000))
+      used += CheckRegion(jpeg, r, r.w, r.h, true, Name(PhotoPaths()[i]) + " fancy rect " + std::to_string(r.x) + "," +
+                                                       std::to_string(r.y) + " " + std::to_string(r.w) + "x" + std::to_string(r.h));
+  }
+  EXPECT_GT(used, 100);
+}
+
+// Damaged streams (bytes flipped in the entropy-coded data and the markers, RST markers removed or
+// renumbered, truncation): DecodeRegion succeeds or fails with a message, never reads outside the
+// payload (the sanitizer builds check that) or crashes.
+TEST(JpegCrop, DamagedStreamsAreSafe) {
+  const std::vector<uint8_t> src = ReadFile(PhotoPaths()[7]);
+  const Geometry g = Probe(src);
+  const std::vector<uint8_t> jpeg = Transcode(src, 1);
+  kernels::RestartLayout l;
+  ASSERT_TRUE(kernels::ParseRestartLayout({nullptr, 0, jpeg.data(), jpeg.size()}, &l));
+  std::vector<size_t> rst;  // offsets of the RST markers
+  for (size_t i = l.entropy; i + 1 < jpeg.size(); ++i)
+    if (jpeg[i] == 0xFF && jpeg[i + 1] >= 0xD0 && jpeg[i + 1] <= 0xD7) rst.push_back(i);
+  ASSERT_EQ(rst.size(), size_t(l.mcus_per_row) * size_t(l.mcu_rows) - 1);
+  uint64_t s = 12345;
+  auto next = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  int failed = 0, runs = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<uint8_t> bad = jpeg;
+    switch (trial % 5) {
+      case 0:  // flip bytes anywhere
+        for (int k = 0; k < 4; ++k) bad[next() % bad.size()] ^= uint8_t(1 + next() % 255);
+        break;
+      case 1: {  // remove an RST marker
+        const size_t at = rst[next() % rst.size()];
+        bad.erase(bad.begin() + long(at), bad.begin() + long(at) + 2);
+        break;
+      }
+      case 2:  // renumber one
+        bad[rst[next() % rst.size()] + 1] = uint8_t(0xD0 + next() % 8);
+        break;
+      case 3:  // truncate
+        bad.resize(l.entropy + next() % (bad.size() - l.entropy));
+        break;
+      case 4:  // a marker in the data
+        bad[rst[next() % rst.size()] + 1] = uint8_t(0xC0 + next() % 0x3F);
+        break;
+    }
+    JpegDecoder dec;
+    int w = 0, h = 0;
+    if (!dec.ReadHeader(bad.data(), bad.size(), &w, &h) || w != g.w || h != g.h) continue;
+    std::vector<uint8_t> buf(size_t(w) * h * 3);
+    kernels::DecodedRegion reg;
+    const int x = int(next() % uint64_t(w - 1)), y = int(next() % uint64_t(h - 1));
+    const int rw = 1 + int(next() % uint64_t(w - x)), rh = 1 + int(next() % uint64_t(h - y));
+    ++runs;
+    if (!dec.DecodeRegion(x, y, rw, rh, rw, rh, buf.data(), size_t(w) * 3, buf.size(), &reg, trial % 2)) {
+      EXPECT_FALSE(dec.error().empty());
+      ++failed;
+    }
+  }
+  EXPECT_GT(runs, 200);
+  EXPECT_GT(failed, 10);  // damage inside the decoded intervals is reported
 }
 
 }  // namespace
