@@ -435,5 +435,61 @@ TEST(JpegCrop, DamagedStreamsAreSafe) {
   EXPECT_GT(failed, 10);  // damage inside the decoded intervals is reported
 }
 
+// Through the Loader: a RandomResizedCrop loader over a file whose payloads carry restart markers
+// delivers the same batches as over the same photos with the markers stripped (the same DCT
+// coefficients, decoded from the top down): box upsampling, uint8 and float32.
+TEST(JpegCrop, LoaderBatchesUnchangedByRestartMarkers) {
+  const std::string dir = ScratchDir("loader");
+  for (const char* tree : {"/rst", "/plain"}) std::filesystem::create_directories(dir + tree + "/a");
+  for (size_t i = 0; i < 32; ++i) {
+    const std::vector<uint8_t> src = ReadFile(PhotoPaths()[i * 15]);
+    const int mpr = Probe(src).mcus_per_row();
+    int d = 2;  // a short interval: the smallest divisor of the row above one
+    while (mpr % d != 0) ++d;
+    const std::string name = "/a/" + std::to_string(i) + ".jpg";
+    WriteFile(dir + "/rst" + name, Transcode(src, i % 4 == 0 ? mpr : d));
+    WriteFile(dir + "/plain" + name, Transcode(src, 0));
+  }
+  writer::BuildOptions bo;
+  bo.log = [](const std::string&) {};
+  writer::Build(dir + "/rst", dir + "/rst.beton", bo);
+  writer::Build(dir + "/plain", dir + "/plain.beton", bo);
+  {  // the markers made it into the stored payloads (two pieces: the shared header, the scan)
+    Dataset rst(dir + "/rst.beton"), plain(dir + "/plain.beton");
+    std::vector<uint8_t> scratch;
+    kernels::RestartLayout l;
+    for (uint64_t i = 0; i < rst.size(); ++i) {
+      const Dataset::Parts a = rst.ReadPayloadParts(i, &scratch);
+      EXPECT_TRUE(kernels::ParseRestartLayout({a.head.data, a.head.size, a.body.data, a.body.size}, &l)) << i;
+      const Dataset::Parts b = plain.ReadPayloadParts(i, &scratch);
+      EXPECT_FALSE(kernels::ParseRestartLayout({b.head.data, b.head.size, b.body.data, b.body.size}, &l)) << i;
+    }
+  }
+  for (const bool as_uint8 : {true, false}) {
+    LoaderOptions o = LoaderOptions::ImagenetTrain();
+    if (as_uint8) {
+      o.dtype = DType::kUint8;
+      o.layout = Layout::kNHWC;
+      o.augment.normalize = false;
+    }
+    o.batch_size = 8;
+    o.threads = 2;
+    o.seed = 5;
+    auto epochs = [&](const std::string& file) {
+      Loader l(file, o);
+      std::vector<uint8_t> all;
+      for (uint64_t e = 0; e < 2; ++e)
+        for (const Batch& b : l.epoch(e)) {
+          const auto* p = static_cast<const uint8_t*>(b.images);
+          all.insert(all.end(), p, p + b.image_bytes() * b.size);
+        }
+      return all;
+    };
+    const std::vector<uint8_t> a = epochs(dir + "/rst.beton"), b = epochs(dir + "/plain.beton");
+    ASSERT_EQ(a.size(), size_t(64) * 224 * 224 * 3 * (as_uint8 ? 1 : 4));
+    EXPECT_TRUE(a == b) << (as_uint8 ? "uint8" : "float32");
+  }
+}
+
 }  // namespace
 }  // namespace dsc::test
