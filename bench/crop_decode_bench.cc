@@ -5,17 +5,17 @@
 // Per pass, every rectangle is decoded with the old path (rows from the top down to the crop) and the
 // new one (intervals only), in alternating order; plus the scan for RST markers over the whole
 // entropy-coded data, a full decode, and TurboJPEG's whole-image decode at each DCT scale k/8 (what
-// ChooseDctScale's cost table encodes). Prints medians over the passes.
+// ChooseDctScale's cost table encodes). Prints medians over the passes of this thread's CPU time.
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <ctime>
 #include <vector>
 
 #include "kernels/augment.h"
@@ -23,8 +23,6 @@
 #include "kernels/jpeg_decoder.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -71,22 +69,34 @@ int main(int argc, char** argv) {
   }
   std::vector<uint8_t> buf(widest * 3 + 64);
   size_t crops = 0, with_intervals = 0;
+  // Per pass, CPU seconds spent on crops whose area is in each quarter of the image's area.
+  constexpr int kBins = 4;
+  std::vector<double> bin_old[kBins], bin_new[kBins];
+  size_t bin_count[kBins] = {};
   auto regions = [&](bool intervals) {
     dec.set_interval_crop(intervals);
+    double bins[kBins] = {};
     for (const Image& im : images)
       for (const auto& r : im.rects) {
         int w, h;
         dsc::kernels::DecodedRegion reg;
+        timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         if (!dec.ReadHeader(im.jpeg.data(), im.jpeg.size(), &w, &h) ||
             !dec.DecodeRegion(r.x, r.y, r.w, r.h, 224, 224, buf.data(), size_t(w) * 3, buf.size(), &reg, false)) {
           std::fprintf(stderr, "decode failed: %s\n", dec.error().c_str());
           std::exit(1);
         }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        const int bin = std::min(kBins - 1, int(kBins * double(r.w) * r.h / (double(im.w) * im.h)));
+        bins[bin] += double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec);
         if (intervals) {
           ++crops;
           with_intervals += dec.last_region_used_intervals();
+          if (bin_old[0].empty()) ++bin_count[bin];
         }
       }
+    for (int i = 0; i < kBins; ++i) (intervals ? bin_new : bin_old)[i].push_back(bins[i]);
   };
   dsc::kernels::IntervalAssembler scanner;
   size_t scanned_bytes = 0;
@@ -115,10 +125,12 @@ int main(int argc, char** argv) {
         std::exit(1);
     }
   };
-  auto time = [](auto&& f) {
-    const auto t0 = Clock::now();
+  auto time = [](auto&& f) {  // CPU time of this thread: the machine is shared, wall time is not ours
+    timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     f();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    return double(b.tv_sec - a.tv_sec) + 1e-9 * double(b.tv_nsec - a.tv_nsec);
   };
   std::vector<double> t_old, t_new, t_scan, t_full, t_k[9];
   for (int pass = 0; pass < passes; ++pass) {
@@ -141,6 +153,10 @@ int main(int argc, char** argv) {
   std::printf("full decode (box)           %8.1f us/image  %7.0f images/s\n", f / n * 1e6, n / f);
   std::printf("region, old (rows to crop)  %8.1f us/crop   %7.0f crops/s\n", o / nc * 1e6, nc / o);
   std::printf("region, restart intervals   %8.1f us/crop   %7.0f crops/s   %.2fx old\n", w / nc * 1e6, nc / w, o / w);
+  for (int i = 0; i < kBins; ++i)
+    std::printf("  crops of %3d-%3d%% of the image (%4zu): old %7.1f us, intervals %7.1f us, %.2fx\n", 100 * i / kBins,
+                100 * (i + 1) / kBins, bin_count[i], Median(bin_old[i]) / double(bin_count[i]) * 1e6,
+                Median(bin_new[i]) / double(bin_count[i]) * 1e6, Median(bin_old[i]) / Median(bin_new[i]));
   std::printf("RST scan of all entropy data %7.1f us/image (%.0f MB/s), %.1f%% of a full decode\n",
               Median(t_scan) / n * 1e6, double(scanned_bytes) / double(passes) / Median(t_scan) / 1e6,
               100 * Median(t_scan) / f);

@@ -90,17 +90,16 @@ IntervalSpan CoverRect(const RestartLayout& l, int x, int y, int w, int h, int m
 }
 
 size_t IntervalAssembler::FindIntervals(const uint8_t* data, size_t size, size_t last) {
-  if (starts_.size() < last + 1) {
-    starts_.resize(last + 1);
-    ends_.resize(last + 1);
-  }
-  starts_[0] = 0;
-  size_t t = 0, i = 0;
+  // Grown as markers are found, not sized from the header's claim: memory stays within the data's size.
+  starts_.assign(1, 0);
+  ends_.clear();
+  size_t i = 0;
   for (;;) {
+    const size_t t = ends_.size();  // the interval being read
     const void* f = i < size ? std::memchr(data + i, 0xFF, size - i) : nullptr;
     if (f == nullptr || static_cast<const uint8_t*>(f) + 1 >= data + size) {
-      ends_[t] = size;  // no EOI: the interval runs to the end of the data
-      return t + 1;
+      ends_.push_back(size);  // no EOI: the interval runs to the end of the data
+      return ends_.size();
     }
     i = size_t(static_cast<const uint8_t*>(f) - data);
     const uint8_t b = data[i + 1];
@@ -113,13 +112,13 @@ size_t IntervalAssembler::FindIntervals(const uint8_t* data, size_t size, size_t
       continue;
     }
     if (b < 0xD0 || b > 0xD7) {  // EOI or another marker: the scan ends here
-      ends_[t] = i;
-      return t + 1;
+      ends_.push_back(i);
+      return ends_.size();
     }
     if (size_t(b - 0xD0) != t % 8) return t;  // misnumbered: which interval follows is unknown
-    ends_[t] = i;
-    if (t == last) return t + 1;
-    starts_[++t] = i + 2;
+    ends_.push_back(i);
+    if (t == last) return ends_.size();
+    starts_.push_back(i + 2);
     i += 2;
   }
 }

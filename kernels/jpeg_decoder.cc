@@ -233,7 +233,7 @@ int ChooseDctScale(int w, int h, int min_w, int min_h) {
   // (bench/run_crop_bench.sh, bench/RESULTS.md). Entropy decoding is the same at every scale; the
   // rest is the IDCT (SIMD at 8/8, 4/8, 2/8; scalar at 3/8, 5/8, 6/8, 7/8, which makes those three
   // slower than a full-size decode) and the upsampling and colour conversion of fewer pixels.
-  static constexpr int kCost[9] = {0, 78, 68, 81, 94, 113, 104, 128, 100};
+  static constexpr int kCost[9] = {0, 74, 82, 90, 88, 112, 123, 149, 100};
   int k = 1;
   while (k < 8 && (w * k < min_w * 8 || h * k < min_h * 8)) ++k;  // the smallest that keeps the size
   int best = 8;  // ties go to the larger scale: the better picture for the resampler

@@ -15,6 +15,10 @@ for enc in default raw raw-zstd; do
   cp "$out/open/$enc.beton" "$out/load/$enc.beton"
 done
 "$dsc" build "$out/tmp/tree" "$out/load/inline.beton" --jpeg-tables inline --quiet >/dev/null
+# Restart markers every MCU: RandomResizedCrop then decodes only the intervals it needs (kernels/jpeg_crop.h).
+mkdir -p "$out/tmp/rst/a"
+for f in "$out"/tmp/tree/a/*.jpg; do jpegtran -restart 1B -outfile "$out/tmp/rst/a/$(basename "$f")" "$f"; done
+"$dsc" build "$out/tmp/rst" "$out/load/restart.beton" --quiet >/dev/null
 # sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG or PNG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
 for f in "$out"/tmp/tree/a/*.jpg; do
   i=$((i + 1))
