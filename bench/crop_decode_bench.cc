@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
         if (intervals) {
           ++crops;
           with_intervals += dec.last_region_used_intervals();
-          if (bin_old[0].empty()) ++bin_count[bin];
+          if (bin_new[0].empty()) ++bin_count[bin];  // first pass only
         }
       }
     for (int i = 0; i < kBins; ++i) (intervals ? bin_new : bin_old)[i].push_back(bins[i]);
