@@ -432,29 +432,28 @@ void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAx
 
 }  // namespace
 
-ResampleAxis MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n,
-                                int origin, bool mirror) {
+void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
+                        bool mirror, ResampleAxis* a) {
   if (hi <= lo || n < 1 || o0 < 0 || o0 + n > out_size || !(in1 >= in0))
     throw Error("resample: bad window (pixels " + std::to_string(lo) + ".." + std::to_string(hi) + ", outputs " +
                 std::to_string(o0) + "+" + std::to_string(n) + " of " + std::to_string(out_size) + ")");
   // Relative to lo, as Pillow sees a cropped image: exact (float minus a smaller integer) for the
   // integer crops of an unscaled decode.
   const float r0 = in0 - float(lo), r1 = in1 - float(lo);
-  ResampleAxis a;
-  a.ksize = ResampleMaxTaps(f, r0, r1, out_size);
-  a.first.resize(size_t(n));
-  a.count.resize(size_t(n));
-  a.k.assign(size_t(n) * a.ksize, 0);
-  std::vector<double> w(size_t(a.ksize));
+  a->ksize = ResampleMaxTaps(f, r0, r1, out_size);
+  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
+  a->count.resize(size_t(n));
+  a->k.assign(size_t(n) * a->ksize, 0);
+  thread_local std::vector<double> w;
+  w.resize(size_t(a->ksize));
   for (int i = 0; i < n; ++i) {
     const int o = mirror ? n - 1 - i : i;
     int first = 0;
     const int c = ResampleTaps(f, hi - lo, r0, r1, out_size, o0 + o, &first, w.data());
-    a.first[i] = first + lo - origin;
-    a.count[i] = c;
-    for (int t = 0; t < c; ++t) a.k[size_t(i) * a.ksize + t] = ResampleFixed(w[t]);
+    a->first[i] = first + lo - origin;
+    a->count[i] = c;
+    for (int t = 0; t < c; ++t) a->k[size_t(i) * a->ksize + t] = ResampleFixed(w[t]);
   }
-  return a;
 }
 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,

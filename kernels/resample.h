@@ -105,8 +105,9 @@ ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in
 // "resize, then take a window" (Resize + CenterCrop: [lo, hi) is the whole image, [o0, o0 + n) the
 // window; exactly the window of the full resize). Source indices come out relative to `origin` (the
 // decoded buffer's first pixel). `mirror`: output i gets output o0 + n - 1 - i's taps (a flip).
-ResampleAxis MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n,
-                                int origin = 0, bool mirror = false);
+// Writes *axis, reusing its memory.
+void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
+                        bool mirror, ResampleAxis* axis);
 
 // Resamples with precomputed axes: dst (h's outputs x v's outputs RGB, rows packed) from src (sw x sh RGB,
 // rows `stride` bytes apart). Both passes always run (a one-tap identity pass gives its input back
