@@ -1,8 +1,9 @@
 // Per-sample augmentation parameters and the per-pixel work of the loader's transforms:
-// RandomResizedCrop / CenterCrop (a source region resampled to the output size), RandomHorizontalFlip,
-// RandomTranslate, Cutout and Normalize. The per-element functions are DSC_HD: the CUDA launcher
-// runs exactly this code, and CPU tests check the fast CPU rows against it. Geometry is fixed-point
-// integer math and normalisation is a 256-entry table, so CPU and GPU results are bit-identical.
+// RandomResizedCrop / CenterCrop (where MakeParams says; the resize itself is Pillow's resampler,
+// kernels/crop_resize.h), RandomHorizontalFlip, RandomTranslate, Cutout and Normalize. The per-element
+// functions are DSC_HD: the CUDA launcher runs exactly this code, and CPU tests check the fast CPU
+// rows against it. Geometry is fixed-point integer math and normalisation is a 256-entry table, so
+// CPU and GPU results are bit-identical.
 #pragma once
 #include <cstddef>
 #include <cstdint>
