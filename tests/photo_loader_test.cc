@@ -74,7 +74,7 @@ const Photos& Built() {
 
 struct Request {
   std::string file;
-  std::string op;  // "crop": x y w h ow oh flip; "window": rw rh left top ow oh
+  std::string op;  // "crop": x y w h ow oh flip; "window": resize ow oh
   std::vector<long> args;
 };
 
@@ -100,8 +100,13 @@ for i, line in enumerate(open(d + '/manifest')):
         out = im.crop((x, y, x + w, y + h)).resize((ow, oh), Image.BILINEAR)
         if flip:
             out = out.transpose(Image.FLIP_LEFT_RIGHT)
-    else:
-        rw, rh, left, top, ow, oh = a
+    else:  # torchvision's Resize(size) + CenterCrop((oh, ow)) geometry, computed here independently
+        size, ow, oh = a
+        w, h = im.size
+        short, long = min(w, h), max(w, h)
+        new_long = int(size * long / short)
+        rw, rh = (size, new_long) if w <= h else (new_long, size)
+        left, top = int(round((rw - ow) / 2.0)), int(round((rh - oh) / 2.0))
         out = im.resize((rw, rh), Image.BILINEAR).crop((left, top, left + ow, top + oh))
     open('%s/out%d' % (d, i), 'wb').write(out.tobytes())
 )";
@@ -142,10 +147,7 @@ Request RequestFor(const LoaderOptions& o, const Dataset& ds, uint32_t s, uint64
   kernels::SampleParams p;
   kernels::MakeParams(o.augment, entry.width, entry.height, o.seed, e, s, &r, &p);
   const int ow = o.augment.out_w, oh = o.augment.out_h;
-  if (o.augment.resize > 0) {
-    const auto win = kernels::CenterWindow(o.augment, entry.width, entry.height);
-    return {Built().path.at(s), "window", {win.w, win.h, win.left, win.top, ow, oh}};
-  }
+  if (o.augment.resize > 0) return {Built().path.at(s), "window", {o.augment.resize, ow, oh}};
   return {Built().path.at(s), "crop", {r.x, r.y, r.w, r.h, ow, oh, p.flip}};
 }
 
@@ -215,6 +217,10 @@ TEST(PhotoLoader, ResizeThenCenterCropIsPilsTwoSteps) {
   const Diff d = AgainstPil(o);
   std::printf("imagenet-test, full-size decode, vs PIL: max |diff| %d, lowest PSNR %.1f dB\n", d.worst, d.psnr);
   EXPECT_LE(d.worst, 1);
+  // Odd windows: CenterCrop's offsets round half to even ((256 - 221) / 2 = 17.5 -> 18).
+  o.augment.out_w = 223;
+  o.augment.out_h = 221;
+  EXPECT_LE(AgainstPil(o).worst, 1);
 }
 
 TEST(PhotoLoader, DctScaledDecodesStayCloseToPil) {
