@@ -145,10 +145,14 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   if (spec_.crop != kernels::CropMode::kNone) {
     // Pillow's resize of the crop to the output, flipped by mirroring its horizontal axis; translate,
     // cutout and the output format then run on the resized image as on an uncropped one.
-    kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
     const size_t bytes = size_t(out_.width) * out_.height * 3;
     if (resized_.size() < bytes) resized_.resize(bytes);
-    kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_);
+    try {
+      kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
+      kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_);
+    } catch (const Error& ex) {  // a geometry the resampler refuses: name the sample
+      throw fail(ex.what());
+    }
     params.flip = 0;
     src = resized_.data();
     sw = int(out_.width);
