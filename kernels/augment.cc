@@ -36,6 +36,8 @@ CropRect RandomResizedRect(const AugmentSpec& s, int w, int h, Rng* rng) {
 
 }  // namespace
 
+static void Draws(const AugmentSpec& s, int out_w, int out_h, Rng* rng, SampleParams* p);
+
 void MakeParams(const AugmentSpec& s, int w, int h, uint64_t seed, uint64_t epoch, uint64_t index, CropRect* rect,
                 SampleParams* p) {
   Rng rng(seed, epoch, index, kStreamAugment);
@@ -44,6 +46,25 @@ void MakeParams(const AugmentSpec& s, int w, int h, uint64_t seed, uint64_t epoc
   CropRect r{0, 0, w, h};
   if (s.crop == CropMode::kRandomResized) {
     r = RandomResizedRect(s, w, h, &rng);
+  } else if (s.crop == CropMode::kCenter && s.resize > 0) {
+    // The window's span in source pixels, widened by the filter's reach (bilinear: one output step,
+    // at least one pixel) plus slack for the rounding of a DCT-scaled decode (half a scaled pixel is
+    // at most 4 source pixels).
+    const ResizeWindow win = CenterWindow(s, w, h);
+    const double fx = double(w) / win.w, fy = double(h) / win.h;
+    const int mx = int(std::ceil(std::max(1.0, fx))) + 6, my = int(std::ceil(std::max(1.0, fy))) + 6;
+    const int x0 = std::max(0, int(std::floor(win.left * fx)) - mx);
+    const int y0 = std::max(0, int(std::floor(win.top * fy)) - my);
+    const int x1 = std::min(w, int(std::ceil((win.left + out_w) * fx)) + mx);
+    const int y1 = std::min(h, int(std::ceil((win.top + out_h) * fy)) + my);
+    *rect = {x0, y0, x1 - x0, y1 - y0};
+    *p = SampleParams();
+    p->src_x = std::llround(win.left * fx * 65536);
+    p->src_y = std::llround(win.top * fy * 65536);
+    p->src_w = std::llround(out_w * fx * 65536);
+    p->src_h = std::llround(out_h * fy * 65536);
+    Draws(s, out_w, out_h, &rng, p);
+    return;
   } else if (s.crop == CropMode::kCenter) {
     const int side = std::max(1, int(std::lround(s.center_ratio * std::min(w, h))));
     const double aspect = double(out_w) / out_h;
@@ -58,6 +79,11 @@ void MakeParams(const AugmentSpec& s, int w, int h, uint64_t seed, uint64_t epoc
   p->src_y = int64_t(r.y) << 16;
   p->src_w = int64_t(r.w) << 16;
   p->src_h = int64_t(r.h) << 16;
+  Draws(s, out_w, out_h, &rng, p);
+}
+
+static void Draws(const AugmentSpec& s, int out_w, int out_h, Rng* rng_, SampleParams* p) {
+  Rng& rng = *rng_;
   // The draws below happen in a fixed order whatever the spec enables, so enabling one transform
   // never changes another's choices.
   const uint64_t flip = rng.Next() & 1;
@@ -77,12 +103,27 @@ void MakeParams(const AugmentSpec& s, int w, int h, uint64_t seed, uint64_t epoc
   }
 }
 
-void RebaseParams(const CropRect& r, int buf_x, int buf_y, int scale_num, SampleParams* p) {
-  // Region in the decoded buffer: (r.x * scale - buf_x, ...), in Q16; scale = scale_num / 8.
-  p->src_x = ((int64_t(r.x) * scale_num) << 13) - (int64_t(buf_x) << 16);
-  p->src_y = ((int64_t(r.y) * scale_num) << 13) - (int64_t(buf_y) << 16);
-  p->src_w = (int64_t(r.w) * scale_num) << 13;
-  p->src_h = (int64_t(r.h) * scale_num) << 13;
+void RebaseParams(int buf_x, int buf_y, int scale_num, SampleParams* p) {
+  // Region in the decoded buffer: (x * scale - buf_x, ...), in Q16; scale = scale_num / 8 (exact for
+  // the integer crops: x << 16 times k / 8 keeps 13 fraction bits).
+  p->src_x = p->src_x * scale_num / 8 - (int64_t(buf_x) << 16);
+  p->src_y = p->src_y * scale_num / 8 - (int64_t(buf_y) << 16);
+  p->src_w = p->src_w * scale_num / 8;
+  p->src_h = p->src_h * scale_num / 8;
+}
+
+ResizeWindow CenterWindow(const AugmentSpec& s, int w, int h) {
+  // torchvision's _compute_resized_output_size: the shorter side becomes s.resize, the longer one
+  // int(resize * long / short) (truncated, in double as Python computes it); CenterCrop's offsets are
+  // int(round((size - crop) / 2.0)), Python's round (half to even).
+  ResizeWindow r;
+  const int sh = std::min(w, h), lg = std::max(w, h);
+  const int nl = int(double(s.resize) * lg / sh);
+  r.w = w <= h ? s.resize : nl;
+  r.h = w <= h ? nl : s.resize;
+  r.left = int(std::nearbyint((r.w - s.out_w) / 2.0));
+  r.top = int(std::nearbyint((r.h - s.out_h) / 2.0));
+  return r;
 }
 
 void NormalizeCoefficients(const AugmentSpec& s, float scale[3], float bias[3]) {

@@ -1,8 +1,9 @@
 // Per-sample augmentation parameters and the per-pixel work of the loader's transforms:
-// RandomResizedCrop / CenterCrop (a source region resampled to the output size), RandomHorizontalFlip,
-// RandomTranslate, Cutout and Normalize. The per-element functions are DSC_HD: the CUDA launcher
-// runs exactly this code, and CPU tests check the fast CPU rows against it. Geometry is fixed-point
-// integer math and normalisation is a 256-entry table, so CPU and GPU results are bit-identical.
+// RandomResizedCrop / CenterCrop (where MakeParams says; the resize itself is Pillow's resampler,
+// kernels/crop_resize.h), RandomHorizontalFlip, RandomTranslate, Cutout and Normalize. The per-element
+// functions are DSC_HD: the CUDA launcher runs exactly this code, and CPU tests check the fast CPU
+// rows against it. Geometry is fixed-point integer math and normalisation is a 256-entry table, so
+// CPU and GPU results are bit-identical.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,11 @@ struct AugmentSpec {
   float scale_min = 0.08f, scale_max = 1.0f;      // RandomResizedCrop area fraction
   float ratio_min = 3.0f / 4, ratio_max = 4.0f / 3;  // RandomResizedCrop aspect ratio
   float center_ratio = 224.0f / 256;             // CenterCrop: crop side = ratio x shorter side
+  // CenterCrop: > 0 selects torchvision's Resize(resize) + CenterCrop(out): the image is resized so
+  // its shorter side is `resize` (antialiased bilinear over the whole image), and the centred
+  // out_w x out_h window of that is the output (center_ratio is then unused). 0: the centred crop of
+  // side center_ratio x shorter side is resized to the output (FFCV's CenterCropRGBImageDecoder).
+  int resize = 0;
   bool flip = false;                              // RandomHorizontalFlip(p = 0.5)
   int translate = 0;                              // RandomTranslate(padding): shift in [-p, p]
   int cutout = 0;                                 // Cutout(size): a size x size square
@@ -28,7 +34,10 @@ struct AugmentSpec {
 };
 
 // Where an output pixel comes from. The source region is in Q16 fixed point, relative to the decoded
-// buffer (which may be a DCT-scaled crop of the original image).
+// buffer (which may be a DCT-scaled crop of the original image): for crop modes the crop, which the
+// loader resizes to the output with Pillow's resampler (kernels/resample.h, "crop, then resize"); for
+// Resize + CenterCrop the window's span in source pixels. With defer_augment, Batch::params instead
+// describe the deferred work over the already resized uint8 image (region = the whole output).
 struct SampleParams {
   int64_t src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // Q16
   int32_t dx = 0, dy = 0;                              // translate: out(x, y) = in(x - dx, y - dy)
@@ -36,21 +45,34 @@ struct SampleParams {
   int32_t flip = 0;
 };
 
-// The crop rectangle, in original image pixels, chosen for a sample (before any DCT scaling).
+// The rectangle of original image pixels a sample needs decoded (before any DCT scaling): the crop
+// for crop modes; for Resize + CenterCrop the window's span widened by the filter's reach, so that
+// every tap of the resize lies inside it.
 struct CropRect {
   int x = 0, y = 0, w = 0, h = 0;
 };
+
+// torchvision's Resize(s.resize) + CenterCrop(s.out_w, s.out_h) geometry for a w x h image: the
+// resized image's size and the window's top-left in it.
+struct ResizeWindow {
+  int w = 0, h = 0, left = 0, top = 0;
+};
+ResizeWindow CenterWindow(const AugmentSpec& s, int w, int h);
 
 // Draws a sample's random choices from Rng(seed, epoch, index, kStreamAugment). CPU only.
 // `rect` receives the crop in source pixels; params get it in Q16 relative to the full image.
 void MakeParams(const AugmentSpec& spec, int src_w, int src_h, uint64_t seed, uint64_t epoch, uint64_t index,
                 CropRect* rect, SampleParams* params);
-// Re-expresses params' region for a decoded buffer that holds the original image's region starting
-// at (buf_x, buf_y), scaled by scale_num / 8 (DCT scaling).
-void RebaseParams(const CropRect& rect, int buf_x, int buf_y, int scale_num, SampleParams* params);
+// Re-expresses params' region (relative to the original image, as MakeParams gives it) for a decoded
+// buffer that holds the image scaled by scale_num / 8 (DCT scaling) from (buf_x, buf_y) on, in scaled
+// pixels.
+void RebaseParams(int buf_x, int buf_y, int scale_num, SampleParams* params);
 
-// uint8 RGB of output pixel (x, y) of an out_w x out_h output. `src` holds src_w x src_h RGB pixels
-// (the decoded buffer), rows `stride` bytes apart.
+// uint8 RGB of output pixel (x, y) of an out_w x out_h output: the bilinear sample (no antialiasing)
+// of params' source region, then translate, flip and cutout. The deferred (GPU) path runs it with the
+// region = the whole, already resized image, where it is a plain copy plus those transforms; the
+// loader's own resize is Pillow's (kernels/resample.h). `src` holds src_w x src_h RGB pixels (the
+// decoded buffer), rows `stride` bytes apart.
 DSC_HD void OutputPixel(const SampleParams& p, const AugmentSpec& s, int out_w, int out_h, const uint8_t* src,
                         int src_w, int src_h, int stride, int x, int y, uint8_t rgb[3]) {
   const bool cut = p.cut_x >= 0 && x >= p.cut_x && x < p.cut_x + s.cutout && y >= p.cut_y && y < p.cut_y + s.cutout;

@@ -131,11 +131,11 @@ const Plan& CachedPlan(int sw, int sh, int dw, int dh, ResampleFilter f, const R
   return plan;
 }
 
-// Horizontal pass over `rows` rows of `in` (iw RGB pixels each) into `out` (ow pixels each).
-void HorizontalScalar(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
+// Horizontal pass over `rows` rows of `in` (`in_stride` bytes apart) into `out` (ow pixels each).
+void HorizontalScalar(const uint8_t* in, size_t in_stride, int rows, const Plan& p, uint8_t* out, int ow) {
   const ResampleAxis& a = p.h;
   for (int y = 0; y < rows; ++y) {
-    const uint8_t* row = in + size_t(y) * iw * 3;
+    const uint8_t* row = in + size_t(y) * in_stride;
     uint8_t* o = out + size_t(y) * ow * 3;
     for (int x = 0; x < ow; ++x) {
       const uint8_t* s = row + size_t(a.first[x]) * 3;
@@ -169,7 +169,7 @@ void VerticalScalar(const uint8_t* in, size_t stride, const ResampleAxis& a, uin
   }
 }
 
-using HorizontalFn = void (*)(const uint8_t*, int, int, const Plan&, uint8_t*, int);
+using HorizontalFn = void (*)(const uint8_t*, size_t, int, const Plan&, uint8_t*, int);
 using VerticalFn = void (*)(const uint8_t*, size_t, const ResampleAxis&, uint8_t*, int, int);
 
 void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
@@ -270,10 +270,10 @@ __attribute__((target("avx2"))) void HorizontalBlock(const uint8_t* t, const Hor
   }
 }
 
-void HorizontalAvx2(const uint8_t* in, int iw, int rows, const Plan& p, uint8_t* out, int ow) {
-  if (!p.hs_ok) return HorizontalScalar(in, iw, rows, p, out, ow);
+void HorizontalAvx2(const uint8_t* in, size_t in_stride, int rows, const Plan& p, uint8_t* out, int ow) {
+  if (!p.hs_ok) return HorizontalScalar(in, in_stride, rows, p, out, ow);
   const HorizontalSimd& h = p.hs;
-  const size_t in_stride = size_t(iw) * 3, in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
+  const size_t in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
   in += size_t(h.x0) * 3;
   const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
   // Sideways buffers, whole 32-byte column groups plus the spare 8 bytes of the last pixel's store.
@@ -379,7 +379,7 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
     return;
   }
   if (!p.need_v) {  // dh == sh and every row is used: straight into dst
-    horizontal(src, sw, sh, p, dst, dw);
+    horizontal(src, size_t(sw) * 3, sh, p, dst, dw);
     return;
   }
   const uint8_t* in = src;
@@ -388,14 +388,86 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
     std::vector<uint8_t>& tmp = scratch ? *scratch : local;
     const int rows = p.y_last - p.y_first;
     tmp.resize(size_t(dw) * rows * 3);
-    horizontal(src + size_t(p.y_first) * sw * 3, sw, rows, p, tmp.data(), dw);
+    horizontal(src + size_t(p.y_first) * sw * 3, size_t(sw) * 3, rows, p, tmp.data(), dw);
     vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
     return;
   }
   vertical(in, size_t(sw) * 3, p.v, dst, 0, dh);
 }
 
+// Both passes over precomputed axes (ResampleRgbAxes).
+void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
+             uint8_t* dst, std::vector<uint8_t>* scratch, bool simd, HorizontalFn horizontal, VerticalFn vertical) {
+  const int dw = int(h.count.size()), dh = int(v.count.size());
+  auto check = [](const ResampleAxis& a, int size, const char* name) {
+    for (size_t i = 0; i < a.count.size(); ++i)
+      if (a.count[i] < 1 || a.count[i] > a.ksize || a.first[i] < 0 || a.first[i] + a.count[i] > size)
+        throw Error(std::string("resample: ") + name + " output " + std::to_string(i) + " reads outside the " +
+                    std::to_string(size) + "-pixel source");
+  };
+  if (dw < 1 || dh < 1) throw Error("resample: empty output");
+  if (stride < size_t(sw) * 3) throw Error("resample: source stride shorter than a row");
+  check(h, sw, "horizontal");
+  check(v, sh, "vertical");
+  thread_local Plan p;  // keeps its vectors' memory from sample to sample
+  p.h = h;
+  p.v = v;
+  p.need_h = p.need_v = true;
+  p.simd = simd;
+  p.y_first = v.first[0];
+  p.y_last = 0;
+  for (int y = 0; y < dh; ++y) {  // a mirrored or windowed axis need not be monotonic at its ends
+    p.y_first = v.first[y] < p.y_first ? v.first[y] : p.y_first;
+    p.y_last = v.first[y] + v.count[y] > p.y_last ? v.first[y] + v.count[y] : p.y_last;
+  }
+  for (int& y : p.v.first) y -= p.y_first;
+  p.hs_ok = simd && MakeHorizontalSimd(p.h, sw, &p.hs);
+  std::vector<uint8_t> local;
+  std::vector<uint8_t>& tmp = scratch ? *scratch : local;
+  const int rows = p.y_last - p.y_first;
+  tmp.resize(size_t(dw) * rows * 3);
+  horizontal(src + size_t(p.y_first) * stride, stride, rows, p, tmp.data(), dw);
+  vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
+}
+
 }  // namespace
+
+void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
+                        bool mirror, ResampleAxis* a) {
+  if (hi <= lo || n < 1 || o0 < 0 || o0 + n > out_size || !(in1 >= in0))
+    throw Error("resample: bad window (pixels " + std::to_string(lo) + ".." + std::to_string(hi) + ", outputs " +
+                std::to_string(o0) + "+" + std::to_string(n) + " of " + std::to_string(out_size) + ")");
+  // Relative to lo, as Pillow sees a cropped image: exact (float minus a smaller integer) for the
+  // integer crops of an unscaled decode.
+  const float r0 = in0 - float(lo), r1 = in1 - float(lo);
+  a->ksize = ResampleMaxTaps(f, r0, r1, out_size);
+  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
+  a->count.resize(size_t(n));
+  a->k.assign(size_t(n) * a->ksize, 0);
+  thread_local std::vector<double> w;
+  w.resize(size_t(a->ksize));
+  for (int i = 0; i < n; ++i) {
+    const int o = mirror ? n - 1 - i : i;
+    int first = 0;
+    const int c = ResampleTaps(f, hi - lo, r0, r1, out_size, o0 + o, &first, w.data());
+    a->first[i] = first + lo - origin;
+    a->count[i] = c;
+    for (int t = 0; t < c; ++t) a->k[size_t(i) * a->ksize + t] = ResampleFixed(w[t]);
+  }
+}
+
+void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
+                     uint8_t* dst, std::vector<uint8_t>* scratch) {
+#if defined(__x86_64__)
+  if (ResampleHaveAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, true, HorizontalAvx2, VerticalAvx2);
+#endif
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+}
+
+void ResampleRgbAxesScalar(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h,
+                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch) {
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+}
 
 void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                        ResampleBox box, std::vector<uint8_t>* scratch) {

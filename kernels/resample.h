@@ -98,6 +98,25 @@ struct ResampleAxis {
 };
 ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in1, int out_size);
 
+// The taps of outputs [o0, o0 + n) of an axis resized from the span [in0, in1) (Pillow's float box
+// edges, in image pixels) to out_size, with the taps clipped to source pixels [lo, hi) as Pillow clips
+// them to its image. Two uses: "crop, then resize" (torchvision's RandomResizedCrop through PIL: [lo, hi)
+// is the crop, o0 = 0, n = out_size; with an integer crop this is PIL's crop().resize() exactly) and
+// "resize, then take a window" (Resize + CenterCrop: [lo, hi) is the whole image, [o0, o0 + n) the
+// window; exactly the window of the full resize). Source indices come out relative to `origin` (the
+// decoded buffer's first pixel). `mirror`: output i gets output o0 + n - 1 - i's taps (a flip).
+// Writes *axis, reusing its memory.
+void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
+                        bool mirror, ResampleAxis* axis);
+
+// Resamples with precomputed axes: dst (h's outputs x v's outputs RGB, rows packed) from src (sw x sh RGB,
+// rows `stride` bytes apart). Both passes always run (a one-tap identity pass gives its input back
+// exactly). Throws dsc::Error when a tap lies outside the source. ResampleRgbAxesScalar is the reference.
+void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
+                     uint8_t* dst, std::vector<uint8_t>* scratch = nullptr);
+void ResampleRgbAxesScalar(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h,
+                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch = nullptr);
+
 // The source sub-rectangle, in float pixel coordinates (Pillow's box); x1 == 0 && y1 == 0 means the
 // whole image.
 struct ResampleBox {

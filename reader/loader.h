@@ -65,6 +65,10 @@ struct LoaderOptions {
   // conversion + augmentation + normalisation in one pass). true: libjpeg's default triangle filter,
   // bit-identical to what PIL / torchvision / OpenCV decode, and slower.
   bool fancy_upsampling = false;
+  // Crop transforms on JPEGs: decode at the smallest DCT scale k/8 that keeps the crop at least the
+  // output size (the resized image then differs a little from PIL's full-size result), or, when
+  // false, always at full size (Pillow's result exactly, with fancy_upsampling; slower on large crops).
+  bool dct_scaling = true;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
@@ -81,10 +85,13 @@ struct LoaderOptions {
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
 
   // FFCV's CIFAR-10 pipelines: flip + translate(2) + cutout(4) (fills = CIFAR mean) + normalise, and
-  // normalise only; float32 NCHW, batch 512. ImageNet: RandomResizedCrop(224) + flip + normalise.
+  // normalise only; float32 NCHW, batch 512. ImageNet train: RandomResizedCrop(224, scale (0.08, 1),
+  // ratio (3/4, 4/3)) + flip + normalise; test: Resize(256) + CenterCrop(224) + normalise, sequential.
+  // Resizes are Pillow's antialiased BILINEAR, as torchvision's transforms on PIL images.
   static LoaderOptions CifarTrain();
   static LoaderOptions CifarTest();
   static LoaderOptions ImagenetTrain();
+  static LoaderOptions ImagenetTest();
 };
 
 // An option with an invalid value, thrown when a Loader is built; the message names the option and the
@@ -223,6 +230,11 @@ class Loader {
   uint64_t batches_per_epoch() const;  // batches of a full epoch on this rank
   uint32_t height() const;
   uint32_t width() const;
+  // Changes a crop transform's output size (FFCV's progressive resizing, e.g. 160 -> 192 px) without
+  // rebuilding the loader: the next epoch()/resume() range produces w x h images (batch buffers grow
+  // as needed); the current range, if any, and leased batches keep the old size. Throws OptionError
+  // for a size ValidateOptions refuses or when no crop transform is set (the image size is fixed).
+  void set_output_size(uint32_t w, uint32_t h);
   const Dataset& dataset() const;
   const LoaderOptions& options() const;
   int threads() const;

@@ -71,6 +71,10 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     Range("augment.ratio_min", a.ratio_min, "augment.ratio_max", a.ratio_max);
   }
   if (a.crop == kernels::CropMode::kCenter) {
+    if (a.resize < 0) Bad("augment.resize", Str(a.resize), "must not be negative");
+    if (a.resize > 0 && a.resize < std::max(a.out_w, a.out_h))
+      Bad("augment.resize", Str(a.resize), "must be at least the output size (" + Str(std::max(a.out_w, a.out_h)) + ")");
+    if (a.resize > 1 << 16) Bad("augment.resize", Str(a.resize), "must be at most 65536");
     Finite("augment.center_ratio", a.center_ratio);
     if (!(a.center_ratio > 0 && a.center_ratio <= 1)) Bad("augment.center_ratio", Str(a.center_ratio), "must be in (0, 1]");
   }

@@ -93,12 +93,36 @@ LoaderOptions LoaderOptions::ImagenetTrain() {
   return o;
 }
 
+LoaderOptions LoaderOptions::ImagenetTest() {
+  LoaderOptions o;
+  o.order = Order::kSequential;
+  o.augment.crop = kernels::CropMode::kCenter;
+  o.augment.resize = 256;
+  o.augment.out_w = o.augment.out_h = 224;
+  SetNormalize(&o.augment, kImagenetMean, kImagenetStd);
+  return o;
+}
+
 // One batch's memory: in a ring slot, in the pool's free list, or leased (owned by a LeaseBlock).
 struct BatchBuffer {
   ~BatchBuffer() {
     if (images) release(images);
   }
+  // Makes room for `need` bytes of images (set_output_size grew the output). On an allocation
+  // failure images is null and the batch written to it fails with an error.
+  void Ensure(size_t need, const std::function<void*(size_t)>& allocate) {
+    if (bytes >= need && images) return;
+    if (images) release(images);
+    images = nullptr;
+    bytes = 0;
+    try {
+      images = static_cast<uint8_t*>(allocate ? allocate(need) : std::aligned_alloc(64, need));
+    } catch (...) {
+    }
+    if (images) bytes = need;
+  }
   uint8_t* images = nullptr;
+  size_t bytes = 0;  // images' capacity
   std::function<void(void*)> release;
   std::vector<kernels::SampleParams> params;
   std::vector<int32_t> labels[2];
@@ -120,6 +144,8 @@ struct BufferPool {
   size_t leased = 0;
   size_t limit = 0;      // ring slots + max_leases
   bool closed = false;   // the pipeline is gone: returned buffers are freed
+  size_t bytes = 0;      // what a buffer's images need now (Loader::set_output_size)
+  std::function<void*(size_t)> allocate;
 
   void Return(std::unique_ptr<BatchBuffer> b) {
     {
@@ -127,6 +153,7 @@ struct BufferPool {
       --leased;
       if (!closed) {
         if (!needy.empty()) {
+          b->Ensure(bytes, allocate);
           needy.front()->store(b.release());
           needy.pop_front();
         } else {
@@ -189,7 +216,8 @@ class Pipeline {
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
     kernels::MakeNormalizeTable(o.augment, table_);
     for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
-    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels};
+    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
+               o.dct_scaling};
     if (o.defer_augment) {  // the CPU stage writes plain pixels
       kernels::AugmentSpec plain;
       kernels::MakeNormalizeTable(plain, table_);
@@ -201,6 +229,8 @@ class Pipeline {
     pool_ = std::make_shared<BufferPool>();
     pool_->limit = slots_.size() + o.max_leases;
     pool_->free.reserve(pool_->limit);  // Return() (in a lease's destructor) then never allocates
+    pool_->bytes = BufferBytes();
+    pool_->allocate = o.allocate;
     for (auto& s : slots_) {
       s = std::make_unique<Slot>();
       s->buf.store(NewBuffer().release());
@@ -230,9 +260,22 @@ class Pipeline {
     }
   }
 
+  void SetOutputSize(uint32_t w, uint32_t h) {
+    if (opt_.augment.crop == kernels::CropMode::kNone)
+      throw OptionError("set_output_size: the output is the image size unless a crop transform is set");
+    LoaderOptions o = opt_;
+    o.augment.out_w = int(std::min<uint32_t>(w, INT32_MAX));
+    o.augment.out_h = int(std::min<uint32_t>(h, INT32_MAX));
+    ValidateOptions(o, w, h);
+    std::lock_guard<std::mutex> l(mu_);
+    pending_w_ = w;
+    pending_h_ = h;
+  }
+
   // Starts a job for (epoch, first batch); returns its id.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     Cancel();
+    ApplyOutputSize();
     for (auto& s : slots_)  // a batch leased when the last job ended left its slot empty
       if (!s->buf.load()) Refill(s.get());
     EpochPlan plan = Plan(epoch);
@@ -466,17 +509,42 @@ class Pipeline {
   uint64_t pending_batch() const { return next_deliver_; }
 
  private:
+  // A size from set_output_size, applied while every worker is idle (after Cancel).
+  void ApplyOutputSize() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (pending_w_ == 0) return;
+      width_ = pending_w_;
+      height_ = pending_h_;
+      pending_w_ = pending_h_ = 0;
+      opt_.augment.out_w = int(width_);
+      opt_.augment.out_h = int(height_);
+      format_.width = width_;
+      format_.height = height_;
+      sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(opt_.dtype);
+      ++geometry_;
+    }
+    std::lock_guard<std::mutex> pl(pool_->mu);
+    pool_->bytes = BufferBytes();
+    for (auto& s : slots_)
+      if (BatchBuffer* b = s->buf.load()) b->Ensure(pool_->bytes, opt_.allocate);
+    for (auto& b : pool_->free) b->Ensure(pool_->bytes, opt_.allocate);
+  }
+
+  size_t BufferBytes() const { return std::max<size_t>((sample_bytes_ * opt_.batch_size + 63) / 64 * 64, 64); }
+
   void ResetSlot(Slot* s) {
     s->done.store(0);
     s->error.clear();
   }
 
   std::unique_ptr<BatchBuffer> NewBuffer() {
-    const size_t bytes = std::max<size_t>((sample_bytes_ * opt_.batch_size + 63) / 64 * 64, 64);
+    const size_t bytes = BufferBytes();
     auto b = std::make_unique<BatchBuffer>();
     b->release = opt_.release ? opt_.release : [](void* p) { std::free(p); };
     b->images = static_cast<uint8_t*>(opt_.allocate ? opt_.allocate(bytes) : std::aligned_alloc(64, bytes));
     if (!b->images) throw Error("cannot allocate a batch buffer of " + std::to_string(bytes) + " bytes");
+    b->bytes = bytes;
     b->params.resize(opt_.batch_size);
     for (auto& l : b->labels) l.resize(opt_.batch_size);
     b->indices.resize(opt_.batch_size);
@@ -490,6 +558,7 @@ class Pipeline {
     std::lock_guard<std::mutex> l(pool_->mu);
     if (std::find(pool_->needy.begin(), pool_->needy.end(), &s->buf) != pool_->needy.end()) return;
     if (!pool_->free.empty()) {
+      pool_->free.back()->Ensure(pool_->bytes, opt_.allocate);  // it may predate set_output_size
       s->buf.store(pool_->free.back().release());
       pool_->free.pop_back();
     } else if (pool_->allocated < pool_->limit) {
@@ -508,7 +577,17 @@ class Pipeline {
   }
 
   void WorkerLoop(int t) {
-    SampleProcessor proc(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t), opt_.defer_augment);
+    auto make = [&] {
+      return std::make_unique<SampleProcessor>(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t),
+                                               opt_.defer_augment);
+    };
+    std::unique_ptr<SampleProcessor> proc;
+    uint64_t geometry = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      proc = make();
+      geometry = geometry_;
+    }
     StageStats local;
     uint64_t seen = 0;
     while (true) {
@@ -520,8 +599,12 @@ class Pipeline {
         seen = job_;
         epoch = epoch_;
         seed = opt_.seed;
+        if (geometry != geometry_) {  // set_output_size
+          proc = make();
+          geometry = geometry_;
+        }
       }
-      RunJob(&proc, epoch, seed, &local);
+      RunJob(proc.get(), epoch, seed, &local);
       std::lock_guard<std::mutex> l(mu_);
       if (opt_.collect_stats) {
         stats_[size_t(t)] += local;
@@ -549,6 +632,15 @@ class Pipeline {
       if (from >= to) continue;
       BatchBuffer* b = s->buf.load(std::memory_order_acquire);
       if (!b && !(b = WaitForBuffer(s))) return;  // its last batch is leased and no spare is free
+      if (!b->images || b->bytes < sample_bytes_ * opt_.batch_size) {  // a failed Ensure
+        std::lock_guard<std::mutex> l(s->error_mu);
+        if (s->error.empty()) s->error = "cannot allocate a batch buffer of " + std::to_string(BufferBytes()) + " bytes";
+        if (s->done.fetch_add(to - from) + (to - from) >= len) {
+          std::lock_guard<std::mutex> ml(mu_);
+          done_cv_.notify_all();
+        }
+        continue;
+      }
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
@@ -577,6 +669,8 @@ class Pipeline {
   Dataset ds_;
   OrderOptions order_;
   uint32_t width_ = 0, height_ = 0;
+  uint32_t pending_w_ = 0, pending_h_ = 0;  // set_output_size's, for the next Start
+  uint64_t geometry_ = 0;                   // counts applied output sizes (workers rebuild their processor)
   float table_[3 * 256];
   uint16_t half_[3 * 256];
   OutputFormat format_;
@@ -620,6 +714,7 @@ void Loader::restore(const LoaderState& s) { p_->Restore(s); }
 uint64_t Loader::batches_per_epoch() const { return p_->batches_per_epoch(); }
 uint32_t Loader::height() const { return p_->height(); }
 uint32_t Loader::width() const { return p_->width(); }
+void Loader::set_output_size(uint32_t w, uint32_t h) { p_->SetOutputSize(w, h); }
 const Dataset& Loader::dataset() const { return p_->dataset(); }
 const LoaderOptions& Loader::options() const { return p_->options(); }
 int Loader::threads() const { return p_->threads(); }

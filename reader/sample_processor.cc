@@ -9,6 +9,7 @@
 #include "format/error.h"
 #include "format/layout.h"
 #include "kernels/color.h"
+#include "kernels/crop_resize.h"
 #include "kernels/normalize_row.h"
 #include "reader/decode_rgb.h"
 #include "reader/mmap_guard.h"
@@ -85,6 +86,9 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   }
   const uint8_t* src = nullptr;
   int sw = e.width, sh = e.height, stride = e.width * 3;
+  kernels::DecodedRegion region;  // what the buffer holds: the whole image unless a JPEG crop says otherwise
+  region.width = e.width;
+  region.height = e.height;
   const size_t raw = size_t(e.width) * e.height * 3;
   switch (format::Encoding(e.encoding)) {
     case format::Encoding::kRaw:
@@ -119,11 +123,17 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (spec_.crop == kernels::CropMode::kNone) {
         if (!jpeg_->DecodeRGB(buf, size_t(stride), out_.fancy_upsampling)) throw fail("corrupt JPEG: " + jpeg_->error());
       } else {
-        kernels::DecodedRegion region;
-        if (!jpeg_->DecodeRegion(rect.x, rect.y, rect.w, rect.h, int(out_.width), int(out_.height), buf,
-                                size_t(stride), size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
+        int min_w = int(out_.width), min_h = int(out_.height);  // DCT-scale no further than the output needs
+        if (spec_.crop == kernels::CropMode::kCenter && spec_.resize > 0) {  // the whole image at its resized size
+          const kernels::ResizeWindow win = kernels::CenterWindow(spec_, w, h);
+          min_w = int((int64_t(win.w) * rect.w + w - 1) / w);
+          min_h = int((int64_t(win.h) * rect.h + h - 1) / h);
+        }
+        if (!out_.dct_scaling) min_w = rect.w, min_h = rect.h;
+        if (!jpeg_->DecodeRegion(rect.x, rect.y, rect.w, rect.h, min_w, min_h, buf, size_t(stride),
+                                 size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
           throw fail("corrupt JPEG: " + jpeg_->error());
-        kernels::RebaseParams(rect, region.x, region.y, region.scale_num, &params);
+        kernels::RebaseParams(region.x, region.y, region.scale_num, &params);
         sw = region.width;
         sh = region.height;
       }
@@ -132,6 +142,23 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     }
   }
   const uint64_t t2 = stats_ ? NowNs() : 0;
+  if (spec_.crop != kernels::CropMode::kNone) {
+    // Pillow's resize of the crop to the output, flipped by mirroring its horizontal axis; translate,
+    // cutout and the output format then run on the resized image as on an uncropped one.
+    const size_t bytes = size_t(out_.width) * out_.height * 3;
+    if (resized_.size() < bytes) resized_.resize(bytes);
+    try {
+      kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
+      kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_);
+    } catch (const Error& ex) {  // a geometry the resampler refuses: name the sample
+      throw fail(ex.what());
+    }
+    params.flip = 0;
+    src = resized_.data();
+    sw = int(out_.width);
+    sh = int(out_.height);
+    stride = sw * 3;
+  }
   WriteRows(params, src, sw, sh, stride, dst);
   kernels::StreamFence();  // streaming stores are visible before the batch is published
   if (stats_) Account(st, t0, t1, t2, p.size);
@@ -229,13 +256,12 @@ uint8_t* SampleProcessor::DecodeBuffer(size_t width, size_t height) {
 void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride,
                                 uint8_t* dst) {
   const int ow = int(out_.width), oh = int(out_.height);
-  const bool identity = spec_.crop == kernels::CropMode::kNone && sw == ow && sh == oh;
+  if (sw != ow || sh != oh) throw Error("internal: a " + std::to_string(sw) + "x" + std::to_string(sh) + " image for a " +
+                                        std::to_string(ow) + "x" + std::to_string(oh) + " output");
   uint8_t* row = row_.data();
   for (int y = 0; y < oh; ++y) {
-    if (!identity) {
-      for (int x = 0; x < ow; ++x) kernels::OutputPixel(p, spec_, ow, oh, src, sw, sh, stride, x, y, row + x * 3);
-    } else {
-      // Fast path of OutputPixel for an unscaled image (tests check equality). A flipped row is built
+    {
+      // OutputPixel for an image of the output's size (tests check equality). A flipped row is built
       // mirrored (out[x] = row[ow - 1 - x], which makes the translate a plain shift by -dx) and
       // reversed after normalisation, where reversing is a few vector permutes.
       const bool mirror = p.flip != 0;

@@ -8,6 +8,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/jpeg_decoder.h"
+#include "kernels/resample.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
@@ -23,6 +24,7 @@ struct OutputFormat {
   bool fancy_upsampling = false;     // see LoaderOptions
   float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};  // the table's coefficients (kernels::Normalize)
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // LoaderOptions::max_pixels
+  bool dct_scaling = true;           // LoaderOptions::dct_scaling
 };
 
 class SampleProcessor {
@@ -63,6 +65,8 @@ class SampleProcessor {
   std::unique_ptr<kernels::JpegDecoder> jpeg_;  // recreated after a fault left it mid-decode
   void* zstd_ = nullptr;  // ZSTD_DCtx
   std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_, planar_;
+  std::vector<uint8_t> resized_, resample_scratch_;  // crop modes: the resized image, the resampler's rows
+  kernels::ResampleAxis axis_h_, axis_v_;
 };
 
 }  // namespace dsc

@@ -66,6 +66,16 @@ TEST(GpuTwin, CropOnCpuThenTheRestDeferred) {
   ExpectTwinEqualsCpu(o, DType::kFloat32, Layout::kNCHW);
 }
 
+TEST(GpuTwin, ResizeCenterCropOnCpuThenTheRestDeferred) {
+  LoaderOptions o = LoaderOptions::ImagenetTest();
+  o.augment.resize = 28;
+  o.augment.out_w = 24;
+  o.augment.out_h = 20;
+  o.augment.flip = true;
+  o.augment.cutout = 3;
+  ExpectTwinEqualsCpu(o, DType::kFloat16, Layout::kNCHW);
+}
+
 TEST(GpuTwin, NoGpuIsReportedAndRefusedClearly) {
   std::string why;
   if (gpu::Available(&why)) GTEST_SKIP() << "a GPU is present; this checks the fallback";

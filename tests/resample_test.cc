@@ -240,6 +240,51 @@ TEST(Resample, AxisMatchesPerIndexTaps) {
   }
 }
 
+// The loader's entry point: windows of precomputed axes over a padded-stride buffer. A whole-image
+// window with taps clipped to the image is ResampleRgbScalar with the same box (checked against PIL
+// above); a window of outputs is that image's window; a mirrored axis is the mirrored image; the AVX2
+// path equals the scalar one. Taps outside the source are refused.
+TEST(Resample, WindowsOfAxesMatchTheReference) {
+  ASSERT_FALSE(Photos().empty());
+  Lcg g{99};
+  using dsc::kernels::ResampleAxis;
+  for (int r = 0; r < 120; ++r) {
+    const Image& im = Photos()[size_t(r) % Photos().size()];
+    const size_t stride = size_t(im.w) * 3 + 32 * (r % 3);  // padded rows, as the decode buffer's
+    std::vector<uint8_t> src(stride * size_t(im.h));
+    for (int y = 0; y < im.h; ++y) std::memcpy(&src[y * stride], &im.rgb[size_t(y) * im.w * 3], size_t(im.w) * 3);
+    const float x0 = float(im.w * 0.4 * g.Next()), y0 = float(im.h * 0.4 * g.Next());
+    const ResampleBox b{x0, y0, x0 + float((im.w - x0) * (0.2 + 0.8 * g.Next())), y0 + float((im.h - y0) * (0.2 + 0.8 * g.Next()))};
+    const int dw = 2 + int(300 * g.Next()), dh = 2 + int(300 * g.Next());
+    std::vector<uint8_t> full(size_t(dw) * dh * 3);
+    dsc::kernels::ResampleRgbScalar(im.rgb.data(), im.w, im.h, full.data(), dw, dh, ResampleFilter::kBilinear, b);
+    // A window [ox, ox + n) x [oy, oy + m) of it, mirrored on odd cases.
+    const int ox = int((dw - 1) * g.Next() * 0.5), oy = int((dh - 1) * g.Next() * 0.5);
+    const int n = 1 + int((dw - ox - 1) * g.Next()), m = 1 + int((dh - oy - 1) * g.Next());
+    const bool mirror = r % 2;
+    ResampleAxis h, v;
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.w, b.x0, b.x1, dw, ox, n, 0, mirror, &h);
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.h, b.y0, b.y1, dh, oy, m, 0, false, &v);
+    std::vector<uint8_t> want(size_t(n) * m * 3), got(want.size(), 0xAB), fast(want.size(), 0xCD);
+    for (int y = 0; y < m; ++y)
+      for (int x = 0; x < n; ++x)
+        for (int c = 0; c < 3; ++c)
+          want[(size_t(y) * n + x) * 3 + c] = full[(size_t(oy + y) * dw + ox + (mirror ? n - 1 - x : x)) * 3 + c];
+    dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data());
+    ASSERT_EQ(got, want) << "case " << r;
+    dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, fast.data());
+    ASSERT_EQ(fast, want) << "case " << r << " (AVX2)";
+  }
+  // Taps reaching past the buffer are refused, not read.
+  const Image& im = Photos()[0];
+  ResampleAxis h, v;
+  dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.w, 0, float(im.w), 50, 0, 50, 0, false, &h);
+  dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.h, 0, float(im.h), 50, 0, 50, 0, false, &v);
+  std::vector<uint8_t> out(50 * 50 * 3);
+  EXPECT_THROW(dsc::kernels::ResampleRgbAxes(im.rgb.data(), im.w - 1, im.h, size_t(im.w) * 3, h, v, out.data()),
+               dsc::Error);
+}
+
 TEST(Resample, RefusesBadGeometry) {
   std::vector<uint8_t> src(10 * 8 * 3, 7), dst(5 * 5 * 3);
   auto run = [&](int sw, int sh, int dw, int dh, ResampleBox b) -> std::string {

@@ -101,7 +101,7 @@ int CmdBench(int argc, char** argv) {
                         "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n");
   opts.positional_help("FILE");
   opts.add_options()
-      ("preset", "cifar-train, cifar-test or imagenet-train", cxxopts::value<std::string>()->default_value("cifar-train"))
+      ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cxxopts::value<std::string>()->default_value("cifar-train"))
       ("batch-size", "samples per batch on this rank", cxxopts::value<uint32_t>()->default_value("512"))
       ("global-batch-size", "samples per batch over all ranks (overrides --batch-size)", cxxopts::value<uint32_t>()->default_value("0"))
       ("rank", "this rank (distributed)", cxxopts::value<uint32_t>()->default_value("0"))
@@ -134,6 +134,7 @@ int CmdBench(int argc, char** argv) {
     if (preset == "cifar-train") o = LoaderOptions::CifarTrain();
     else if (preset == "cifar-test") o = LoaderOptions::CifarTest();
     else if (preset == "imagenet-train") o = LoaderOptions::ImagenetTrain();
+    else if (preset == "imagenet-test") o = LoaderOptions::ImagenetTest();
     else throw cxxopts::exceptions::exception("unknown --preset '" + preset + "'");
     o.batch_size = r["batch-size"].as<uint32_t>();
     o.global_batch_size = r["global-batch-size"].as<uint32_t>();
