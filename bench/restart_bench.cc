@@ -2,12 +2,15 @@
 // are), the total size after lossless transcoding, the images whose interval is a whole MCU row, the
 // full-decode time with TurboJPEG, and the cost of finding the RST markers by scanning the payload.
 // Rounds are interleaved (every variant once per round) and the median round's thread CPU time is
-// reported.
+// reported. "RRC decoded": the mean share of an image's MCUs that a crop-aware decoder would decode
+// for torchvision RandomResizedCrop crops (100 per image), given the intervals.
 // usage: restart_bench DIR [ROUNDS=5] [T...]     (DIR: a tree of JPEGs, e.g. bench/shrink_photos.py's)
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
+#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +59,31 @@ double ScanAll(const Files& files, size_t* markers) {
   return Now() - t0;
 }
 
+// torchvision's RandomResizedCrop.get_params (scale (0.08, 1), ratio (3/4, 4/3)) on a W x H image.
+struct Crop {
+  int x, y, w, h;
+};
+Crop RandomResizedCrop(int W, int H, std::mt19937& rng) {
+  std::uniform_real_distribution<double> scale(0.08, 1.0), logr(std::log(3.0 / 4), std::log(4.0 / 3));
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double area = W * double(H) * scale(rng), ar = std::exp(logr(rng));
+    const int w = int(std::lround(std::sqrt(area * ar))), h = int(std::lround(std::sqrt(area / ar)));
+    if (w > 0 && h > 0 && w <= W && h <= H)
+      return {std::uniform_int_distribution<int>(0, W - w)(rng), std::uniform_int_distribution<int>(0, H - h)(rng), w, h};
+  }
+  return {0, 0, W, H};
+}
+
+// The share of an image's MCUs a crop-aware decoder entropy-decodes for a crop: every interval that
+// the crop touches, in every MCU row it touches.
+double DecodedShare(const Crop& c, const dsc::kernels::RestartResult& r) {
+  if (r.interval == 0 || r.interval >= r.mcus_per_row * r.mcu_rows) return 1.0;  // no RST marker: whole image
+  const int r0 = c.y / r.mcu_height, r1 = (c.y + c.h - 1) / r.mcu_height;
+  const int i0 = c.x / r.mcu_width / r.interval, i1 = (c.x + c.w - 1) / r.mcu_width / r.interval;
+  const int cols = std::min(r.mcus_per_row, (i1 + 1) * r.interval) - i0 * r.interval;
+  return double(r1 - r0 + 1) * cols / (double(r.mcu_rows) * r.mcus_per_row);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +110,7 @@ int main(int argc, char** argv) {
     std::string name;
     Files files;
     size_t bytes = 0, whole_row = 0, with_markers = 0;
+    double rrc_share = 0;  // mean share of MCUs decoded for RandomResizedCrop crops
     double mean_interval = 0;
     std::vector<double> decode, scan;
     size_t markers = 0;
@@ -94,6 +123,7 @@ int main(int argc, char** argv) {
   auto transcode = [&](const std::string& name, dsc::kernels::RestartPolicy p) {
     Variant v;
     v.name = name;
+    std::mt19937 rng(1);
     for (const auto& f : sources) {
       std::vector<uint8_t> out;
       dsc::kernels::RestartResult r;
@@ -101,6 +131,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "transcode failed: %s\n", w.error().c_str());
         return;
       }
+      int W = 0, H = 0, sub, cs;
+      tjhandle th = tjInitDecompress();
+      tjDecompressHeader3(th, f.data(), f.size(), &W, &H, &sub, &cs);
+      tjDestroy(th);
+      for (int k = 0; k < 100; ++k) v.rrc_share += DecodedShare(RandomResizedCrop(W, H, rng), r) / 100;
       if (r.interval == 0) out = f;
       else {
         ++v.with_markers;
@@ -110,6 +145,7 @@ int main(int argc, char** argv) {
       v.files.push_back(std::move(out));
     }
     if (v.with_markers) v.mean_interval /= double(v.with_markers);
+    v.rrc_share /= double(sources.size());
     vs.push_back(std::move(v));
   };
   // An interval longer than any of these images writes a DRI marker but no RST marker; without the
@@ -137,14 +173,15 @@ int main(int argc, char** argv) {
     }
   tjDestroy(h);
   std::printf("%zu images from %s, %d rounds (medians)\n", sources.size(), argv[1], rounds);
-  std::printf("%-20s %12s %8s %10s %10s %12s %12s %10s %10s\n", "variant", "bytes", "size", "markers", "whole-row",
-              "mean interval", "decode ms/img", "vs source", "scan us/img");
+  std::printf("%-20s %12s %8s %10s %10s %13s %13s %10s %11s %12s\n", "variant", "bytes", "size", "markers", "whole-row",
+              "mean interval", "decode ms/img", "vs source", "scan us/img", "RRC decoded");
   const double base_decode = Median(vs[0].decode);
   for (auto& v : vs) {
     const double dec = Median(v.decode), scan = Median(v.scan);
-    std::printf("%-20s %12zu %7.4fx %10zu %10zu %12.1f %12.3f %9.3fx %10.2f\n", v.name.c_str(), v.bytes,
+    std::printf("%-20s %12zu %7.4fx %10zu %10zu %13.1f %13.3f %9.3fx %11.2f %11.1f%%\n", v.name.c_str(), v.bytes,
                 double(v.bytes) / double(vs[0].bytes), v.markers, v.whole_row, v.mean_interval,
-                1e3 * dec / double(sources.size()), dec / base_decode, 1e6 * scan / double(sources.size()));
+                1e3 * dec / double(sources.size()), dec / base_decode, 1e6 * scan / double(sources.size()),
+                100 * (v.rrc_share > 0 ? v.rrc_share : 1.0));
   }
   return 0;
 }

@@ -27,8 +27,11 @@ int PickRestartInterval(const RestartPolicy& p, int per_row, int rows) {
   return std::min(best, 65535);  // DRI holds 16 bits; a row of more MCUs than that is not 1 interval
 }
 
-void McuGrid(int width, int height, int components, int max_h_samp, int max_v_samp, int* per_row, int* rows) {
+void McuGrid(int width, int height, int components, int max_h_samp, int max_v_samp, int* per_row, int* rows,
+             int* mcu_width, int* mcu_height) {
   const int mw = components == 1 ? 8 : 8 * max_h_samp, mh = components == 1 ? 8 : 8 * max_v_samp;
+  if (mcu_width) *mcu_width = mw;
+  if (mcu_height) *mcu_height = mh;
   *per_row = (width + mw - 1) / mw;
   *rows = (height + mh - 1) / mh;
 }
@@ -45,6 +48,7 @@ struct JpegRestartWriter::State {
     char message[JMSG_LENGTH_MAX];
   } err;
   std::vector<JSAMPROW> rows;
+  bool created = false;
 };
 
 namespace {
@@ -99,14 +103,28 @@ JpegRestartWriter::JpegRestartWriter() : s_(new State()) {
   s.d.err = s.c.err = jpeg_std_error(&s.err.mgr);
   s.err.mgr.error_exit = ErrorExit;
   s.err.mgr.emit_message = EmitMessage;
-  jpeg_create_decompress(&s.d);
-  jpeg_create_compress(&s.c);
-  s.d.client_data = s.c.client_data = &s;
   s.progress.progress_monitor = Progress;
-  s.d.progress = &s.progress;
   s.dest.init_destination = InitDest;
   s.dest.empty_output_buffer = EmptyDest;
   s.dest.term_destination = TermDest;
+  Fresh();
+}
+
+// Fresh libjpeg objects for every image: libjpeg-turbo keeps a compressor's Huffman tables across
+// images (jpeg_set_defaults does not replace tables that exist), so the optimised tables of one
+// transcode would leak into the next encode, and the output would depend on which thread encoded
+// what before. Creating the objects costs microseconds.
+void JpegRestartWriter::Fresh() {
+  State& s = *s_;
+  if (s.created) {
+    jpeg_destroy_compress(&s.c);
+    jpeg_destroy_decompress(&s.d);
+  }
+  jpeg_create_decompress(&s.d);
+  jpeg_create_compress(&s.c);
+  s.created = true;
+  s.d.client_data = s.c.client_data = &s;
+  s.d.progress = &s.progress;
   s.c.dest = &s.dest;
 }
 
@@ -128,7 +146,8 @@ void TranscodeBody(State& s, const uint8_t* jpeg, size_t size, const RestartPoli
     max_h = std::max(max_h, s.d.comp_info[i].h_samp_factor);
     max_v = std::max(max_v, s.d.comp_info[i].v_samp_factor);
   }
-  McuGrid(int(s.d.image_width), int(s.d.image_height), s.d.num_components, max_h, max_v, &r->mcus_per_row, &r->mcu_rows);
+  McuGrid(int(s.d.image_width), int(s.d.image_height), s.d.num_components, max_h, max_v, &r->mcus_per_row, &r->mcu_rows,
+          &r->mcu_width, &r->mcu_height);
   const int interval = PickRestartInterval(policy, r->mcus_per_row, r->mcu_rows);
   if (interval == 0) {
     jpeg_abort_decompress(&s.d);
@@ -149,7 +168,8 @@ void EncodeBody(State& s, const uint8_t* pixels, int width, int height, int chan
                 const RestartPolicy& policy, std::vector<uint8_t>* out, RestartResult* r) {
   const bool gray = channels == 1 || subsampling == TJSAMP_GRAY;
   const int samp = gray ? TJSAMP_GRAY : subsampling;
-  McuGrid(width, height, gray ? 1 : 3, tjMCUWidth[samp] / 8, tjMCUHeight[samp] / 8, &r->mcus_per_row, &r->mcu_rows);
+  McuGrid(width, height, gray ? 1 : 3, tjMCUWidth[samp] / 8, tjMCUHeight[samp] / 8, &r->mcus_per_row, &r->mcu_rows,
+          &r->mcu_width, &r->mcu_height);
   s.rows.resize(size_t(height));
   for (int y = 0; y < height; ++y) s.rows[size_t(y)] = const_cast<JSAMPROW>(pixels + size_t(y) * width * channels);
   s.c.image_width = JDIMENSION(width);
@@ -177,6 +197,7 @@ void EncodeBody(State& s, const uint8_t* pixels, int width, int height, int chan
 
 template <typename Body>
 bool JpegRestartWriter::Run(const Body& body) {
+  Fresh();
   // libjpeg reports errors through error_exit, which longjmps here.
   if (setjmp(s_->err.jump)) {
     error_ = s_->err.message;

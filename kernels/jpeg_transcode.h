@@ -26,12 +26,14 @@ int PickRestartInterval(const RestartPolicy& p, int per_row, int rows);
 
 // MCU geometry as a baseline writer lays it out: a one-component image has 8x8 MCUs, otherwise
 // 8 x the largest sampling factors.
-void McuGrid(int width, int height, int components, int max_h_samp, int max_v_samp, int* per_row, int* rows);
+void McuGrid(int width, int height, int components, int max_h_samp, int max_v_samp, int* per_row, int* rows,
+             int* mcu_width = nullptr, int* mcu_height = nullptr);
 
 struct RestartResult {
   int interval = 0;      // MCUs per interval written (0: none)
   int mcus_per_row = 0;
   int mcu_rows = 0;
+  int mcu_width = 0, mcu_height = 0;  // pixels
 };
 
 // One per thread. Calls return false and fill error() on failure (corrupt data and warnings alike).
@@ -61,6 +63,7 @@ class JpegRestartWriter {
  private:
   template <typename Body>
   bool Run(const Body& body);
+  void Fresh();
   std::unique_ptr<State> s_;
   std::string error_;
 };
