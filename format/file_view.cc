@@ -68,8 +68,7 @@ class Inspector {
     if (hd.incompat_flags != 0)
       return Fail({"header", -1, -1, "unsupported feature flags " + Num(hd.incompat_flags)});
     if (hd.page_size != kPageSize) return Fail({"header", -1, -1, "unsupported page size " + Num(hd.page_size)});
-    if (!AllZero(h + kHeaderUsed, kPageSize - kHeaderUsed))
-      Add({"header", -1, -1, "reserved header bytes are not zero"});
+    if (!CheckOptionalTable(h, hd)) return false;
     if (hd.file_size != size) {
       return Fail({"footer", -1, -1,
                    (hd.file_size > size ? "truncated: header says " : "size mismatch: header says ") +
@@ -100,6 +99,12 @@ class Inspector {
                                                  Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + ")"});
       prev_end = s.offset + s.size;
     }
+    for (const OptionalRef& s : hd.optional) {
+      if (s.offset % kPageSize != 0 || s.offset < prev_end || s.offset > footer_off || s.size > footer_off - s.offset)
+        return Fail({OptionalSectionName(s.id), -1, -1, OptionalSectionName(s.id) + " section out of bounds (offset " +
+                                                            Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + ")"});
+      prev_end = s.offset + s.size;
+    }
     if (hd.sample_count > UINT32_MAX || hd.sections[kIndex].size != hd.sample_count * kIndexEntrySize)
       return Fail({"index", -1, -1, "index size " + Num(hd.sections[kIndex].size) + " does not match " +
                                         Num(hd.sample_count) + " samples"});
@@ -115,12 +120,26 @@ class Inspector {
         meta_ok = false;
         if (!Add({SectionName(i), -1, -1, std::string(SectionName(i)) + " checksum mismatch"})) return false;
       }
-      uint64_t end = i == kBlocks ? footer_off : hd.sections[i + 1].offset;
-      uint64_t pad = end - (s.offset + s.size);
-      if (pad && !AllZero(src_.Read(s.offset + s.size, pad, &scratch_), pad))
-        Add({SectionName(i), -1, -1, "padding after the section is not zero"});
+      uint64_t end = i < kBlocks ? hd.sections[i + 1].offset : hd.optional.empty() ? footer_off : hd.optional[0].offset;
+      CheckPadding(SectionName(i), s.offset + s.size, end);
     }
     if (!meta_ok) return false;
+    // Optional sections: every one checksum-verified, known ones decoded, unknown ones ignored.
+    for (size_t k = 0; k < hd.optional.size(); ++k) {
+      const OptionalRef& s = hd.optional[k];
+      const std::string name = OptionalSectionName(s.id);
+      const uint8_t* p = src_.Read(s.offset, s.size, &scratch_);
+      if (Checksum(p, s.size) != s.checksum) {
+        Add({name, -1, -1, name + " checksum mismatch"});
+      } else if (s.id == kRestartSection) {
+        try {
+          v->restart_ = DecodeRestartStats(p, s.size);
+        } catch (const Error& e) {
+          Add({name, -1, -1, e.what()});
+        }
+      }
+      CheckPadding(name, s.offset + s.size, k + 1 < hd.optional.size() ? hd.optional[k + 1].offset : footer_off);
+    }
 
     v->src_ = &src_;
     v->header_ = hd;
@@ -139,6 +158,35 @@ class Inspector {
   }
 
  private:
+  // The optional-section table in the header page (format 1.1). A 1.0 file has none: the whole rest of
+  // the page is zero. Returns false when the table cannot be trusted.
+  bool CheckOptionalTable(const uint8_t* h, const Header& hd) {
+    const uint32_t n = hd.optional_count;
+    if (n == 0) {
+      if (!AllZero(h + kOptionalTableAt, kPageSize - kOptionalTableAt)) Add({"header", -1, -1, "reserved header bytes are not zero"});
+      return true;
+    }
+    if (n > kMaxOptionalSections)
+      return Fail({"header", -1, -1, "optional section table: " + Num(n) + " entries, at most " + Num(kMaxOptionalSections)});
+    if (OptionalTableChecksum(h, n) != hd.optional_checksum) return Fail({"header", -1, -1, "optional section table checksum mismatch"});
+    if (hd.version_minor < 1) Add({"header", -1, -1, "optional sections in a version 1.0 file"});
+    if (le::get32(h + kOptionalTableAt + 12) != 0) Add({"header", -1, -1, "optional section table: reserved bytes not zero"});
+    const size_t used = kOptionalEntriesAt + kOptionalEntrySize * n;
+    if (!AllZero(h + used, kPageSize - used)) Add({"header", -1, -1, "reserved header bytes are not zero"});
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string why;
+      if (!OptionalEntryZeroOk(h, i)) why = "reserved bytes not zero";
+      else if (hd.optional[i].id == 0 || (i > 0 && hd.optional[i].id <= hd.optional[i - 1].id)) why = "id zero or out of order";
+      if (!why.empty()) return Fail({"header", -1, -1, "optional section " + Num(i) + ": " + why});
+    }
+    return true;
+  }
+
+  void CheckPadding(const std::string& section, uint64_t from, uint64_t to) {
+    const uint64_t pad = to - from;
+    if (pad && !AllZero(src_.Read(from, pad, &scratch_), pad)) Add({section, -1, -1, "padding after the section is not zero"});
+  }
+
   bool CheckBlocks(FileView* v) {
     const Header& hd = v->header_;
     const SectionRef& bs = hd.sections[kBlocks];
@@ -257,10 +305,14 @@ std::vector<SectionExtent> FileView::Extents() const {
   const Header& h = header_;
   const uint64_t footer_off = h.file_size - kFooterSize;
   std::vector<SectionExtent> out;
-  out.push_back({"header", 0, kPageSize, kHeaderUsed});
+  out.push_back({"header", 0, kPageSize, h.optional.empty() ? kHeaderUsed : kOptionalEntriesAt + kOptionalEntrySize * h.optional.size()});
   for (int i = 0; i < kSectionCount; ++i) {
-    uint64_t end = i + 1 < kSectionCount ? h.sections[i + 1].offset : footer_off;
+    uint64_t end = i + 1 < kSectionCount ? h.sections[i + 1].offset : h.optional.empty() ? footer_off : h.optional[0].offset;
     out.push_back({SectionName(i), h.sections[i].offset, end - h.sections[i].offset, h.sections[i].size});
+  }
+  for (size_t k = 0; k < h.optional.size(); ++k) {
+    uint64_t end = k + 1 < h.optional.size() ? h.optional[k + 1].offset : footer_off;
+    out.push_back({OptionalSectionName(h.optional[k].id), h.optional[k].offset, end - h.optional[k].offset, h.optional[k].size});
   }
   out.push_back({"footer", footer_off, kFooterSize, kFooterSize});
   return out;

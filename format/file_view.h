@@ -5,18 +5,20 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "format/byte_source.h"
 #include "format/layout.h"
 #include "format/meta.h"
+#include "format/optional.h"
 
 namespace dsc::format {
 
 // One finding of a check, located the way `dsc info --json` names sections.
 struct Problem {
-  std::string section;  // "header", "data", "index", "meta", "blocks", "footer"
+  std::string section;  // "header", "data", "index", "meta", "blocks", "footer", or an optional section's name
   int64_t block = -1;   // data block, when the problem is inside one
   int64_t sample = -1;  // sample, when the problem is an index entry
   std::string message;
@@ -43,7 +45,10 @@ class FileView {
   size_t block_count() const { return blocks_.size(); }
   const BlockEntry& block(size_t b) const { return blocks_[b]; }
   IndexEntry entry(uint64_t i) const { return DecodeIndexEntry(index_ + i * kIndexEntrySize); }
-  // The sections in file order, tiling the whole file (header, data, index, meta, blocks, footer).
+  // The restart section's content (format 1.1), when the file has one.
+  const std::optional<RestartStats>& restart() const { return restart_; }
+  // The sections in file order, tiling the whole file (header, data, index, meta, blocks, the optional
+  // sections by name, footer).
   std::vector<SectionExtent> Extents() const;
   // Throws dsc::Error when block b's content does not match its checksum.
   void CheckBlock(size_t b) const;
@@ -60,6 +65,7 @@ class FileView {
   std::vector<BlockEntry> blocks_;
   std::vector<uint8_t> index_copy_;  // the validated index, copied out of the file
   const uint8_t* index_ = nullptr;
+  std::optional<RestartStats> restart_;
 };
 
 // Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.

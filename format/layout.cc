@@ -1,5 +1,6 @@
 #include "format/layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "format/bytes.h"
@@ -53,7 +54,27 @@ uint64_t EncodeHeader(const Header& h, uint8_t* p) {
   }
   uint64_t c = HeaderChecksum(p);
   le::put64(p + kHeaderChecksummed, c);
+  const uint32_t n = uint32_t(std::min<size_t>(h.optional.size(), kMaxOptionalSections));
+  if (n > 0) {  // a 1.0 file keeps an all-zero table: count 0, checksum 0
+    le::put32(p + kOptionalTableAt + 8, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      uint8_t* e = p + kOptionalEntriesAt + kOptionalEntrySize * i;
+      le::put32(e, h.optional[i].id);
+      le::put64(e + 8, h.optional[i].offset);
+      le::put64(e + 16, h.optional[i].size);
+      le::put64(e + 24, h.optional[i].checksum);
+    }
+    le::put64(p + kOptionalTableAt, OptionalTableChecksum(p, n));
+  }
   return c;
+}
+
+uint64_t OptionalTableChecksum(const uint8_t* p, uint32_t count) {
+  return Checksum(p + kOptionalTableAt + 8, 8 + kOptionalEntrySize * std::min(count, kMaxOptionalSections));
+}
+
+bool OptionalEntryZeroOk(const uint8_t* p, uint32_t i) {
+  return le::get32(p + kOptionalEntriesAt + kOptionalEntrySize * i + 4) == 0;
 }
 
 Header DecodeHeader(const uint8_t* p) {
@@ -72,6 +93,12 @@ Header DecodeHeader(const uint8_t* p) {
     h.sections[i] = {le::get64(s), le::get64(s + 8), le::get64(s + 16)};
   }
   h.header_checksum = le::get64(p + kHeaderChecksummed);
+  h.optional_checksum = le::get64(p + kOptionalTableAt);
+  h.optional_count = le::get32(p + kOptionalTableAt + 8);
+  for (uint32_t i = 0; i < std::min(h.optional_count, kMaxOptionalSections); ++i) {
+    const uint8_t* e = p + kOptionalEntriesAt + kOptionalEntrySize * i;
+    h.optional.push_back({le::get32(e), le::get64(e + 8), le::get64(e + 16), le::get64(e + 24)});
+  }
   return h;
 }
 

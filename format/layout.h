@@ -6,14 +6,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dsc::format {
 
 constexpr uint16_t kVersionMajor = 1;
-constexpr uint16_t kVersionMinor = 0;
+// The highest minor version this build writes: 1.1 adds optional sections. A file without optional
+// sections is written as 1.0 (byte for byte what a 1.0 writer produced).
+constexpr uint16_t kVersionMinor = 1;
 constexpr uint32_t kPageSize = 4096;
 constexpr uint64_t kDefaultBlockSize = 4u << 20;  // 4 MiB
-constexpr size_t kHeaderUsed = 160;               // bytes [160, PAGE) of the header page are zero
+constexpr size_t kHeaderUsed = 160;               // the fixed fields; the optional-section table follows
+// The optional-section table (version 1.1) in the header page: u64 checksum at 160, u32 count at 168,
+// u32 zero at 172, then `count` 32-byte entries from 176; the rest of the page is zero.
+constexpr size_t kOptionalTableAt = 160;
+constexpr size_t kOptionalEntriesAt = 176;
+constexpr size_t kOptionalEntrySize = 32;
+constexpr uint32_t kMaxOptionalSections = (kPageSize - kOptionalEntriesAt) / kOptionalEntrySize;  // 122
 constexpr size_t kFooterSize = 64;
 constexpr size_t kIndexEntrySize = 32;
 constexpr size_t kBlockEntrySize = 32;
@@ -38,9 +47,18 @@ struct SectionRef {
   uint64_t checksum = 0;
 };
 
+// One entry of the optional-section table: a page-aligned section after the block table that a reader
+// of 1.1 or later checks (checksum) and otherwise ignores when it does not know the id.
+struct OptionalRef {
+  uint32_t id = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;  // XXH3 of the section's `size` content bytes
+};
+
 struct Header {
   uint16_t version_major = kVersionMajor;
-  uint16_t version_minor = kVersionMinor;
+  uint16_t version_minor = 0;
   uint32_t page_size = kPageSize;
   uint64_t sample_count = 0;
   uint32_t field_count = 0;
@@ -50,6 +68,11 @@ struct Header {
   uint64_t file_size = 0;
   SectionRef sections[kSectionCount];
   uint64_t header_checksum = 0;  // filled by EncodeHeader, checked by DecodeHeader's caller
+  // Optional sections in file order. DecodeHeader reads at most kMaxOptionalSections entries and keeps
+  // the stored count and table checksum for the caller to check.
+  std::vector<OptionalRef> optional;
+  uint32_t optional_count = 0;      // as stored (may exceed kMaxOptionalSections in a damaged file)
+  uint64_t optional_checksum = 0;   // as stored; EncodeHeader computes it
 };
 
 struct Footer {
@@ -57,7 +80,7 @@ struct Footer {
   uint64_t sample_count = 0;
   uint64_t header_checksum = 0;
   uint16_t version_major = kVersionMajor;
-  uint16_t version_minor = kVersionMinor;
+  uint16_t version_minor = 0;
 };
 
 struct BlockEntry {
@@ -80,12 +103,18 @@ struct IndexEntry {
   int32_t label[kMaxLabelFields] = {0, 0};
 };
 
-// Writes kPageSize bytes (content + zero tail), computing header_checksum; returns it.
+// Writes kPageSize bytes (fixed fields, optional-section table, zero tail), computing header_checksum
+// and the table's checksum; returns header_checksum. At most kMaxOptionalSections optional entries.
 uint64_t EncodeHeader(const Header& h, uint8_t* page);
-// Decodes the fixed fields of the first kHeaderUsed bytes. Magic/version/checksum checks are the
-// caller's (FileView), which knows the file name for the message.
+// Decodes the fixed fields and the optional-section table of a header page. Magic/version/checksum
+// checks are the caller's (FileView), which knows the file name for the message.
 Header DecodeHeader(const uint8_t* p);
 uint64_t HeaderChecksum(const uint8_t* p);  // XXH3 over the checksummed part
+// XXH3 of the table's count word and its first `count` entries (count <= kMaxOptionalSections); what
+// the table checksum at kOptionalTableAt must hold when count > 0.
+uint64_t OptionalTableChecksum(const uint8_t* page, uint32_t count);
+// Entry i's reserved word is zero.
+bool OptionalEntryZeroOk(const uint8_t* page, uint32_t i);
 
 void EncodeFooter(const Footer& f, uint8_t* out64);
 Footer DecodeFooter(const uint8_t* p);

@@ -2,10 +2,13 @@
 // named, and by the reader (open, or first touch of the damaged block with verification on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <random>
 
 #include "format/error.h"
 #include "format/file_view.h"
+#include "kernels/jpeg_codec.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
@@ -19,18 +22,46 @@ struct Built {
   std::vector<format::SectionExtent> sections;
 };
 
+// Photo-sized JPEGs (256x192 mosaics of real CIFAR images), so that the writer gives them restart
+// markers and the file has format 1.1's optional-section table and restart section.
+std::string MosaicTree() {
+  const std::string dir = ScratchDir("-mosaics");
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(CifarJpegRoot() + "/test"))
+    if (f.is_regular_file()) files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  kernels::JpegCodec codec;
+  const int w = 256, h = 192;
+  for (int m = 0; m < 12; ++m) {
+    std::vector<uint8_t> rgb(size_t(w) * h * 3), jpeg;
+    for (int t = 0; t < 48; ++t) {
+      const auto tile = ReferenceDecode(ReadFile(files[size_t(m * 48 + t) * 7 % files.size()]));
+      for (int y = 0; y < 32; ++y)
+        std::copy_n(&tile[size_t(y) * 32 * 3], 32 * 3, &rgb[(size_t((t / 8) * 32 + y) * w + (t % 8) * 32) * 3]);
+    }
+    EXPECT_TRUE(codec.Encode(rgb.data(), w, h, 3, 90, 2 /* 4:2:0 */, &jpeg));
+    const std::string cls = dir + "/c" + std::to_string(m % 2);
+    std::filesystem::create_directories(cls);
+    WriteFile(cls + "/" + std::to_string(m) + ".jpg", jpeg);
+  }
+  return dir;
+}
+
 Built BuildSmall(const std::string& encoding) {
-  auto root = SubsetTree(25);
+  const bool restart = encoding == "restart";
+  auto root = restart ? MosaicTree() : SubsetTree(25);
   auto dir = ScratchDir("-" + encoding);
   writer::BuildOptions o;
-  o.encode.encoding = encoding;
+  o.encode.encoding = restart ? "default" : encoding;
   o.block_size = 8192;  // several blocks
   o.log = [](const std::string&) {};
   writer::Build(root, dir + "/f.beton", o);
   Built b;
   b.bytes = ReadFile(dir + "/f.beton");
   format::MemorySource src("f.beton", b.bytes.data(), b.bytes.size());
-  b.sections = format::FileView::Open(&src)->Extents();
+  auto v = format::FileView::Open(&src);
+  b.sections = v->Extents();
+  EXPECT_EQ(v->restart().has_value(), restart);  // the restart case really covers the optional bytes
   return b;
 }
 
@@ -88,6 +119,9 @@ TEST_P(Corruption, EveryFlippedBitIsDetectedInTheRightSection) {
     // The first and last bytes, and 40 random ones, of each section's extent.
     std::vector<uint64_t> offs = {s.offset, s.offset + s.size - 1};
     for (int k = 0; k < 40; ++k) offs.push_back(s.offset + rng() % s.size);
+    // Every byte of the optional-section table (format 1.1) and the 8 zero bytes after it.
+    if (s.name == "header")
+      for (uint64_t o = format::kOptionalTableAt; o < s.content + 8; ++o) offs.push_back(o);
     for (uint64_t off : offs) {
       auto bytes = b.bytes;
       bytes[off] ^= uint8_t(1u << (rng() % 8));
@@ -184,7 +218,7 @@ TEST_P(Corruption, AppendedBytesAreRejected) {
   EXPECT_THROW(format::FileView::Open(&src), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Encodings, Corruption, ::testing::Values("default", "raw", "raw-zstd"),
+INSTANTIATE_TEST_SUITE_P(Encodings, Corruption, ::testing::Values("default", "raw", "raw-zstd", "restart"),
                          [](const auto& info) { return info.param == "raw-zstd" ? std::string("raw_zstd") : info.param; });
 
 }  // namespace

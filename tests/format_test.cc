@@ -1,7 +1,10 @@
 // The byte layout of docs/format.md, and the reader's refusals of what it does not understand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 
 #include "format/bytes.h"
 #include "format/checksum.h"
@@ -11,7 +14,9 @@
 #include "format/meta.h"
 #include "reader/file_source.h"
 #include "tests/test_util.h"
+#include "format/optional.h"
 #include "writer/build.h"
+#include "writer/file_builder.h"
 
 namespace dsc::test {
 namespace {
@@ -244,6 +249,182 @@ TEST(Refusals2, FfcvFilesAreRecognised) {
       EXPECT_EQ(std::string(e.what()), "x.beton: header: bad magic (not a dsc file)");
     }
   }
+}
+
+TEST(Layout, OptionalTableAtDocumentedOffsets) {
+  Header h;
+  h.optional = {{1, 8192, 100, 0x1111}, {9, 12288, 5, 0x2222}};
+  uint8_t page[kPageSize];
+  EncodeHeader(h, page);
+  EXPECT_EQ(le::get32(page + 168), 2u);  // count
+  EXPECT_EQ(le::get32(page + 172), 0u);
+  EXPECT_EQ(le::get32(page + 176), 1u);  // entry 0: id, zero, offset, size, checksum
+  EXPECT_EQ(le::get32(page + 180), 0u);
+  EXPECT_EQ(le::get64(page + 184), 8192u);
+  EXPECT_EQ(le::get64(page + 192), 100u);
+  EXPECT_EQ(le::get64(page + 200), 0x1111u);
+  EXPECT_EQ(le::get32(page + 208), 9u);  // entry 1
+  // The table checksum is XXH3 of [168, 176 + 32n), computed here independently of the library.
+  EXPECT_EQ(le::get64(page + 160), Checksum(page + 168, 8 + 64));
+  for (size_t i = 240; i < kPageSize; ++i) ASSERT_EQ(page[i], 0) << i;
+  Header r = DecodeHeader(page);
+  ASSERT_EQ(r.optional.size(), 2u);
+  EXPECT_EQ(r.optional[1].id, 9u);
+  EXPECT_EQ(r.optional[1].size, 5u);
+  EXPECT_EQ(r.optional_count, 2u);
+  // No optional sections: the page from byte 160 on is zero, as in a 1.0 file.
+  Header none;
+  EncodeHeader(none, page);
+  for (size_t i = kHeaderUsed; i < kPageSize; ++i) ASSERT_EQ(page[i], 0) << i;
+}
+
+TEST(RestartSection, RoundTripsAndRejectsGarbage) {
+  RestartStats st;
+  st.target = 4;
+  st.min_mcus = 64;
+  st.images = 7;
+  st.transcoded = 5;
+  st.reencoded = 2;
+  st.whole_row = 1;
+  st.untouched = 3;
+  st.intervals = {{3, 4}, {47, 3}};
+  const std::string b = EncodeRestartStats(st);
+  EXPECT_EQ(b.size(), 64u + 2 * 16);
+  const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+  EXPECT_EQ(le::get64(p + 48), 3u);   // untouched at its documented offset
+  EXPECT_EQ(le::get32(p + 80), 47u);  // second interval
+  RestartStats d = DecodeRestartStats(p, b.size());
+  EXPECT_EQ(d.images, 7u);
+  EXPECT_EQ(d.untouched, 3u);
+  ASSERT_EQ(d.intervals.size(), 2u);
+  EXPECT_EQ(d.intervals[1].images, 3u);
+  for (size_t cut = 0; cut < b.size(); ++cut) EXPECT_THROW(DecodeRestartStats(p, cut), Error) << cut;
+  // An unknown mode, counts that no longer add up, reserved words, intervals out of order.
+  const std::pair<size_t, uint8_t> flips[] = {{0, 0x02}, {16, 0x01}, {24, 0x01}, {60, 0x01}, {64, 0x40}, {68, 0x01}, {72, 0x01}};
+  for (auto [at, x] : flips) {
+    std::string bad = b;
+    bad[at] ^= char(x);
+    EXPECT_THROW(DecodeRestartStats(reinterpret_cast<const uint8_t*>(bad.data()), bad.size()), Error) << at;
+  }
+}
+
+// A file with the restart section and a section of an id this build does not know, written by the
+// writer's own FileBuilder around three real CIFAR JPEGs.
+std::vector<uint8_t> FileWithOptionalSections(const std::string& unknown = "future data") {
+  auto dir = ScratchDir("-optional");
+  const std::string path = dir + "/f.beton";
+  {
+    writer::AtomicFile out(path);
+    writer::FileBuilder b(&out, 8192, true);
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(CifarJpegRoot() + "/train/cat")) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    const int32_t labels[2] = {0, 0};
+    for (size_t i = 0; i < 3; ++i) {
+      writer::Encoded e;
+      e.payload = ReadFile(files[i]);
+      e.width = e.height = 32;
+      e.encoding = uint8_t(Encoding::kJpeg);
+      b.Add(e, labels);
+    }
+    RestartStats st;
+    st.images = st.transcoded = 1;
+    st.intervals = {{4, 1}};
+    b.AddOptional(kRestartSection, EncodeRestartStats(st));
+    b.AddOptional(77, unknown);
+    Meta m;
+    m.fields = {{FieldType::kImage, "image", {}}, {FieldType::kLabel, "label", {}}};
+    b.Finish(m);
+    out.Commit();
+  }
+  return ReadFile(path);
+}
+
+TEST(OptionalSections, UnknownIdsAreVerifiedAndOtherwiseIgnored) {
+  const auto bytes = FileWithOptionalSections();
+  MemorySource src("f.beton", bytes.data(), bytes.size());
+  auto v = FileView::Open(&src);
+  EXPECT_EQ(v->header().version_minor, 1);
+  ASSERT_TRUE(v->restart().has_value());
+  EXPECT_EQ(v->restart()->intervals[0].mcus, 4u);
+  EXPECT_TRUE(VerifyFile(src).empty());
+  // The extents tile the file, the optional sections named after their ids, in file order.
+  auto ext = v->Extents();
+  std::vector<std::string> names;
+  uint64_t at = 0;
+  for (const auto& e : ext) {
+    names.push_back(e.name);
+    EXPECT_EQ(e.offset, at) << e.name;
+    at += e.size;
+  }
+  EXPECT_EQ(at, bytes.size());
+  EXPECT_EQ(names, (std::vector<std::string>{"header", "data", "index", "meta", "blocks", "restart", "optional-77", "footer"}));
+  // Every byte of the unknown section and of its padding is checked, and named after the section.
+  const auto& unk = ext[6];
+  for (uint64_t off : {unk.offset, unk.offset + 5, unk.offset + unk.size - 1}) {
+    auto b = bytes;
+    b[off] ^= 0x40;
+    MemorySource bad("f.beton", b.data(), b.size());
+    auto problems = VerifyFile(bad);
+    ASSERT_FALSE(problems.empty()) << off;
+    EXPECT_EQ(problems[0].section, "optional-77") << Describe(problems[0]);
+    try {
+      FileView::Open(&bad);
+      ADD_FAILURE() << "open accepted a flip at " << off;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("f.beton: optional-77: "), std::string::npos) << e.what();
+    }
+  }
+  // Every bit of the table (checksum, count, zero word, both entries) and of the zero tail after it.
+  for (uint64_t off = kOptionalTableAt; off < kOptionalEntriesAt + 2 * kOptionalEntrySize + 8; ++off)
+    for (int bit = 0; bit < 8; ++bit) {
+      auto b = bytes;
+      b[off] ^= uint8_t(1 << bit);
+      MemorySource bad("f.beton", b.data(), b.size());
+      auto problems = VerifyFile(bad);
+      ASSERT_FALSE(problems.empty()) << off << " bit " << bit;
+      ASSERT_EQ(problems[0].section, "header") << off << ": " << Describe(problems[0]);
+      EXPECT_THROW(FileView::Open(&bad), Error);
+    }
+}
+
+// Fix-ups that keep every checksum right, so that only the rule under test is broken.
+std::string OpenErrorOf(std::vector<uint8_t> b, const std::function<void(Header*)>& edit) {
+  Header h = DecodeHeader(b.data());
+  edit(&h);
+  uint64_t c = EncodeHeader(h, b.data());
+  uint8_t* foot = b.data() + b.size() - kFooterSize;
+  Footer f = DecodeFooter(foot);
+  f.header_checksum = c;
+  f.version_minor = h.version_minor;
+  EncodeFooter(f, foot);
+  MemorySource src("f.beton", b.data(), b.size());
+  try {
+    FileView::Open(&src);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OptionalSections, TableRulesAreEnforced) {
+  const auto bytes = FileWithOptionalSections();
+  EXPECT_EQ(OpenErrorOf(bytes, [](Header*) {}), "");
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->version_minor = 0; }).find("optional sections in a version 1.0 file"), std::string::npos);
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { std::swap(h->optional[0].id, h->optional[1].id); }).find("out of order"), std::string::npos);
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset += 1; }).find("optional-77 section out of bounds"), std::string::npos);
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].size = 1ull << 40; }).find("out of bounds"), std::string::npos);
+  // Sections overlapping: the second starts inside the first.
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset = h->optional[0].offset; }).find("out of bounds"), std::string::npos);
+  // A higher minor version with the same sections is still readable (additions only).
+  EXPECT_EQ(OpenErrorOf(bytes, [](Header* h) { h->version_minor = 7; }), "");
+  // The restart section's content is decoded: a checksum-valid but inconsistent one is refused.
+  auto b = FileWithOptionalSections();
+  MemorySource src("f.beton", b.data(), b.size());
+  const OptionalRef r = FileView::Open(&src)->header().optional[0];
+  b[r.offset + 16] = 9;  // images no longer matches the interval list
+  const std::string err = OpenErrorOf(b, [&](Header* h) { h->optional[0].checksum = Checksum(b.data() + r.offset, r.size); });
+  EXPECT_NE(err.find("restart: image counts disagree"), std::string::npos) << err;
 }
 
 TEST(Checksum, IsXxh3Seed0) {

@@ -11,6 +11,7 @@
 #include "tests/fuzz/fixup_checksums.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
+#include "writer/file_builder.h"
 
 namespace dsc::test {
 namespace {
@@ -135,6 +136,41 @@ TEST(FuzzFixup, MetaAndBlockTableChangesReachTheirChecks) {
   m[l.header.sections[format::kBlocks].offset + 2 * format::kBlockEntrySize + 20] = 1;
   EXPECT_NE(OpenError(m).find("blocks checksum mismatch"), std::string::npos) << OpenError(m);
   EXPECT_NE(OpenError(Fixed(m)).find("reserved bytes not zero"), std::string::npos) << OpenError(Fixed(m));
+}
+
+// Format 1.1's optional sections: the fixup recomputes each one's checksum and the table's.
+TEST(FuzzFixup, OptionalSectionChangesPassEveryChecksum) {
+  const std::string path = ScratchDir() + "/opt.beton";
+  {
+    writer::AtomicFile out(path);
+    writer::FileBuilder b(&out, 8192, false);
+    const int32_t labels[2] = {0, 0};
+    writer::Encoded e;
+    e.payload.assign(12, 7);
+    e.width = 2;
+    e.height = 2;
+    e.encoding = uint8_t(format::Encoding::kRaw);
+    b.Add(e, labels);
+    b.AddOptional(77, "opaque bytes of a later version");
+    format::Meta m;
+    m.fields = {{format::FieldType::kImage, "image", {}}, {format::FieldType::kLabel, "label", {}}};
+    b.Finish(m);
+    out.Commit();
+  }
+  const auto f = ReadFile(path);
+  EXPECT_TRUE(Fixed(f) == f);
+  const Layout l = LayoutOf(f);
+  ASSERT_EQ(l.header.optional.size(), 1u);
+  std::vector<uint8_t> m = f;
+  m[l.header.optional[0].offset + 3] ^= 0x20;  // inside the unknown section: opaque, so only its checksum can tell
+  EXPECT_NE(VerifyProblems(m).find("optional-77: optional-77 checksum mismatch"), std::string::npos) << VerifyProblems(m);
+  EXPECT_EQ(VerifyProblems(Fixed(m)), "");
+  m = f;
+  m[format::kOptionalEntriesAt] = 78;  // the entry's id: the table checksum, then the header's
+  EXPECT_NE(OpenError(m).find("optional section table checksum mismatch"), std::string::npos) << OpenError(m);
+  const auto fixed = Fixed(m);
+  EXPECT_EQ(OpenError(fixed), "");
+  EXPECT_EQ(LayoutOf(fixed).header.optional[0].id, 78u);
 }
 
 TEST(FuzzFixup, AnyBytesAnyLengthAreSafe) {

@@ -30,6 +30,8 @@ int CmdBuild(int argc, char** argv) {
       ("max-resolution", "downscale images whose longest side exceeds N (area averaging)", cxxopts::value<int>()->default_value("0"))
       ("center-crop", "crop a centred square of side RATIO x the shorter side", cxxopts::value<double>()->default_value("0"))
       ("reencode", "re-encode JPEG sources even when nothing requires it")
+      ("restart-interval", "restart markers in JPEG payloads: auto (intervals dividing each MCU row), none (pass "
+       "JPEGs through byte for byte) or N (every N MCUs)", cxxopts::value<std::string>()->default_value("auto"))
       ("jpeg-tables", "shared (store identical JPEG headers once) or inline", cxxopts::value<std::string>()->default_value("shared"))
       ("block-size", "block capacity in bytes (power of two)", cxxopts::value<uint64_t>()->default_value("4194304"))
       ("threads", "encoder threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
@@ -61,6 +63,7 @@ int CmdBuild(int argc, char** argv) {
     o.encode.max_resolution = r["max-resolution"].as<int>();
     o.encode.center_crop = r["center-crop"].as<double>();
     o.encode.reencode = r.count("reencode") > 0;
+    o.encode.restart_interval = r["restart-interval"].as<std::string>();
     o.jpeg_tables = r["jpeg-tables"].as<std::string>();
     o.block_size = r["block-size"].as<uint64_t>();
     o.threads = r["threads"].as<int>();
@@ -78,6 +81,9 @@ int CmdBuild(int argc, char** argv) {
                 (unsigned long long)rep.samples, src.c_str(), rep.format.c_str(), rep.file_size / 1048576.0,
                 rep.seconds, rep.samples / rep.seconds);
     if (rep.skipped) std::printf(", %llu skipped", (unsigned long long)rep.skipped);
+    if (rep.restart_images)
+      std::printf(", %llu with restart markers (%llu whole-row)", (unsigned long long)rep.restart_images,
+                  (unsigned long long)rep.restart_whole_row);
     std::printf("\n");
     return kExitOk;
   } catch (const Error& e) {

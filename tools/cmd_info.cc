@@ -93,7 +93,17 @@ void PrintJson(const Dataset& ds, const Stats& s) {
     o << (first ? "" : ", ") << JsonString(line.substr(0, eq)) << ": " << JsonString(eq == std::string::npos ? "" : line.substr(eq + 1));
     first = false;
   }
-  o << "},\n  \"sections\": [";
+  o << "},\n";
+  if (const auto& r = ds.view().restart()) {
+    o << "  \"restart\": {\"mode\": \"" << (r->mode == format::RestartStats::kFixed ? "fixed" : "auto")
+      << "\", \"target_mcus\": " << r->target << ", \"min_mcus\": " << r->min_mcus << ", \"images\": " << r->images
+      << ", \"transcoded\": " << r->transcoded << ", \"reencoded\": " << r->reencoded << ", \"whole_row\": " << r->whole_row
+      << ", \"untouched\": " << r->untouched << ", \"intervals\": {";
+    for (size_t i = 0; i < r->intervals.size(); ++i)
+      o << (i ? ", " : "") << "\"" << r->intervals[i].mcus << "\": " << r->intervals[i].images;
+    o << "}},\n";
+  }
+  o << "  \"sections\": [";
   auto ext = ds.view().Extents();
   for (size_t i = 0; i < ext.size(); ++i)
     o << (i ? ", " : "") << "\n    {\"name\": \"" << ext[i].name << "\", \"offset\": " << ext[i].offset
@@ -120,6 +130,16 @@ void PrintText(const Dataset& ds, const Stats& s) {
     for (size_t v = 0; v < counts.size(); ++v)
       std::printf("  %4zu %-20s %8llu\n", v, v < m.fields[f].classes.size() ? m.fields[f].classes[v].c_str() : "",
                   (unsigned long long)counts[v]);
+  }
+  if (const auto& r = ds.view().restart()) {
+    std::printf("restart markers: %llu JPEGs (%llu transcoded losslessly, %llu re-encoded), %llu of them with whole-row "
+                "intervals; %llu JPEGs of <= %llu MCUs without; %s",
+                (unsigned long long)r->images, (unsigned long long)r->transcoded, (unsigned long long)r->reencoded,
+                (unsigned long long)r->whole_row, (unsigned long long)r->untouched, (unsigned long long)r->min_mcus,
+                r->mode == format::RestartStats::kFixed ? "fixed interval " : "auto, target ");
+    std::printf("%u MCUs\n  intervals (MCUs: JPEGs):", r->target);
+    for (const auto& i : r->intervals) std::printf(" %u: %llu", i.mcus, (unsigned long long)i.images);
+    std::printf("\n");
   }
   std::printf("blocks: %zu of up to %.1f MiB\nsections:\n", ds.view().block_count(), h.block_size / 1048576.0);
   for (const auto& e : ds.view().Extents())

@@ -13,6 +13,7 @@
 
 #include "format/error.h"
 #include "format/layout.h"
+#include "format/optional.h"
 #include "writer/atomic_file.h"
 #include "writer/file_builder.h"
 #include "writer/source.h"
@@ -114,6 +115,22 @@ void DrawProgress(size_t done, size_t total, double seconds) {
   std::fflush(stderr);
 }
 
+void CountRestart(const Encoded& e, format::RestartStats* s) {
+  if (e.encoding != uint8_t(format::Encoding::kJpeg)) return;
+  if (e.restart == Encoded::kNoRestart) {
+    ++s->untouched;
+    return;
+  }
+  ++s->images;
+  ++(e.restart == Encoded::kTranscoded ? s->transcoded : s->reencoded);
+  if (e.restart_interval == e.mcus_per_row) ++s->whole_row;
+  auto& v = s->intervals;
+  auto it = std::lower_bound(v.begin(), v.end(), uint32_t(e.restart_interval),
+                             [](const format::RestartStats::Interval& i, uint32_t m) { return i.mcus < m; });
+  if (it == v.end() || it->mcus != uint32_t(e.restart_interval)) it = v.insert(it, {uint32_t(e.restart_interval), 0});
+  ++it->images;
+}
+
 // The file records options as "key=value" lines sorted by key (docs/format.md).
 std::string SortedLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -149,6 +166,13 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   const size_t total = src->size();
   const size_t window = 512 * size_t(threads);
   std::vector<Slot> slots;
+  format::RestartStats restart;
+  if (o.encode.restart_enabled()) {
+    const auto p = o.encode.restart_policy();
+    restart.mode = p.fixed ? format::RestartStats::kFixed : format::RestartStats::kAuto;
+    restart.target = uint32_t(p.fixed ? p.fixed : p.target);
+    restart.min_mcus = uint64_t(p.min_mcus);
+  }
   {
     WindowPool pool(*src, o.encode, threads);
     for (size_t first = 0; first < total; first += window) {
@@ -162,6 +186,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
           continue;
         }
         builder.Add(slots[i].enc, slots[i].labels);
+        CountRestart(slots[i].enc, &restart);
         rep.payload_bytes += slots[i].enc.payload.size();
         ++rep.encodings[format::EncodingName(format::Encoding(slots[i].enc.encoding))];
       }
@@ -177,6 +202,11 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
                                    "format=" + src->format() + "\n" + "jpeg_tables=" + o.jpeg_tables + "\n" +
                                    "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n");
   meta.skipped_count = rep.skipped;
+  // Format 1.1's restart section, only when some payload got markers: a build that changed nothing
+  // (CIFAR's 32x32 images, --restart-interval none) stays a 1.0 file.
+  if (restart.images > 0) builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(restart));
+  rep.restart_images = restart.images;
+  rep.restart_whole_row = restart.whole_row;
   rep.file_size = builder.Finish(meta);
   file.Commit();
   rep.samples = builder.samples();

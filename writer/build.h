@@ -34,6 +34,8 @@ struct BuildReport {
   uint64_t payload_bytes = 0;
   uint64_t jpeg_tables = 0;
   std::map<std::string, uint64_t> encodings;  // encoding name -> sample count
+  uint64_t restart_images = 0;     // JPEG payloads with restart markers
+  uint64_t restart_whole_row = 0;  // ... whose interval is a whole MCU row
   double seconds = 0;
 };
 

@@ -24,6 +24,24 @@ void EncodeOptions::Validate() const {
   if (max_resolution < 0 || max_resolution > 65535) throw Error("--max-resolution must be in 0..65535");
   if (!(center_crop == 0 || (center_crop > 0 && center_crop <= 1))) throw Error("--center-crop must be in (0, 1]");
   if (max_pixels < 1) throw Error("--max-pixels must be at least 1");
+  if (restart_interval != "auto" && restart_interval != "none") {
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(restart_interval, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != restart_interval.size() || n < 1 || n > 65535)
+      throw Error("--restart-interval must be auto, none or a number of MCUs in 1..65535, not '" + restart_interval + "'");
+  }
+}
+
+kernels::RestartPolicy EncodeOptions::restart_policy() const {
+  kernels::RestartPolicy p;
+  p.target = kernels::kDefaultRestartTarget;
+  if (restart_interval != "auto" && restart_interval != "none") p.fixed = std::stoi(restart_interval);
+  return p;
 }
 
 std::string EncodeOptions::Describe() const {
@@ -33,13 +51,16 @@ std::string EncodeOptions::Describe() const {
     << "max_resolution=" << max_resolution << "\n"
     << "quality=" << quality << "\n"
     << "reencode=" << (reencode ? 1 : 0) << "\n"
+    << "restart_interval=" << restart_interval << "\n"
     << "subsampling=" << subsampling << "\n"
     << "zstd_level=" << zstd_level << "\n";
   return s.str();
 }
 
 Encoder::Encoder(const EncodeOptions& options)
-    : opt_(options), subsampling_(kernels::ParseSubsampling(options.subsampling)) {}
+    : opt_(options), subsampling_(kernels::ParseSubsampling(options.subsampling)) {
+  if (opt_.restart_enabled()) policy_ = opt_.restart_policy();
+}
 
 // rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
 // work on RGB and a gray image stays gray.
@@ -76,17 +97,32 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     for (size_t i = 0; i < tmp_.size(); ++i) tmp_[i] = rgb_[i * 3];
     px = tmp_.data();
   }
-  if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload))
+  if (opt_.restart_enabled()) {
+    // libjpeg directly (TurboJPEG 2.1 has no restart option), set up as tjCompress2 sets itself up.
+    kernels::RestartResult r;
+    if (!restart_.Encode(px, w, h, channels, opt_.quality, subsampling_, policy_, &out->payload, &r))
+      throw Error(where + ": JPEG encode failed: " + restart_.error());
+    SetRestart(r, Encoded::kReencoded, out);
+  } else if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload)) {
     throw Error(where + ": JPEG encode failed: " + codec_.error());
+  }
   out->encoding = uint8_t(Encoding::kJpeg);
   out->channels = uint8_t(channels);
   out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
+}
+
+void Encoder::SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* out) {
+  out->restart = r.interval ? how : uint8_t(Encoded::kNoRestart);
+  out->restart_interval = r.interval;
+  out->mcus_per_row = r.mcus_per_row;
 }
 
 void Encoder::StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out) {
   const size_t n = size_t(w) * h * 3;
   out->channels = 3;
   out->jpeg_prefix = 0;
+  out->restart = Encoded::kNoRestart;
+  out->restart_interval = out->mcus_per_row = 0;
   if (!zstd) {
     out->payload.assign(rgb_.begin(), rgb_.begin() + n);
     out->encoding = uint8_t(Encoding::kRaw);
@@ -157,7 +193,11 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   if (enc == "raw" || (enc == "default" && pixel_source)) return StoreRaw(w, h, false, item.where, out);
   if (enc == "raw-zstd") return StoreRaw(w, h, true, item.where, out);
   if (pass_through_ok) {
-    out->payload = item.bytes;
+    kernels::RestartResult r;
+    if (opt_.restart_enabled() && !restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &r))
+      throw Error(item.where + ": JPEG transcode (restart markers) failed: " + restart_.error());
+    if (r.interval == 0) out->payload = item.bytes;
+    SetRestart(r, Encoded::kTranscoded, out);
     out->encoding = uint8_t(Encoding::kJpeg);
     out->channels = uint8_t(channels);
     out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());

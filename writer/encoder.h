@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/jpeg_codec.h"
+#include "kernels/jpeg_transcode.h"
 #include "kernels/limits.h"
 #include "writer/source.h"
 
@@ -20,6 +21,10 @@ struct EncodeOptions {
   double center_crop = 0;    // 0 = off; else crop a centred square of side RATIO x the shorter side
   bool reencode = false;     // re-encode JPEG sources even when nothing requires it
   int zstd_level = 3;
+  // JPEG payloads of more than a few MCUs get restart markers (docs/format.md): "auto" (an interval
+  // dividing the MCU row, near kernels::kDefaultRestartTarget), "none" (pass-through byte for byte, as
+  // before format 1.1) or N (every N MCUs).
+  std::string restart_interval = "auto";
   // Larger images are refused from their header, before any pixel memory is allocated. A resource
   // limit, not a content option: not recorded in the file.
   uint64_t max_pixels = kernels::kDefaultMaxPixels;
@@ -28,6 +33,9 @@ struct EncodeOptions {
   void Validate() const;
   // The canonical "key=value\n" lines recorded in the file (sorted by key).
   std::string Describe() const;
+  // The restart policy, or nullopt-like `enabled == false` for "none".
+  bool restart_enabled() const { return restart_interval != "none"; }
+  kernels::RestartPolicy restart_policy() const;
 };
 
 struct Encoded {
@@ -36,6 +44,11 @@ struct Encoded {
   uint8_t encoding = 0;       // format::Encoding
   uint8_t channels = 3;
   size_t jpeg_prefix = 0;     // JPEG only: length of the tables prefix (SOI..SOS header); 0 if unknown
+  // Restart markers (JPEG only): how the payload got them, its interval and MCU row length.
+  enum Restart : uint8_t { kNoRestart = 0, kTranscoded = 1, kReencoded = 2 };
+  uint8_t restart = kNoRestart;
+  int restart_interval = 0;
+  int mcus_per_row = 0;
 };
 
 // One per thread (owns a TurboJPEG handle and scratch buffers).
@@ -49,10 +62,13 @@ class Encoder {
   bool Transform(int* w, int* h);  // applies crop / resize to the RGB in rgb_; true when changed
   void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);
   void StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out);
+  static void SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* out);
 
   EncodeOptions opt_;
   int subsampling_;
   kernels::JpegCodec codec_;
+  kernels::JpegRestartWriter restart_;
+  kernels::RestartPolicy policy_;
   std::vector<uint8_t> rgb_, tmp_;
 };
 

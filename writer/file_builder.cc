@@ -78,6 +78,12 @@ uint64_t FileBuilder::WriteSection(const std::string& bytes, SectionRef* ref) {
   return pos_;
 }
 
+void FileBuilder::AddOptional(uint32_t id, std::string content) {
+  if (id == 0 || (!optional_.empty() && id <= optional_.back().first) || optional_.size() >= kMaxOptionalSections)
+    throw Error(out_->target() + ": optional section " + std::to_string(id) + " out of order");
+  optional_.emplace_back(id, std::move(content));
+}
+
 uint64_t FileBuilder::Finish(Meta meta) {
   CloseBlock();
   Header h;
@@ -99,11 +105,18 @@ uint64_t FileBuilder::Finish(Meta meta) {
   WriteSection(index_, &h.sections[kIndex]);
   WriteSection(EncodeMeta(meta), &h.sections[kMeta]);
   WriteSection(table, &h.sections[kBlocks]);
+  for (const auto& [id, content] : optional_) {
+    SectionRef ref;
+    WriteSection(content, &ref);
+    h.optional.push_back({id, ref.offset, ref.size, ref.checksum});
+  }
+  h.version_minor = optional_.empty() ? 0 : 1;
   h.file_size = pos_ + kFooterSize;
   uint8_t page[kPageSize];
   Footer f;
   f.file_size = h.file_size;
   f.sample_count = h.sample_count;
+  f.version_minor = h.version_minor;
   f.header_checksum = EncodeHeader(h, page);
   uint8_t foot[kFooterSize];
   EncodeFooter(f, foot);

@@ -17,7 +17,11 @@ class FileBuilder {
  public:
   FileBuilder(AtomicFile* out, uint64_t block_size, bool share_jpeg_tables);
   void Add(const Encoded& e, const int32_t labels[2]);
-  // Writes index, meta (with the table sets gathered by Add), block table, footer and header.
+  // Adds an optional section (format 1.1) written after the block table; ids ascending, each once.
+  // A file with any is written as version 1.1, without as 1.0.
+  void AddOptional(uint32_t id, std::string content);
+  // Writes index, meta (with the table sets gathered by Add), block table, optional sections, footer
+  // and header.
   // Returns the file size. Does not commit the AtomicFile.
   uint64_t Finish(format::Meta meta);
   uint64_t samples() const { return index_.size() / format::kIndexEntrySize; }
@@ -36,6 +40,7 @@ class FileBuilder {
   std::string index_;
   std::unordered_map<std::string, uint16_t> table_ids_;
   std::vector<std::string> tables_;
+  std::vector<std::pair<uint32_t, std::string>> optional_;
 };
 
 }  // namespace dsc::writer

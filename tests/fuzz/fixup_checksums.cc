@@ -58,6 +58,15 @@ void FixupChecksums(uint8_t* data, size_t size, bool fix_file_size) {
     const SectionRef& s = h.sections[i];
     if (Inside(s.offset, s.size, size)) le::put64(section_checksum_at(i), Checksum(data + s.offset, s.size));
   }
+  // Optional sections (format 1.1): each entry's checksum, then the table's own, when the table has
+  // entries (a 1.0 file's all-zero table stays zero).
+  const uint32_t n = std::min(h.optional_count, kMaxOptionalSections);
+  for (uint32_t k = 0; k < n; ++k) {
+    const OptionalRef& s = h.optional[k];
+    if (Inside(s.offset, s.size, size))
+      le::put64(data + kOptionalEntriesAt + kOptionalEntrySize * k + 24, Checksum(data + s.offset, s.size));
+  }
+  if (n > 0) le::put64(data + kOptionalTableAt, OptionalTableChecksum(data, n));
   // The header's checksum covers the section checksums just written; the footer repeats it.
   const uint64_t hc = HeaderChecksum(data);
   le::put64(data + kHeaderChecksumAt, hc);

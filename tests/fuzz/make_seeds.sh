@@ -18,7 +18,12 @@ done
 # Restart markers every MCU: RandomResizedCrop then decodes only the intervals it needs (kernels/jpeg_crop.h).
 mkdir -p "$out/tmp/rst/a"
 for f in "$out"/tmp/tree/a/*.jpg; do jpegtran -restart 1B -outfile "$out/tmp/rst/a/$(basename "$f")" "$f"; done
-"$dsc" build "$out/tmp/rst" "$out/load/restart.beton" --quiet >/dev/null
+"$dsc" build "$out/tmp/rst" "$out/load/restart1.beton" --quiet >/dev/null
+# A format 1.1 file: JPEGs large enough for restart markers, so the optional-section table and the
+# restart section are there to mutate.
+"$dsc" generate "$out/tmp/gen" --classes 2 --train 2 --test 0 --size 160 >/dev/null
+"$dsc" build "$out/tmp/gen" "$out/open/restart.beton" --block-size 4096 --quiet >/dev/null
+cp "$out/open/restart.beton" "$out/load/restart.beton"
 # sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG or PNG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
 for f in "$out"/tmp/tree/a/*.jpg; do
   i=$((i + 1))
