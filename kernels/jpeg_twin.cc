@@ -315,6 +315,11 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
   size_t piece_size, start;
   s.Locate(&piece, &piece_size, &start);
   if (s.InFirst() && body_size) return Fail(kReasonSplitScan, sos_end);
+  return ScanTwinEntropy(f, piece, piece_size, start, piece == head ? 0 : head_size, scan);
+}
+
+TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
+                                size_t base, TwinScan* scan) {
   scan->data = piece + start;
   size_t i = start;
   uint32_t unit = 0;
@@ -337,7 +342,7 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
     if (piece[q] >= 0xD0 && piece[q] <= 0xD7) {
       // A restart: it must be expected and numbered in sequence.
       if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
-        return Fail(kReasonBadRestart, (s.InFirst() ? 0 : head_size) + p);
+        return Fail(kReasonBadRestart, base + p);
       scan->unit_end[unit] = uint32_t(p - start);
       ++unit;
       scan->unit_begin[unit] = uint32_t(q + 1 - start);
@@ -350,8 +355,7 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
     after = q + 1;
     break;
   }
-  const size_t base = piece == head ? 0 : head_size;
-  if (piece_size - start > 0xFFFFFFFFu) return Fail(kReasonTooLarge, sos_end);
+  if (piece_size - start > 0xFFFFFFFFu) return Fail(kReasonTooLarge, base + start);
   scan->size = end - start;
   scan->unit_end[unit] = uint32_t(end - start);
   if (unit + 1 != f.intervals) return Fail(kReasonBadRestart, base + end);

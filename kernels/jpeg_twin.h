@@ -97,7 +97,7 @@ struct TwinFrame {
   uint32_t total_blocks = 0;
   uint32_t intervals = 0;         // decode units: restart intervals, or 1
   TwinComponent comp[3] = {};
-  uint32_t total_mcus() const { return uint32_t(mcus_x) * mcus_y; }
+  DSC_HD uint32_t total_mcus() const { return uint32_t(mcus_x) * mcus_y; }
 };
 
 // ---- Entropy decoding ----------------------------------------------------------------------------
@@ -418,6 +418,12 @@ struct TwinParseResult {
 // location: the entropy data must lie in one piece. `max_units` bounds the interval arrays.
 TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
                           TwinFrame* frame, TwinTables* tables, TwinScan* scan, uint32_t max_units);
+
+// The second half of ParseTwin: finds the scan's restart intervals in piece[start, piece_size) and checks
+// that EOI follows. `base` is the piece's offset in the payload (for error offsets). A caller that has
+// parsed a shared head once reuses its frame and tables and runs only this on each body.
+TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
+                                size_t base, TwinScan* scan);
 
 // Host twin of the whole GPU decode: *rgb receives height x width x 3 bytes. `split`: every restart
 // interval decoded on its own (as the GPU's threads do) instead of one sequential pass. Host only
