@@ -13,6 +13,7 @@
 #include <random>
 
 #include "kernels/jpeg_twin.h"
+#include "kernels/jpeg_twin_batch.h"
 #include "reader/dataset.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
@@ -435,6 +436,89 @@ TEST(JpegTwin, CorruptStreamsAreReportedNeverCrash) {
   }
   std::printf("%d damaged decodes: %d corrupt, %d accepted and equal to libjpeg-turbo\n", runs, corrupt, accepted_equal);
   EXPECT_GT(corrupt, runs / 2);
+}
+
+// A staged batch run through the GPU stages on the CPU (DecodeTwinBatchCpu, the kernels' per-thread
+// functions in launch order) equals libjpeg-turbo image by image.
+void ExpectBatchEqual(kernels::TwinBatchStager& st, const std::vector<std::vector<uint8_t>>& wholes,
+                      const std::string& what) {
+  const auto& h = st.header();
+  ASSERT_EQ(h.images, wholes.size());
+  std::vector<int16_t> coef(h.total_blocks * 64);
+  std::vector<uint8_t> planes(h.total_blocks * 64), rgb(h.rgb_bytes);
+  std::vector<int> status(h.images);
+  std::vector<uint8_t> staged(st.bytes_used());
+  std::memcpy(staged.data(), &h, st.bytes_used());  // what the device receives: exactly the used bytes
+  kernels::DecodeTwinBatchCpu(staged.data(), coef.data(), planes.data(), rgb.data(), status.data());
+  const auto* images = kernels::TwinImages(staged.data());
+  for (uint32_t i = 0; i < h.images; ++i) {
+    std::vector<uint8_t> ref;
+    int w, hh;
+    ASSERT_TRUE(Turbo(wholes[i], &ref, &w, &hh));
+    ASSERT_EQ(status[i], 0) << what << " image " << i << ": " << kernels::TwinReasonName(status[i]);
+    ASSERT_EQ(images[i].frame.width, w);
+    ASSERT_EQ(images[i].frame.height, hh);
+    ASSERT_EQ(std::memcmp(rgb.data() + images[i].rgb, ref.data(), ref.size()), 0) << what << " image " << i;
+  }
+}
+
+TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
+  ASSERT_FALSE(PhotoFile().empty());
+  std::vector<uint8_t> buf(64u << 20);
+  kernels::TwinBatchStager st(buf.data(), buf.size(), 1024, 1 << 16, 256);
+  // CIFAR test split, batches of 512 from the dsc file's two pieces: the shared tables are staged once.
+  {
+    Dataset ds(BuildDsc(CifarJpegRoot() + "/test", "cifar-test", 0));
+    std::vector<uint8_t> scratch;
+    std::vector<std::vector<uint8_t>> wholes;
+    size_t tables = 0, images = 0;
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      const auto parts = ds.ReadPayloadParts(i, &scratch);
+      std::vector<uint8_t> whole(parts.head.data, parts.head.data + parts.head.size);
+      whole.insert(whole.end(), parts.body.data, parts.body.data + parts.body.size);
+      ASSERT_EQ(st.Add(parts.head.data, parts.head.size, parts.body.data, parts.body.size).status, kernels::kTwinOk);
+      wholes.push_back(std::move(whole));
+      if (wholes.size() == 512 || i + 1 == ds.size()) {
+        tables += st.header().table_sets;
+        images += st.header().images;
+        ExpectBatchEqual(st, wholes, "cifar batch ending at " + std::to_string(i));
+        ASSERT_FALSE(HasFatalFailure());
+        st.Reset();
+        wholes.clear();
+      }
+    }
+    EXPECT_EQ(images, 10000u);
+    std::printf("CIFAR test split: %zu table sets staged for %zu images\n", tables, images);
+    EXPECT_LT(tables * 10, images);
+  }
+  // Photos with restart intervals: many units per image.
+  {
+    Dataset ds(PhotoFile());
+    std::vector<uint8_t> scratch;
+    std::vector<std::vector<uint8_t>> wholes;
+    for (uint64_t i = 0; i < 40; ++i) {
+      const Payload p = ds.ReadPayload(i, &scratch);
+      const std::vector<uint8_t> whole(p.data, p.data + p.size);
+      wholes.push_back(Transcode(whole, Recode::kRestart, unsigned(McusX(whole))));
+      ASSERT_EQ(st.Add(nullptr, 0, wholes.back().data(), wholes.back().size()).status, kernels::kTwinOk);
+    }
+    EXPECT_GT(st.header().units, 40u * 20);
+    ExpectBatchEqual(st, wholes, "photos with restart intervals");
+  }
+  // Unsupported and corrupt payloads are refused and leave the batch untouched.
+  {
+    st.Reset();
+    Dataset ds(PhotoFile());
+    std::vector<uint8_t> scratch;
+    const Payload p = ds.ReadPayload(5, &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    const auto prog = Transcode(whole, Recode::kProgressive);
+    EXPECT_EQ(st.Add(nullptr, 0, prog.data(), prog.size()).status, kernels::kTwinUnsupported);
+    std::vector<uint8_t> cut(whole.begin(), whole.begin() + long(whole.size() / 2));
+    EXPECT_EQ(st.Add(nullptr, 0, cut.data(), cut.size()).status, kernels::kTwinCorrupt);
+    EXPECT_EQ(st.header().images, 0u);
+    EXPECT_EQ(st.header().units, 0u);
+  }
 }
 
 }  // namespace
