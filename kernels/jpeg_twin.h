@@ -416,14 +416,17 @@ struct TwinParseResult {
 // Parses a JPEG stored as head + body (head may be empty; dsc's shared-table payloads keep the table
 // set in head: see reader/dataset.h ReadPayloadParts). Fills the frame and tables, and the scan's
 // location: the entropy data must lie in one piece. `max_units` bounds the interval arrays.
+// With `copy`, the scan's entropy bytes are also copied there (in the same pass; room for the body
+// size is needed), as the batch stager does.
 TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
-                          TwinFrame* frame, TwinTables* tables, TwinScan* scan, uint32_t max_units);
+                          TwinFrame* frame, TwinTables* tables, TwinScan* scan, uint32_t max_units,
+                          uint8_t* copy = nullptr);
 
 // The second half of ParseTwin: finds the scan's restart intervals in piece[start, piece_size) and checks
 // that EOI follows. `base` is the piece's offset in the payload (for error offsets). A caller that has
 // parsed a shared head once reuses its frame and tables and runs only this on each body.
 TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
-                                size_t base, TwinScan* scan);
+                                size_t base, TwinScan* scan, uint8_t* copy = nullptr);
 
 // Host twin of the whole GPU decode: *rgb receives height x width x 3 bytes. `split`: every restart
 // interval decoded on its own (as the GPU's threads do) instead of one sequential pass. Host only

@@ -6,27 +6,22 @@
 namespace dsc::kernels {
 
 namespace {
-size_t Align(size_t v) { return (v + 255) & ~size_t(255); }
+size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
 }  // namespace
 
-TwinBatchStager::TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_images, uint32_t max_units,
-                                 uint32_t max_tables)
-    : buf_(buf), cap_(capacity), h_(reinterpret_cast<TwinBatchHeader*>(buf)) {
-  std::memset(h_, 0, sizeof(*h_));
-  h_->max_images = max_images;
-  h_->max_units = max_units;
-  h_->max_tables = max_tables;
-  h_->images_at = Align(sizeof(TwinBatchHeader));
-  h_->units_at = Align(h_->images_at + sizeof(TwinImage) * max_images);
-  h_->tables_at = Align(h_->units_at + sizeof(TwinUnit) * max_units);
-  h_->bytes_at = Align(h_->tables_at + sizeof(TwinTables) * max_tables);
+TwinBatchStager::TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_images, uint32_t max_units)
+    : buf_(buf), cap_(capacity), h_(reinterpret_cast<TwinBatchHeader*>(buf)), max_images_(max_images),
+      max_units_(max_units) {
+  images_.reserve(max_images);
+  units_.reserve(max_units);
   Reset();
 }
 
 void TwinBatchStager::Reset() {
-  h_->images = h_->units = h_->table_sets = 0;
-  h_->bytes_used = h_->bytes_at;
-  h_->total_blocks = h_->rgb_bytes = 0;
+  std::memset(h_, 0, sizeof(*h_));
+  h_->bytes_used = Align(sizeof(TwinBatchHeader));
+  images_.clear();
+  units_.clear();
   last_head_ = nullptr;
 }
 
@@ -34,31 +29,32 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   TwinParseResult full;
   full.status = kTwinUnsupported;
   full.reason = kReasonTooLarge;
-  if (h_->images >= h_->max_images || h_->bytes_used + body_size > cap_) return full;
-  auto* images = reinterpret_cast<TwinImage*>(buf_ + h_->images_at);
-  auto* units = reinterpret_cast<TwinUnit*>(buf_ + h_->units_at);
-  auto* tables = reinterpret_cast<TwinTables*>(buf_ + h_->tables_at);
-  TwinImage& im = images[h_->images];
-  const uint32_t room = h_->max_units - h_->units;
-  thread_local std::vector<uint32_t> begin, end;
-  const size_t most = body_size / 2 + 2;
-  if (begin.size() < most) begin.resize(most), end.resize(most);
+  // Room for the tables, the entropy bytes and this image's share of the arrays Finish appends.
+  if (images_.size() >= max_images_ || h_->bytes_used + Align(sizeof(TwinTables)) + Align(body_size) > cap_) return full;
+  const uint32_t room = max_units_ - uint32_t(units_.size());
+  const size_t most = body_size / 2 + 2;  // every interval but the last ends with a 2-byte marker
+  if (begin_.size() < most) begin_.resize(most), end_.resize(most);
   TwinScan scan;
-  scan.unit_begin = begin.data();
-  scan.unit_end = end.data();
+  scan.unit_begin = begin_.data();
+  scan.unit_end = end_.data();
+  TwinImage im;
   TwinParseResult r;
+  uint64_t at = h_->bytes_used;
   if (head_size && head == last_head_ && head_size == last_head_size_) {
     im.frame = last_frame_;
     im.tables = last_tables_;
     if (im.frame.intervals > room) return full;
-    r = ScanTwinEntropy(im.frame, body, body_size, 0, head_size, &scan);
+    r = ScanTwinEntropy(im.frame, body, body_size, 0, head_size, &scan, buf_ + at);
+    if (r.status != kTwinOk) return r;
   } else {
-    if (h_->table_sets >= h_->max_tables) return full;
-    r = ParseTwin(head, head_size, body, body_size, &im.frame, &tables[h_->table_sets], &scan,
-                  room < most ? room : uint32_t(most));
+    auto* tables = reinterpret_cast<TwinTables*>(buf_ + at);
+    r = ParseTwin(head, head_size, body, body_size, &im.frame, tables, &scan, room < most ? room : uint32_t(most),
+                  buf_ + at + Align(sizeof(TwinTables)));
     if (r.status == kTwinUnsupported && r.reason == kReasonTooLarge) return full;
     if (r.status != kTwinOk) return r;
-    im.tables = h_->table_sets++;
+    im.tables = at;
+    at += Align(sizeof(TwinTables));
+    ++h_->table_sets;
     // Reusable for the next payloads when the scan starts exactly where the head ends.
     if (head_size && scan.data == body) {
       last_head_ = head, last_head_size_ = head_size, last_frame_ = im.frame, last_tables_ = im.tables;
@@ -66,29 +62,41 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
       last_head_ = nullptr;
     }
   }
-  if (r.status != kTwinOk) return r;
   const TwinFrame& f = im.frame;
-  im.first_unit = h_->units;
+  im.first_unit = uint32_t(units_.size());
   im.units = f.intervals;
-  im.data = h_->bytes_used;
-  std::memcpy(buf_ + im.data, scan.data, scan.size);
-  h_->bytes_used += scan.size;
+  im.data = at;  // the scan copied its bytes here
+  h_->bytes_used = Align(at + scan.size);
   const uint32_t per = f.restart_interval ? f.restart_interval : f.total_mcus();
   for (uint32_t u = 0; u < f.intervals; ++u) {
-    TwinUnit& t = units[h_->units + u];
-    t.image = h_->images;
+    TwinUnit t;
+    t.image = uint32_t(images_.size());
     t.first_mcu = u * per;
     t.mcus = f.total_mcus() - t.first_mcu < per ? f.total_mcus() - t.first_mcu : per;
     t.begin = scan.unit_begin[u];
     t.end = scan.unit_end[u];
+    units_.push_back(t);
   }
-  h_->units += f.intervals;
   im.coef_block = h_->total_blocks;
   h_->total_blocks += f.total_blocks;
   im.rgb = h_->rgb_bytes;
   h_->rgb_bytes += uint64_t(f.width) * f.height * 3;
-  ++h_->images;
+  images_.push_back(im);
   return r;
+}
+
+bool TwinBatchStager::Finish() {
+  const size_t ib = images_.size() * sizeof(TwinImage), ub = units_.size() * sizeof(TwinUnit);
+  const size_t images_at = h_->bytes_used, units_at = Align(images_at + ib);
+  if (units_at + ub > cap_) return false;
+  std::memcpy(buf_ + images_at, images_.data(), ib);
+  std::memcpy(buf_ + units_at, units_.data(), ub);
+  h_->images = uint32_t(images_.size());
+  h_->units = uint32_t(units_.size());
+  h_->images_at = images_at;
+  h_->units_at = units_at;
+  h_->bytes_used = Align(units_at + ub);
+  return true;
 }
 
 void DecodeTwinBatchCpu(const uint8_t* buf, int16_t* coef, uint8_t* planes, uint8_t* rgb, int* status) {

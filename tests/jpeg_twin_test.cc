@@ -442,6 +442,7 @@ TEST(JpegTwin, CorruptStreamsAreReportedNeverCrash) {
 // functions in launch order) equals libjpeg-turbo image by image.
 void ExpectBatchEqual(kernels::TwinBatchStager& st, const std::vector<std::vector<uint8_t>>& wholes,
                       const std::string& what) {
+  ASSERT_TRUE(st.Finish());
   const auto& h = st.header();
   ASSERT_EQ(h.images, wholes.size());
   std::vector<int16_t> coef(h.total_blocks * 64);
@@ -465,7 +466,7 @@ void ExpectBatchEqual(kernels::TwinBatchStager& st, const std::vector<std::vecto
 TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
   ASSERT_FALSE(PhotoFile().empty());
   std::vector<uint8_t> buf(64u << 20);
-  kernels::TwinBatchStager st(buf.data(), buf.size(), 1024, 1 << 16, 256);
+  kernels::TwinBatchStager st(buf.data(), buf.size(), 1024, 1 << 16);
   // CIFAR test split, batches of 512 from the dsc file's two pieces: the shared tables are staged once.
   {
     Dataset ds(BuildDsc(CifarJpegRoot() + "/test", "cifar-test", 0));
@@ -479,9 +480,9 @@ TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
       ASSERT_EQ(st.Add(parts.head.data, parts.head.size, parts.body.data, parts.body.size).status, kernels::kTwinOk);
       wholes.push_back(std::move(whole));
       if (wholes.size() == 512 || i + 1 == ds.size()) {
+        ExpectBatchEqual(st, wholes, "cifar batch ending at " + std::to_string(i));
         tables += st.header().table_sets;
         images += st.header().images;
-        ExpectBatchEqual(st, wholes, "cifar batch ending at " + std::to_string(i));
         ASSERT_FALSE(HasFatalFailure());
         st.Reset();
         wholes.clear();
@@ -502,8 +503,8 @@ TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
       wholes.push_back(Transcode(whole, Recode::kRestart, unsigned(McusX(whole))));
       ASSERT_EQ(st.Add(nullptr, 0, wholes.back().data(), wholes.back().size()).status, kernels::kTwinOk);
     }
-    EXPECT_GT(st.header().units, 40u * 20);
     ExpectBatchEqual(st, wholes, "photos with restart intervals");
+    EXPECT_GT(st.header().units, 40u * 20);
   }
   // Unsupported and corrupt payloads are refused and leave the batch untouched.
   {
@@ -516,6 +517,7 @@ TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
     EXPECT_EQ(st.Add(nullptr, 0, prog.data(), prog.size()).status, kernels::kTwinUnsupported);
     std::vector<uint8_t> cut(whole.begin(), whole.begin() + long(whole.size() / 2));
     EXPECT_EQ(st.Add(nullptr, 0, cut.data(), cut.size()).status, kernels::kTwinCorrupt);
+    ASSERT_TRUE(st.Finish());
     EXPECT_EQ(st.header().images, 0u);
     EXPECT_EQ(st.header().units, 0u);
   }
