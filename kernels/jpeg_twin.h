@@ -278,27 +278,29 @@ DSC_HD int DecodeEntropy(const TwinFrame& f, const TwinTables& t, const uint8_t*
 
 // libjpeg's post-IDCT range limit: the sample is (x + 128) clamped to 0..255 for x in [-512, 511] (the
 // table wraps modulo 1024 beyond; the SIMD version saturates instead, so such values are flagged).
-DSC_HD uint8_t TwinRangeLimit(int64_t x, bool* flag) {
+DSC_HD uint8_t TwinRangeLimit(int32_t x, bool* flag) {
   if (x < -512 || x > 511) *flag = true;
   const int i = int(x & 1023);
   return uint8_t(i < 128 ? i + 128 : i < 512 ? 255 : i < 896 ? 0 : i - 896);
 }
 
-// One 8-point pass of the LL&M IDCT as jidctint.c computes it (13-bit constants). in[] are the eight
-// inputs, already scaled; out receives the eight results before the final descale (shift) and the
-// rounding constant, which the caller folds in via `round`.
-DSC_HD void TwinIdct8(const int64_t* in, int64_t round, int shift, int64_t* out) {
-  const int64_t c0298 = 2446, c0390 = 3196, c0541 = 4433, c0765 = 6270, c0899 = 7373, c1175 = 9633,
-                c1501 = 12299, c1847 = 15137, c1961 = 16069, c2053 = 16819, c2562 = 20995, c3072 = 25172;
+// One 8-point pass of the LL&M IDCT as jidctint.c computes it (13-bit constants), with the descale
+// (add `round`, shift right). T is int64_t (libjpeg's JLONG) or, when every input is at most
+// kTwinIdct32Max in magnitude (no intermediate can then pass 2^31), int32_t: the same exact integers.
+constexpr int32_t kTwinIdct32Max = 12000;
+template <typename T>
+DSC_HD void TwinIdct8(const T* in, T round, int shift, T* out) {
+  const T c0298 = 2446, c0390 = 3196, c0541 = 4433, c0765 = 6270, c0899 = 7373, c1175 = 9633, c1501 = 12299,
+          c1847 = 15137, c1961 = 16069, c2053 = 16819, c2562 = 20995, c3072 = 25172;
   // Even part.
-  int64_t z2 = in[2], z3 = in[6];
-  int64_t z1 = (z2 + z3) * c0541;
-  int64_t t2 = z1 - z3 * c1847;
-  int64_t t3 = z1 + z2 * c0765;
+  T z2 = in[2], z3 = in[6];
+  T z1 = (z2 + z3) * c0541;
+  T t2 = z1 - z3 * c1847;
+  T t3 = z1 + z2 * c0765;
   z2 = in[0];
   z3 = in[4];
-  int64_t t0 = (z2 + z3) * 8192, t1 = (z2 - z3) * 8192;
-  const int64_t e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
+  T t0 = (z2 + z3) * 8192, t1 = (z2 - z3) * 8192;
+  const T e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
   // Odd part.
   t0 = in[7];
   t1 = in[5];
@@ -307,8 +309,8 @@ DSC_HD void TwinIdct8(const int64_t* in, int64_t round, int shift, int64_t* out)
   z1 = t0 + t3;
   z2 = t1 + t2;
   z3 = t0 + t2;
-  int64_t z4 = t1 + t3;
-  const int64_t z5 = (z3 + z4) * c1175;
+  T z4 = t1 + t3;
+  const T z5 = (z3 + z4) * c1175;
   t0 *= c0298;
   t1 *= c2053;
   t2 *= c3072;
@@ -331,21 +333,36 @@ DSC_HD void TwinIdct8(const int64_t* in, int64_t round, int shift, int64_t* out)
   out[4] = (e13 - t0 + round) >> shift;
 }
 
+// One pass over 8 values in[0..7] (stride apart), in 32-bit arithmetic when that is exact.
+DSC_HD void TwinIdctPass(const int32_t* in, int round_bits, int shift, int32_t* out) {
+  bool small = true;
+  for (int i = 0; i < 8; ++i) small = small && in[i] >= -kTwinIdct32Max && in[i] <= kTwinIdct32Max;
+  if (small) {
+    TwinIdct8<int32_t>(in, int32_t(1) << round_bits, shift, out);
+  } else {
+    int64_t a[8], o[8];
+    for (int i = 0; i < 8; ++i) a[i] = in[i];
+    TwinIdct8<int64_t>(a, int64_t(1) << round_bits, shift, o);
+    // Out of int32 only for inputs far outside 16 bits, which are flagged anyway.
+    for (int i = 0; i < 8; ++i) out[i] = int32_t(o[i] < -(int64_t(1) << 30) ? -(int64_t(1) << 30) : o[i] > (int64_t(1) << 30) ? (int64_t(1) << 30) : o[i]);
+  }
+}
+
 // Dequantises and inverse-transforms one block into 8 rows of 8 samples `stride` bytes apart. Returns
 // kReasonIdctRange when the block holds values on which libjpeg's C and SIMD IDCTs differ (a
 // dequantised coefficient or a first-pass value outside 16 bits, or an output far outside 0..255:
 // corrupt or adversarial data), kReasonNone otherwise.
 DSC_HD int IdctBlock(const int16_t* blk, const uint16_t* quant, uint8_t* out, size_t stride) {
   constexpr int kConstBits = 13, kPass1Bits = 2;
-  int64_t ws[64];
+  int32_t ws[64];
   bool flag = false;
   for (int col = 0; col < 8; ++col) {
-    int64_t in[8], o[8];
+    int32_t in[8], o[8];
     for (int r = 0; r < 8; ++r) {
-      in[r] = int64_t(blk[r * 8 + col]) * quant[r * 8 + col];
+      in[r] = int32_t(blk[r * 8 + col]) * int32_t(quant[r * 8 + col]);
       if (in[r] < -32768 || in[r] > 32767) flag = true;
     }
-    TwinIdct8(in, int64_t(1) << (kConstBits - kPass1Bits - 1), kConstBits - kPass1Bits, o);
+    TwinIdctPass(in, kConstBits - kPass1Bits - 1, kConstBits - kPass1Bits, o);
     for (int r = 0; r < 8; ++r) {
       if (o[r] < -32768 || o[r] > 32767) flag = true;
       ws[r * 8 + col] = o[r];
@@ -353,8 +370,8 @@ DSC_HD int IdctBlock(const int16_t* blk, const uint16_t* quant, uint8_t* out, si
   }
   constexpr int kShift2 = kConstBits + kPass1Bits + 3;
   for (int row = 0; row < 8; ++row) {
-    int64_t o[8];
-    TwinIdct8(ws + row * 8, int64_t(1) << (kShift2 - 1), kShift2, o);
+    int32_t o[8];
+    TwinIdctPass(ws + row * 8, kShift2 - 1, kShift2, o);
     for (int c = 0; c < 8; ++c) out[row * stride + c] = TwinRangeLimit(o[c], &flag);
   }
   return flag ? kReasonIdctRange : kReasonNone;
