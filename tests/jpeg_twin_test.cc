@@ -438,6 +438,33 @@ TEST(JpegTwin, CorruptStreamsAreReportedNeverCrash) {
   EXPECT_GT(corrupt, runs / 2);
 }
 
+// `dsc verify --decode --decoder gpu-twin`: counts and exit codes on a real file and a file holding
+// JPEGs the twin does not decode (stored inline, as the writer keeps already-JPEG files).
+TEST(JpegTwin, VerifyCommand) {
+  ASSERT_FALSE(PhotoFile().empty());
+  std::string out;
+  EXPECT_EQ(RunDsc("verify --decoder gpu '" + PhotoFile() + "'", &out), 2) << out;
+  EXPECT_EQ(RunDsc("verify --decoder gpu-twin '" + PhotoFile() + "'", &out), 2) << out;  // needs --decode
+  // A tree of progressive and arithmetic-coded copies of a few photos, built into a dsc file.
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  const std::string dir = ScratchDir("-twin-verify");
+  for (int i = 0; i < 4; ++i) {
+    const Payload p = ds.ReadPayload(uint64_t(i), &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    ::mkdir((dir + "/tree").c_str(), 0755);
+    ::mkdir((dir + "/tree/a").c_str(), 0755);
+    WriteFile(dir + "/tree/a/p" + std::to_string(i) + ".jpg", Transcode(whole, Recode::kProgressive));
+    WriteFile(dir + "/tree/a/b" + std::to_string(i) + ".jpg", whole);
+  }
+  ASSERT_EQ(RunDsc("build '" + dir + "/tree' '" + dir + "/f.beton'", &out), 0) << out;
+  const int rc = RunDsc("verify --decode --decoder gpu-twin '" + dir + "/f.beton'", &out);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("4 supported (4 equal to libjpeg-turbo, 0 mismatching), 0 corrupt"), std::string::npos) << out;
+  EXPECT_NE(out.find("4 unsupported (progressive: 4)"), std::string::npos) << out;
+}
+
 // A staged batch run through the GPU stages on the CPU (DecodeTwinBatchCpu, the kernels' per-thread
 // functions in launch order) equals libjpeg-turbo image by image.
 void ExpectBatchEqual(kernels::TwinBatchStager& st, const std::vector<std::vector<uint8_t>>& wholes,
