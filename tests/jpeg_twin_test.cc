@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <jpeglib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <turbojpeg.h>
 
 #include <csetjmp>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "kernels/jpeg_twin.h"
 #include "kernels/jpeg_twin_batch.h"
@@ -214,25 +216,30 @@ std::vector<uint8_t> Encode(const std::vector<uint8_t>& rgb, int w, int h, const
 
 // ---- Data -------------------------------------------------------------------------------------------
 
+// Built once per test process, in its scratch folder (never reused from an older build: the writer may
+// have changed).
 std::string BuildDsc(const std::string& tree, const std::string& name, int max_resolution) {
-  const std::string out = std::string(DSC_TESTDATA) + "/twin-" + name + ".beton";
-  struct stat st;
-  if (::stat(out.c_str(), &st) == 0) return out;
+  static const std::string dir = ScratchDir("-twin-files");
+  const std::string out = dir + "/" + name + ".beton";
+  static std::set<std::string> built;
+  if (!built.insert(out).second) return out;
   writer::BuildOptions o;
   o.log = [](const std::string&) {};
   o.encode.max_resolution = max_resolution;
-  writer::Build(tree, out + ".tmp", o);
-  std::rename((out + ".tmp").c_str(), out.c_str());
+  writer::Build(tree, out, o);
   return out;
 }
 
+// Unpacked once into the build tree; concurrent test processes each unpack privately and rename.
 std::string PhotoTree() {
   const std::string dir = std::string(DSC_TESTDATA) + "/twin_photos";
   struct stat st;
   if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
-    const std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" +
-                            dir + "' && touch '" + dir + "/.unpacked'";
-    if (std::system(cmd.c_str()) != 0) return "";
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+    const std::string cmd = "rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" +
+                            tmp + "' && touch '" + tmp + "/.unpacked' && (mv -T '" + tmp + "' '" + dir + "' 2>/dev/null || rm -rf '" +
+                            tmp + "')";
+    if (std::system(cmd.c_str()) != 0 || ::stat((dir + "/.unpacked").c_str(), &st) != 0) return "";
   }
   return dir + "/imagenet-photos-500";
 }
