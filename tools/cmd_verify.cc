@@ -12,6 +12,8 @@
 
 namespace dsc::tools {
 
+int VerifyGpuTwin(const Dataset& ds, const std::string& file);  // tools/verify_twin.cc
+
 int CmdVerify(int argc, char** argv) {
   cxxopts::Options opts("dsc verify", "Check every checksum, every index entry and every must-be-zero byte of a\n"
                         "dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
@@ -20,12 +22,14 @@ int CmdVerify(int argc, char** argv) {
   opts.add_options()("decode", "also decode every sample")
       ("upsampling", "with --decode: JPEG chroma upsampling, box (the loader's default) or fancy",
        cxxopts::value<std::string>()->default_value("box"))
+      ("decoder", "with --decode: cpu, or gpu-twin (also compare the GPU JPEG decoder's host twin with\n"
+       "libjpeg-turbo on every JPEG sample; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
       ("max-pixels", "with --decode: refuse images larger than this many pixels",
        cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   std::string file;
-  bool decode = false;
+  bool decode = false, twin = false;
   DecodeOptions options;
   try {
     auto r = opts.parse(argc, argv);
@@ -37,6 +41,10 @@ int CmdVerify(int argc, char** argv) {
     const std::string up = r["upsampling"].as<std::string>();
     if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
     options.fancy_upsampling = up == "fancy";
+    const std::string dec = r["decoder"].as<std::string>();
+    if (dec != "cpu" && dec != "gpu-twin") throw cxxopts::exceptions::exception("--decoder must be cpu or gpu-twin");
+    twin = dec == "gpu-twin";
+    if (twin && !decode) throw cxxopts::exceptions::exception("--decoder needs --decode");
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
@@ -70,6 +78,12 @@ int CmdVerify(int argc, char** argv) {
       if (bad) {
         std::fprintf(stderr, "%s: %zu sample(s) do not decode\n", file.c_str(), bad);
         return kExitBad;
+      }
+      if (twin) {
+        bool ok = false;
+        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(ds, file) == kExitOk; }))
+          throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
+        if (!ok) return kExitBad;
       }
     }
     std::printf("%s: OK (%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), (unsigned long long)ds.size(),

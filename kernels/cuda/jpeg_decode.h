@@ -1,0 +1,35 @@
+// The GPU JPEG decoder's launcher: one staged batch (kernels/jpeg_twin_batch.h, in pinned memory) ->
+// one asynchronous host-to-device copy -> entropy decoding (one thread per decode unit: restart
+// intervals or whole small images, packed 32 independent units to a warp) -> IDCT (one thread per
+// block) -> upsampling + colour (one thread per pixel), RGB in device memory. Every stage calls the
+// DSC_HD functions the host twin runs. Compiled, CPU-verified, not run on a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dsc::kernels::cuda {
+
+struct TwinDeviceBuffers {
+  uint8_t* staged = nullptr;  // >= the stager's capacity
+  int16_t* coef = nullptr;    // total_blocks * 64
+  uint8_t* planes = nullptr;  // total_blocks * 64
+  uint8_t* rgb = nullptr;     // rgb_bytes
+  int* status = nullptr;      // one per image
+  size_t staged_capacity = 0, block_capacity = 0, rgb_capacity = 0, image_capacity = 0;
+};
+
+// Allocates the device buffers for batches up to these bounds. false (with *error) on a CUDA error.
+bool AllocateTwinBuffers(size_t staged_bytes, size_t max_blocks, size_t max_rgb_bytes, size_t max_images,
+                         TwinDeviceBuffers* out, std::string* error);
+void FreeTwinBuffers(TwinDeviceBuffers* b);
+// Pinned host memory for the stager.
+bool AllocatePinned(size_t bytes, uint8_t** out, std::string* error);
+void FreePinned(uint8_t* p);
+
+// Enqueues the copy of staged[0, staged_bytes) and the three kernels on `stream` (a cudaStream_t).
+// The staged buffer must stay untouched until the stream reaches this point (record an event).
+bool LaunchTwinDecode(const uint8_t* staged, size_t staged_bytes, const TwinDeviceBuffers& d, void* stream,
+                      std::string* error);
+
+}  // namespace dsc::kernels::cuda

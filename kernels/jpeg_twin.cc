@@ -1,0 +1,459 @@
+#include "kernels/jpeg_twin.h"
+
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <vector>
+
+namespace dsc::kernels {
+
+const char* TwinReasonName(int reason) {
+  switch (reason) {
+    case kReasonNone: return "ok";
+    case kReasonProgressive: return "progressive";
+    case kReasonArithmetic: return "arithmetic coding";
+    case kReasonLosslessOrHierarchical: return "lossless or hierarchical";
+    case kReasonPrecision: return "not 8-bit";
+    case kReasonComponents: return "component count (CMYK/YCCK/2)";
+    case kReasonColorTransform: return "colour transform (RGB/Adobe)";
+    case kReasonSampling: return "sampling factors";
+    case kReasonNonInterleaved: return "non-interleaved scan";
+    case kReasonMultiScan: return "multiple scans";
+    case kReasonDnl: return "DNL marker";
+    case kReasonRestartLayout: return "restart intervals not tiling MCU rows";
+    case kReasonTooLarge: return "too large";
+    case kReasonSplitScan: return "scan split across payload pieces";
+    case kReasonDefaultTables: return "no Huffman tables (Motion-JPEG)";
+    case kReasonBadMarker: return "bad marker segment";
+    case kReasonBadTable: return "bad or missing table";
+    case kReasonBadHuffmanCode: return "bad Huffman code";
+    case kReasonTruncated: return "truncated entropy data";
+    case kReasonBadRestart: return "bad restart marker";
+    case kReasonCoefficient: return "coefficient out of range";
+    case kReasonIdctRange: return "IDCT value out of range";
+    default: return "unknown";
+  }
+}
+
+namespace {
+
+// Builds a decodable table from a DHT's 16 counts and symbols; false for a table libjpeg rejects.
+bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h) {
+  std::memset(h, 0, sizeof(*h));
+  int total = 0, maxlen = 0;
+  for (int l = 1; l <= 16; ++l) {
+    total += counts[l - 1];
+    if (counts[l - 1]) maxlen = l;
+  }
+  if (total > 256) return false;
+  std::memcpy(h->vals, vals, size_t(total));
+  h->count = uint16_t(total);
+  if (dc)
+    for (int i = 0; i < total; ++i)
+      if (vals[i] > 15) return false;
+  int32_t code = 0;
+  int k = 0;
+  for (int l = 1; l <= 16; ++l) {
+    const int n = counts[l - 1];
+    h->valoffset[l] = k - code;
+    h->maxcode[l] = n ? code + n - 1 : -1;
+    for (int i = 0; i < n && l <= kTwinLookBits; ++i) {
+      // Every kTwinLookBits-bit prefix starting with this code maps to it.
+      const int c = code + i, span = 1 << (kTwinLookBits - l);
+      for (int j = 0; j < span; ++j) h->look[(c << (kTwinLookBits - l)) | j] = uint16_t((l << 8) | vals[k + i]);
+    }
+    code += n;
+    k += n;
+    // libjpeg rejects a table whose codes overflow their length (the all-ones code is reserved).
+    if (l <= maxlen && code >= (int32_t(1) << l)) return false;
+    code <<= 1;
+  }
+  h->maxcode[17] = 0x7FFFFFFF;
+  h->defined = 1;
+  return true;
+}
+
+// The payload as one byte sequence over its two pieces.
+class Stream {
+ public:
+  Stream(const uint8_t* a, size_t an, const uint8_t* b, size_t bn) : a_(a), an_(an), b_(b), bn_(bn) {}
+  size_t size() const { return an_ + bn_; }
+  size_t pos() const { return pos_; }
+  bool Byte(uint8_t* v) {
+    if (pos_ >= size()) return false;
+    *v = pos_ < an_ ? a_[pos_] : b_[pos_ - an_];
+    ++pos_;
+    return true;
+  }
+  bool U16(uint16_t* v) {
+    uint8_t hi, lo;
+    if (!Byte(&hi) || !Byte(&lo)) return false;
+    *v = uint16_t(hi << 8 | lo);
+    return true;
+  }
+  bool Read(uint8_t* out, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (!Byte(out + i)) return false;
+    return true;
+  }
+  bool Skip(size_t n) {
+    if (n > size() - pos_) return false;
+    pos_ += n;
+    return true;
+  }
+  // The piece holding position pos_ and the offset in it.
+  void Locate(const uint8_t** piece, size_t* piece_size, size_t* at) const {
+    if (pos_ < an_) {
+      *piece = a_, *piece_size = an_, *at = pos_;
+    } else {
+      *piece = b_, *piece_size = bn_, *at = pos_ - an_;
+    }
+  }
+  bool InFirst() const { return pos_ < an_; }
+  void Seek(size_t p) { pos_ = p; }
+
+ private:
+  const uint8_t* a_;
+  size_t an_;
+  const uint8_t* b_;
+  size_t bn_, pos_ = 0;
+};
+
+// First position >= i of a 0xFF not followed by 0x00 (a marker or fill byte), or n. Entropy data holds a
+// stuffed 0xFF 0x00 every few hundred bytes: testing 32 bytes at a time skips them without a call each.
+size_t FindMarkerScalar(const uint8_t* d, size_t i, size_t n) {
+  for (; i < n; ++i)
+    if (d[i] == 0xFF && (i + 1 >= n || d[i + 1] != 0)) return i;
+  return n;
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) size_t FindMarkerAvx2(const uint8_t* d, size_t i, size_t n) {
+  const __m256i ff = _mm256_set1_epi8(char(0xFF)), zero = _mm256_setzero_si256();
+  for (; i + 33 <= n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i));
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i + 1));
+    const uint32_t m = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, ff))) &
+                       ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(w, zero)));
+    if (m) return i + size_t(__builtin_ctz(m));
+  }
+  return FindMarkerScalar(d, i, n);
+}
+#endif
+size_t FindMarker(const uint8_t* d, size_t i, size_t n) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return FindMarkerAvx2(d, i, n);
+#endif
+  return FindMarkerScalar(d, i, n);
+}
+
+TwinParseResult Fail(int reason, size_t offset) {
+  TwinParseResult r;
+  r.status = reason >= kTwinFirstCorrupt ? kTwinCorrupt : kTwinUnsupported;
+  r.reason = reason;
+  r.offset = offset;
+  return r;
+}
+
+}  // namespace
+
+TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
+                          TwinFrame* frame, TwinTables* tables, TwinScan* scan, uint32_t max_units,
+                          uint8_t* copy) {
+  Stream s(head, head_size, body, body_size);
+  TwinFrame& f = *frame;
+  f = TwinFrame();
+  std::memset(tables->quant_defined, 0, sizeof(tables->quant_defined));
+  for (int i = 0; i < 4; ++i) tables->dc[i].defined = tables->ac[i].defined = 0;
+  uint8_t m0, m1;
+  if (!s.Byte(&m0) || !s.Byte(&m1) || m0 != 0xFF || m1 != 0xD8) return Fail(kReasonBadMarker, 0);
+  bool jfif = false, adobe = false, sof = false;
+  int adobe_transform = -1;
+  uint8_t comp_id[3] = {0, 0, 0};
+  int components = 0;
+  for (;;) {
+    // Next marker: 0xFF (fill 0xFFs), code. libjpeg skips junk before a marker with a warning.
+    const size_t at = s.pos();
+    uint8_t c;
+    if (!s.Byte(&c)) return Fail(kReasonBadMarker, at);
+    if (c != 0xFF) return Fail(kReasonBadMarker, at);
+    do {
+      if (!s.Byte(&c)) return Fail(kReasonBadMarker, at);
+    } while (c == 0xFF);
+    if (c == 0xD8 || c == 0xD9 || (c >= 0xD0 && c <= 0xD7) || c == 0x01 || c == 0x00) return Fail(kReasonBadMarker, at);
+    uint16_t len;
+    if (!s.U16(&len) || len < 2) return Fail(kReasonBadMarker, at);
+    const size_t seg_end = s.pos() + len - 2;
+    if (seg_end > s.size()) return Fail(kReasonBadMarker, at);
+    if (c == 0xC0 || c == 0xC1) {  // baseline / extended sequential, Huffman
+      if (sof) return Fail(kReasonBadMarker, at);
+      sof = true;
+      uint8_t p, n;
+      uint16_t h, w;
+      if (!s.Byte(&p) || !s.U16(&h) || !s.U16(&w) || !s.Byte(&n)) return Fail(kReasonBadMarker, at);
+      if (p != 8) return Fail(kReasonPrecision, at);
+      if (w == 0) return Fail(kReasonBadMarker, at);
+      if (h == 0) return Fail(kReasonDnl, at);
+      if (n != 1 && n != 3) return Fail(n == 0 ? kReasonBadMarker : kReasonComponents, at);
+      if (len != 8 + 3 * n) return Fail(kReasonBadMarker, at);
+      if (w > kTwinMaxDim || h > kTwinMaxDim) return Fail(kReasonTooLarge, at);
+      components = n;
+      f.width = w;
+      f.height = h;
+      f.ncomp = n;
+      for (int i = 0; i < n; ++i) {
+        uint8_t id, hv, tq;
+        if (!s.Byte(&id) || !s.Byte(&hv) || !s.Byte(&tq)) return Fail(kReasonBadMarker, at);
+        const int hs = hv >> 4, vs = hv & 15;
+        if (hs < 1 || hs > 4 || vs < 1 || vs > 4 || tq > 3) return Fail(kReasonBadMarker, at);
+        comp_id[i] = id;
+        f.comp[i].h = uint8_t(hs);
+        f.comp[i].v = uint8_t(vs);
+        f.comp[i].quant = tq;
+      }
+    } else if (c == 0xC2) {
+      return Fail(kReasonProgressive, at);
+    } else if (c == 0xC3 || c == 0xC5 || c == 0xC6 || c == 0xC7) {
+      return Fail(kReasonLosslessOrHierarchical, at);
+    } else if (c == 0xCC || (c >= 0xC9 && c <= 0xCF)) {
+      return Fail(kReasonArithmetic, at);
+    } else if (c == 0xDC) {
+      return Fail(kReasonDnl, at);
+    } else if (c == 0xC4) {  // DHT: one or more tables
+      while (s.pos() < seg_end) {
+        uint8_t tc, counts[16], vals[256];
+        if (!s.Byte(&tc) || !s.Read(counts, 16)) return Fail(kReasonBadMarker, at);
+        int total = 0;
+        for (uint8_t k : counts) total += k;
+        if (total > 256 || s.pos() + size_t(total) > seg_end || !s.Read(vals, size_t(total)))
+          return Fail(kReasonBadTable, at);
+        const int cls = tc >> 4, id = tc & 15;
+        if (cls > 1 || id > 3) return Fail(kReasonBadTable, at);
+        TwinHuffman* h = cls ? &tables->ac[id] : &tables->dc[id];
+        if (!BuildHuffman(counts, vals, cls == 0, h)) h->defined = 2;  // invalid: an error once used
+      }
+      if (s.pos() != seg_end) return Fail(kReasonBadMarker, at);
+    } else if (c == 0xDB) {  // DQT
+      while (s.pos() < seg_end) {
+        uint8_t pq;
+        if (!s.Byte(&pq)) return Fail(kReasonBadMarker, at);
+        const int prec = pq >> 4, id = pq & 15;
+        if (prec > 1 || id > 3) return Fail(kReasonBadTable, at);
+        for (int k = 0; k < 64; ++k) {
+          uint16_t v;
+          uint8_t b;
+          if (prec) {
+            if (!s.U16(&v)) return Fail(kReasonBadMarker, at);
+          } else {
+            if (!s.Byte(&b)) return Fail(kReasonBadMarker, at);
+            v = b;
+          }
+          tables->quant[id][TwinZigzag(k)] = v;
+        }
+        tables->quant_defined[id] = 1;
+      }
+      if (s.pos() != seg_end) return Fail(kReasonBadMarker, at);
+    } else if (c == 0xDD) {  // DRI
+      uint16_t ri;
+      if (len != 4 || !s.U16(&ri)) return Fail(kReasonBadMarker, at);
+      f.restart_interval = ri;
+    } else if (c == 0xE0 || c == 0xEE) {
+      uint8_t buf[12] = {};
+      const size_t n = len - 2 < 12 ? len - 2 : 12;
+      if (!s.Read(buf, n)) return Fail(kReasonBadMarker, at);
+      if (c == 0xE0 && len - 2 >= 14 && std::memcmp(buf, "JFIF\0", 5) == 0) jfif = true;
+      if (c == 0xEE && n >= 12 && std::memcmp(buf, "Adobe", 5) == 0) {
+        adobe = true;
+        adobe_transform = buf[11];
+      }
+    } else if (c == 0xDA) {  // SOS
+      if (!sof) return Fail(kReasonBadMarker, at);
+      uint8_t ns;
+      if (!s.Byte(&ns) || ns < 1 || ns > 4 || len != 6 + 2 * ns) return Fail(kReasonBadMarker, at);
+      if (ns != components) return Fail(kReasonNonInterleaved, at);
+      bool seen[3] = {false, false, false};
+      for (int i = 0; i < ns; ++i) {
+        uint8_t id, td;
+        if (!s.Byte(&id) || !s.Byte(&td)) return Fail(kReasonBadMarker, at);
+        int k = 0;
+        while (k < components && comp_id[k] != id) ++k;
+        if (k == components || seen[k]) return Fail(kReasonBadMarker, at);
+        seen[k] = true;
+        f.scan_order[i] = uint8_t(k);
+        f.comp[k].dc = uint8_t(td >> 4);
+        f.comp[k].ac = uint8_t(td & 15);
+        if (f.comp[k].dc > 3 || f.comp[k].ac > 3) return Fail(kReasonBadTable, at);
+      }
+      uint8_t ss, se, a;
+      if (!s.Byte(&ss) || !s.Byte(&se) || !s.Byte(&a)) return Fail(kReasonBadMarker, at);
+      if (ss != 0 || se != 63 || a != 0) return Fail(kReasonBadMarker, at);  // libjpeg warns
+      break;
+    } else if (c == 0xD9) {
+      return Fail(kReasonBadMarker, at);
+    }
+    s.Seek(seg_end);
+  }
+  const size_t sos_end = s.pos();
+
+  // Colour space as libjpeg infers it.
+  if (components == 3) {
+    if (!jfif) {
+      if (adobe && adobe_transform != 1) return Fail(kReasonColorTransform, 0);
+      if (!adobe && comp_id[0] == 'R' && comp_id[1] == 'G' && comp_id[2] == 'B') return Fail(kReasonColorTransform, 0);
+    }
+  }
+  // Geometry. A single-component image is one non-interleaved scan: MCU = one block.
+  if (components == 1) f.comp[0].h = f.comp[0].v = 1;
+  f.hmax = f.comp[0].h;
+  f.vmax = f.comp[0].v;
+  for (int i = 0; i < components; ++i) {
+    TwinComponent& k = f.comp[i];
+    if (k.h > 2 || k.v > 2 || k.h > f.hmax || k.v > f.vmax) return Fail(kReasonSampling, 0);
+    k.hshift = k.h < f.hmax;
+    k.vshift = k.v < f.vmax;
+  }
+  f.mcus_x = uint16_t((f.width + 8 * f.hmax - 1) / (8 * f.hmax));
+  f.mcus_y = uint16_t((f.height + 8 * f.vmax - 1) / (8 * f.vmax));
+  uint32_t blocks = 0;
+  int per_mcu = 0;
+  for (int i = 0; i < components; ++i) {
+    TwinComponent& k = f.comp[i];
+    k.blocks_w = uint16_t(f.mcus_x * k.h);
+    k.blocks_h = uint16_t(f.mcus_y * k.v);
+    k.block_offset = blocks;
+    blocks += uint32_t(k.blocks_w) * k.blocks_h;
+    per_mcu += k.h * k.v;
+    if (!tables->quant_defined[k.quant]) return Fail(kReasonBadTable, 0);
+    const TwinHuffman& dc = tables->dc[k.dc];
+    const TwinHuffman& ac = tables->ac[k.ac];
+    if (!dc.defined || !ac.defined) return Fail(kReasonDefaultTables, 0);
+    if (dc.defined != 1 || ac.defined != 1) return Fail(kReasonBadTable, 0);
+  }
+  f.total_blocks = blocks;
+  f.blocks_per_mcu = uint8_t(per_mcu);
+  const uint32_t total = f.total_mcus();
+  if (f.restart_interval) {
+    const uint32_t r = f.restart_interval;
+    if (f.mcus_x % r != 0 && r % f.mcus_x != 0) return Fail(kReasonRestartLayout, 0);
+    f.intervals = (total + r - 1) / r;
+  } else {
+    f.intervals = 1;
+  }
+  if (f.intervals > max_units) return Fail(kReasonTooLarge, 0);
+
+  // The entropy-coded segment: up to the first marker other than RSTn, which must then lead to EOI.
+  const uint8_t* piece;
+  size_t piece_size, start;
+  s.Locate(&piece, &piece_size, &start);
+  if (s.InFirst() && body_size) return Fail(kReasonSplitScan, sos_end);
+  return ScanTwinEntropy(f, piece, piece_size, start, piece == head ? 0 : head_size, scan, copy);
+}
+
+TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
+                                size_t base, TwinScan* scan, uint8_t* copy) {
+  scan->data = piece + start;
+  size_t i = start;
+  if (copy) std::memcpy(copy, piece + start, piece_size - start);
+  uint32_t unit = 0;
+  scan->unit_begin[0] = 0;
+  size_t end = piece_size;
+  bool marker = false;
+  uint8_t code = 0;
+  size_t after = piece_size;
+  while (i < piece_size) {
+    const size_t p = FindMarker(piece, i, piece_size);
+    if (p >= piece_size) break;
+    size_t q = p + 1;
+    while (q < piece_size && piece[q] == 0xFF) ++q;
+    if (q >= piece_size) break;
+    if (piece[q] == 0x00) {
+      i = q + 1;
+      continue;
+    }
+    if (piece[q] >= 0xD0 && piece[q] <= 0xD7) {
+      // A restart: it must be expected and numbered in sequence.
+      if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
+        return Fail(kReasonBadRestart, base + p);
+      scan->unit_end[unit] = uint32_t(p - start);
+      ++unit;
+      scan->unit_begin[unit] = uint32_t(q + 1 - start);
+      i = q + 1;
+      continue;
+    }
+    end = p;
+    marker = true;
+    code = piece[q];
+    after = q + 1;
+    break;
+  }
+  if (piece_size - start > 0xFFFFFFFFu) return Fail(kReasonTooLarge, base + start);
+  scan->size = end - start;
+  scan->unit_end[unit] = uint32_t(end - start);
+  if (unit + 1 != f.intervals) return Fail(kReasonBadRestart, base + end);
+  if (!marker) return Fail(kReasonTruncated, base + end);
+  // After the scan: only EOI (APPn / COM may precede it).
+  while (code != 0xD9) {
+    if (code == 0xDA) return Fail(kReasonMultiScan, base + end);
+    if (code == 0xDC) return Fail(kReasonDnl, base + end);
+    const bool skippable = (code >= 0xE0 && code <= 0xEF) || code == 0xFE || code == 0xC4 || code == 0xDB || code == 0xDD;
+    if (!skippable || after + 2 > piece_size) return Fail(kReasonBadMarker, base + end);
+    const size_t len = size_t(piece[after]) << 8 | piece[after + 1];
+    if (len < 2 || after + len + 2 > piece_size || piece[after + len] != 0xFF) return Fail(kReasonBadMarker, base + after);
+    size_t q = after + len;
+    while (q < piece_size && piece[q] == 0xFF) ++q;
+    if (q >= piece_size) return Fail(kReasonTruncated, base + q);
+    code = piece[q];
+    after = q + 1;
+  }
+  TwinParseResult ok;
+  return ok;
+}
+
+TwinParseResult DecodeTwinRGB(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
+                              bool split, std::vector<uint8_t>* rgb, int* width, int* height) {
+  TwinFrame f;
+  std::vector<TwinTables> tables(1);
+  // Every interval but the last ends with a 2-byte marker: the payload size bounds their number.
+  const uint32_t max_units = uint32_t((head_size + body_size) / 2 + 2);
+  std::vector<uint32_t> begin(max_units), end(max_units);
+  TwinScan scan;
+  scan.unit_begin = begin.data();
+  scan.unit_end = end.data();
+  TwinParseResult r = ParseTwin(head, head_size, body, body_size, &f, &tables[0], &scan, max_units);
+  if (r.status != kTwinOk) return r;
+  *width = f.width;
+  *height = f.height;
+  std::vector<int16_t> coef(size_t(f.total_blocks) * 64);
+  const size_t base = scan.data >= body && scan.data < body + body_size ? head_size + size_t(scan.data - body) : 0;
+  int reason;
+  if (!split) {
+    reason = DecodeEntropy(f, tables[0], scan.data, scan.size, 0, f.total_mcus(), true, coef.data());
+  } else {
+    reason = kReasonNone;
+    const uint32_t r_mcus = f.restart_interval ? f.restart_interval : f.total_mcus();
+    for (uint32_t u = 0; u < f.intervals && !reason; ++u) {
+      const uint32_t first = u * r_mcus, n = f.total_mcus() - first < r_mcus ? f.total_mcus() - first : r_mcus;
+      reason = DecodeEntropy(f, tables[0], scan.data + scan.unit_begin[u], scan.unit_end[u] - scan.unit_begin[u],
+                             first, n, false, coef.data());
+    }
+  }
+  if (reason) return Fail(reason, base);
+  std::vector<uint8_t> planes(TwinPlaneBytes(f));
+  for (uint32_t b = 0; b < f.total_blocks; ++b) {
+    int c;
+    uint32_t bx, by;
+    TwinBlockPosition(f, b, &c, &bx, &by);
+    reason = IdctBlock(coef.data() + size_t(b) * 64, tables[0].quant[f.comp[c].quant], TwinBlockOut(f, planes.data(), c, bx, by),
+                       TwinPlaneStride(f, c));
+    if (reason) return Fail(reason, base);
+  }
+  rgb->resize(size_t(f.width) * f.height * 3);
+  for (uint32_t y = 0; y < f.height; ++y)
+    for (uint32_t x = 0; x < f.width; ++x) TwinPixel(f, planes.data(), x, y, rgb->data() + (size_t(y) * f.width + x) * 3);
+  return TwinParseResult();
+}
+
+}  // namespace dsc::kernels

@@ -1,0 +1,561 @@
+// The GPU JPEG decoder's host twin (kernels/jpeg_twin.h) against libjpeg-turbo's TurboJPEG
+// (tjDecompress2, TJPF_RGB, FASTUPSAMPLE | ACCURATEDCT): every real CIFAR-10 image and every photo of
+// imagenet-photos-500 through dsc files (shared tables), the photos again with restart intervals decoded
+// sequentially and interval by interval, every sampling layout at odd sizes, unsupported streams
+// classified, corrupt ones reported without a crash.
+#include <gtest/gtest.h>
+#include <jpeglib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <turbojpeg.h>
+
+#include <csetjmp>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "kernels/jpeg_twin.h"
+#include "kernels/jpeg_twin_batch.h"
+#include "reader/dataset.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+using kernels::DecodeTwinRGB;
+using kernels::TwinParseResult;
+
+// libjpeg's API set up as tjDecompress2 sets it for TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT, for the
+// sampling layouts TurboJPEG refuses to name (tjDecompressHeader3 fails on them). false on a warning.
+bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h);
+
+// TurboJPEG's decode; false on an error or a warning (tjDecompress2 fails on both).
+bool Turbo(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h) {
+  thread_local tjhandle tj = tjInitDecompress();
+  int sub, cs;
+  if (tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), w, h, &sub, &cs) != 0)
+    return std::strstr(tjGetErrorStr2(tj), "subsampling") ? Libjpeg(jpeg, rgb, w, h) : false;
+  rgb->assign(size_t(*w) * *h * 3, 0);
+  return tjDecompress2(tj, jpeg.data(), jpeg.size(), rgb->data(), *w, 0, *h, TJPF_RGB,
+                       TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT) == 0;
+}
+
+// MCUs per row, from TurboJPEG's header reading.
+int McusX(const std::vector<uint8_t>& jpeg) {
+  thread_local tjhandle tj = tjInitDecompress();
+  int w, h, sub, cs;
+  if (tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), &w, &h, &sub, &cs) != 0) return 0;
+  return (w + tjMCUWidth[sub] - 1) / tjMCUWidth[sub];
+}
+
+struct Twin {
+  TwinParseResult r;
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb;
+};
+
+Twin RunTwin(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn, bool split) {
+  Twin t;
+  t.r = DecodeTwinRGB(head, hn, body, bn, split, &t.rgb, &t.w, &t.h);
+  return t;
+}
+Twin RunTwin(const std::vector<uint8_t>& jpeg, bool split) { return RunTwin(nullptr, 0, jpeg.data(), jpeg.size(), split); }
+
+// First differing byte as "pixel (x, y) channel c: twin v, libjpeg-turbo u".
+std::string FirstDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int w) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i] != b[i])
+      return "pixel (" + std::to_string(i / 3 % w) + ", " + std::to_string(i / 3 / w) + ") channel " +
+             std::to_string(i % 3) + ": twin " + std::to_string(a[i]) + ", libjpeg-turbo " + std::to_string(b[i]);
+  return a.size() == b.size() ? "" : "sizes differ";
+}
+
+// Expects the twin (sequential and, when asked, interval by interval) to equal TurboJPEG.
+void ExpectEqual(const std::vector<uint8_t>& whole, const Twin& t, const std::string& name) {
+  std::vector<uint8_t> ref;
+  int w, h;
+  ASSERT_TRUE(Turbo(whole, &ref, &w, &h)) << name << ": libjpeg-turbo fails on a test input";
+  ASSERT_EQ(t.r.status, kernels::kTwinOk) << name << ": " << kernels::TwinReasonName(t.r.reason) << " at byte "
+                                          << t.r.offset;
+  ASSERT_EQ(t.w, w) << name;
+  ASSERT_EQ(t.h, h) << name;
+  ASSERT_TRUE(t.rgb == ref) << name << ": " << FirstDiff(t.rgb, ref, w);
+}
+
+// ---- libjpeg helpers: transcode (restart intervals, progressive, arithmetic) and encode ----------
+
+struct JErr {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+};
+void JErrExit(j_common_ptr c) { longjmp(reinterpret_cast<JErr*>(c->err)->jump, 1); }
+
+bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h) {
+  jpeg_decompress_struct d;
+  JErr e;
+  d.err = jpeg_std_error(&e.mgr);
+  e.mgr.error_exit = JErrExit;
+  jpeg_create_decompress(&d);
+  if (setjmp(e.jump)) {
+    jpeg_destroy_decompress(&d);
+    return false;
+  }
+  jpeg_mem_src(&d, jpeg.data(), jpeg.size());
+  jpeg_read_header(&d, TRUE);
+  d.out_color_space = JCS_RGB;
+  d.do_fancy_upsampling = FALSE;
+  d.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&d);
+  *w = int(d.output_width);
+  *h = int(d.output_height);
+  rgb->assign(size_t(*w) * *h * 3, 0);
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = rgb->data() + size_t(d.output_scanline) * *w * 3;
+    jpeg_read_scanlines(&d, &row, 1);
+  }
+  jpeg_finish_decompress(&d);
+  const bool warned = e.mgr.num_warnings != 0;
+  jpeg_destroy_decompress(&d);
+  return !warned;
+}
+
+enum class Recode { kRestart, kProgressive, kArithmetic };
+
+// Lossless transcode with libjpeg's coefficient API. For kRestart, `restart` MCUs per interval.
+std::vector<uint8_t> Transcode(const std::vector<uint8_t>& in, Recode how, unsigned restart = 0, int* mcus_x = nullptr) {
+  jpeg_decompress_struct src;
+  jpeg_compress_struct dst;
+  JErr e1, e2;
+  src.err = jpeg_std_error(&e1.mgr);
+  e1.mgr.error_exit = JErrExit;
+  dst.err = jpeg_std_error(&e2.mgr);
+  e2.mgr.error_exit = JErrExit;
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  jpeg_create_decompress(&src);
+  jpeg_create_compress(&dst);
+  std::vector<uint8_t> result;
+  if (setjmp(e1.jump) || setjmp(e2.jump)) {
+    jpeg_destroy_decompress(&src);
+    jpeg_destroy_compress(&dst);
+    free(out);
+    return {};
+  }
+  jpeg_mem_src(&src, in.data(), in.size());
+  jpeg_read_header(&src, TRUE);
+  jvirt_barray_ptr* coefs = jpeg_read_coefficients(&src);
+  jpeg_copy_critical_parameters(&src, &dst);
+  const int mx = src.num_components == 1 ? int((src.image_width + 7) / 8)
+                                         : int((src.image_width + 8 * src.max_h_samp_factor - 1) / (8 * src.max_h_samp_factor));
+  if (mcus_x) *mcus_x = mx;
+  if (how == Recode::kRestart) dst.restart_interval = restart ? restart : unsigned(mx);
+  if (how == Recode::kProgressive) jpeg_simple_progression(&dst);
+  if (how == Recode::kArithmetic) dst.arith_code = TRUE;
+  jpeg_mem_dest(&dst, &out, &out_size);
+  jpeg_write_coefficients(&dst, coefs);
+  jpeg_finish_compress(&dst);
+  jpeg_finish_decompress(&src);
+  result.assign(out, out + out_size);
+  jpeg_destroy_decompress(&src);
+  jpeg_destroy_compress(&dst);
+  free(out);
+  return result;
+}
+
+// Encodes rgb (w x h) with explicit sampling factors per component ({h, v} x 3), or grayscale / CMYK /
+// RGB colour spaces.
+std::vector<uint8_t> Encode(const std::vector<uint8_t>& rgb, int w, int h, const int (*samp)[2], J_COLOR_SPACE jpeg_cs,
+                            unsigned restart = 0) {
+  jpeg_compress_struct c;
+  JErr e;
+  c.err = jpeg_std_error(&e.mgr);
+  e.mgr.error_exit = JErrExit;
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  jpeg_create_compress(&c);
+  if (setjmp(e.jump)) {
+    char msg[JMSG_LENGTH_MAX];
+    c.err->format_message(reinterpret_cast<j_common_ptr>(&c), msg);
+    std::printf("libjpeg encode: %s\n", msg);
+    jpeg_destroy_compress(&c);
+    free(out);
+    return {};
+  }
+  jpeg_mem_dest(&c, &out, &out_size);
+  c.image_width = JDIMENSION(w);
+  c.image_height = JDIMENSION(h);
+  const bool cmyk = jpeg_cs == JCS_CMYK;
+  c.input_components = cmyk ? 4 : 3;
+  c.in_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_colorspace(&c, jpeg_cs);
+  jpeg_set_quality(&c, 85, TRUE);
+  if (samp)
+    for (int i = 0; i < 3; ++i) {
+      c.comp_info[i].h_samp_factor = samp[i][0];
+      c.comp_info[i].v_samp_factor = samp[i][1];
+    }
+  c.restart_interval = restart;
+  jpeg_start_compress(&c, TRUE);
+  const int n = c.input_components;
+  std::vector<uint8_t> row(size_t(w) * n);
+  while (c.next_scanline < c.image_height) {
+    const uint8_t* s = rgb.data() + size_t(c.next_scanline) * w * 3;
+    for (int x = 0; x < w; ++x)
+      for (int k = 0; k < n; ++k) row[size_t(x) * n + k] = k < 3 ? s[x * 3 + k] : uint8_t(x * 7);
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<uint8_t> result(out, out + out_size);
+  jpeg_destroy_compress(&c);
+  free(out);
+  return result;
+}
+
+// ---- Data -------------------------------------------------------------------------------------------
+
+// Built once per test process, in its scratch folder (never reused from an older build: the writer may
+// have changed).
+std::string BuildDsc(const std::string& tree, const std::string& name, int max_resolution) {
+  static const std::string dir = ScratchDir("-twin-files");
+  const std::string out = dir + "/" + name + ".beton";
+  static std::set<std::string> built;
+  if (!built.insert(out).second) return out;
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  o.encode.max_resolution = max_resolution;
+  writer::Build(tree, out, o);
+  return out;
+}
+
+// Unpacked once into the build tree; concurrent test processes each unpack privately and rename.
+std::string PhotoTree() {
+  const std::string dir = std::string(DSC_TESTDATA) + "/twin_photos";
+  struct stat st;
+  if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+    const std::string cmd = "rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" +
+                            tmp + "' && touch '" + tmp + "/.unpacked' && (mv -T '" + tmp + "' '" + dir + "' 2>/dev/null || rm -rf '" +
+                            tmp + "')";
+    if (std::system(cmd.c_str()) != 0 || ::stat((dir + "/.unpacked").c_str(), &st) != 0) return "";
+  }
+  return dir + "/imagenet-photos-500";
+}
+
+// The photos' dsc file (built with --max-resolution 512, shared tables).
+const std::string& PhotoFile() {
+  static const std::string f = [] {
+    const std::string tree = PhotoTree();
+    return tree.empty() ? std::string() : BuildDsc(tree, "photos512", 512);
+  }();
+  return f;
+}
+
+struct Sample {
+  std::vector<uint8_t> whole;   // head + body
+  Dataset::Parts parts;
+};
+
+// Runs every sample of a dsc file through the twin (from its two pieces) and TurboJPEG.
+void ExpectFileEqual(const std::string& file, size_t* count) {
+  Dataset ds(file);
+  std::vector<uint8_t> scratch, whole;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const auto parts = ds.ReadPayloadParts(i, &scratch);
+    whole.assign(parts.head.data, parts.head.data + parts.head.size);
+    whole.insert(whole.end(), parts.body.data, parts.body.data + parts.body.size);
+    const Twin t = RunTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, false);
+    ExpectEqual(whole, t, file + " sample " + std::to_string(i));
+    if (::testing::Test::HasFatalFailure()) return;
+    ++*count;
+  }
+}
+
+// ---- Tests ------------------------------------------------------------------------------------------
+
+TEST(JpegTwin, AllCifar10ImagesEqualLibjpegTurbo) {
+  size_t n = 0;
+  for (const char* split : {"train", "test"}) {
+    const std::string f = BuildDsc(CifarJpegRoot() + "/" + split, std::string("cifar-") + split, 0);
+    ExpectFileEqual(f, &n);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(n, 60000u);
+}
+
+TEST(JpegTwin, AllPhotosAt512EqualLibjpegTurbo) {
+  ASSERT_FALSE(PhotoFile().empty()) << "could not unpack " << DSC_PHOTOS;
+  size_t n = 0;
+  ExpectFileEqual(PhotoFile(), &n);
+  EXPECT_EQ(n, 500u);
+}
+
+// Every photo with restart intervals (one MCU row per interval, and a divisor of the row for some):
+// sequential = interval by interval = libjpeg-turbo.
+TEST(JpegTwin, PhotosWithRestartIntervalsSequentialAndSplit) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  size_t split_units = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const Payload p = ds.ReadPayload(i, &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    const int mx = McusX(whole);
+    unsigned r = unsigned(mx);
+    if (i % 2) {  // a divisor of the row: several intervals per row
+      for (unsigned d = 4; d >= 2; --d)
+        if (mx % int(d) == 0) {
+          r = unsigned(mx) / d;
+          break;
+        }
+    }
+    const std::vector<uint8_t> rst = Transcode(whole, Recode::kRestart, r);
+    ASSERT_FALSE(rst.empty());
+    const Twin seq = RunTwin(rst, false), split = RunTwin(rst, true);
+    const std::string name = "photo " + std::to_string(i) + " restart " + std::to_string(r);
+    ExpectEqual(rst, seq, name + " sequential");
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(split.r.status, kernels::kTwinOk) << name << ": " << kernels::TwinReasonName(split.r.reason);
+    ASSERT_TRUE(split.rgb == seq.rgb) << name << ": split differs from sequential";
+    split_units += (seq.h + 7) / 8;
+  }
+  EXPECT_GT(split_units, 1000u);
+}
+
+// All sampling layouts the twin supports, at odd sizes (partial MCUs, odd chroma edges), with and
+// without restart intervals, from real photo pixels.
+TEST(JpegTwin, SamplingLayoutsAtOddSizes) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> rgb;
+  int pw, ph;
+  const Payload p = ds.ReadPayload(3, &scratch);
+  ASSERT_TRUE(Turbo(std::vector<uint8_t>(p.data, p.data + p.size), &rgb, &pw, &ph));
+  const int layouts[][3][2] = {{{1, 1}, {1, 1}, {1, 1}}, {{2, 1}, {1, 1}, {1, 1}}, {{2, 2}, {1, 1}, {1, 1}},
+                               {{1, 2}, {1, 1}, {1, 1}}, {{2, 2}, {2, 1}, {1, 2}}, {{2, 2}, {2, 2}, {1, 1}},
+                               {{2, 2}, {1, 2}, {2, 1}}, {{2, 1}, {2, 1}, {1, 1}}};
+  const int sizes[][2] = {{1, 1}, {7, 5}, {17, 9}, {33, 31}, {101, 67}, {255, 129}};
+  int cases = 0;
+  for (const auto& sz : sizes) {
+    const int w = sz[0], h = sz[1];
+    std::vector<uint8_t> crop(size_t(w) * h * 3);
+    for (int y = 0; y < h; ++y) std::memcpy(&crop[size_t(y) * w * 3], &rgb[size_t(y) * pw * 3], size_t(w) * 3);
+    for (const auto& l : layouts) {
+      for (unsigned restart : {0u, 1u}) {
+        const auto jpeg = Encode(crop, w, h, l, JCS_YCbCr, restart);
+        ASSERT_FALSE(jpeg.empty());
+        const std::string name = std::to_string(w) + "x" + std::to_string(h) + " sampling " + std::to_string(l[0][0]) +
+                                 "x" + std::to_string(l[0][1]) + "," + std::to_string(l[1][0]) + "x" +
+                                 std::to_string(l[1][1]) + "," + std::to_string(l[2][0]) + "x" + std::to_string(l[2][1]) +
+                                 " restart " + std::to_string(restart);
+        ExpectEqual(jpeg, RunTwin(jpeg, false), name);
+        ASSERT_FALSE(HasFatalFailure());
+        ExpectEqual(jpeg, RunTwin(jpeg, true), name + " split");
+        ASSERT_FALSE(HasFatalFailure());
+        ++cases;
+      }
+    }
+    const auto gray = Encode(crop, w, h, nullptr, JCS_GRAYSCALE, unsigned(w + 7) / 8);
+    ExpectEqual(gray, RunTwin(gray, true), "gray " + std::to_string(w) + "x" + std::to_string(h));
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  EXPECT_EQ(cases, 6 * 8 * 2);
+}
+
+TEST(JpegTwin, UnsupportedStreamsAreClassified) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  const Payload p = ds.ReadPayload(7, &scratch);
+  const std::vector<uint8_t> whole(p.data, p.data + p.size);
+  std::vector<uint8_t> rgb;
+  int w, h;
+  ASSERT_TRUE(Turbo(whole, &rgb, &w, &h));
+  auto expect = [](const std::vector<uint8_t>& jpeg, int reason, const char* what) {
+    ASSERT_FALSE(jpeg.empty()) << what;
+    const Twin t = RunTwin(jpeg, false);
+    EXPECT_EQ(t.r.status, kernels::kTwinUnsupported) << what;
+    EXPECT_EQ(t.r.reason, reason) << what << ": " << kernels::TwinReasonName(t.r.reason);
+  };
+  expect(Transcode(whole, Recode::kProgressive), kernels::kReasonProgressive, "progressive");
+  expect(Transcode(whole, Recode::kArithmetic), kernels::kReasonArithmetic, "arithmetic");
+  const int mx = McusX(whole);
+  unsigned foreign = 3;
+  while (mx % int(foreign) == 0) ++foreign;
+  expect(Transcode(whole, Recode::kRestart, foreign), kernels::kReasonRestartLayout, "foreign restart interval");
+  expect(Encode(rgb, w, h, nullptr, JCS_CMYK), kernels::kReasonComponents, "CMYK");
+  expect(Encode(rgb, w, h, nullptr, JCS_RGB), kernels::kReasonColorTransform, "RGB JPEG");
+  const int odd[3][2] = {{3, 1}, {1, 1}, {1, 1}};
+  expect(Encode(rgb, w, h, odd, JCS_YCbCr), kernels::kReasonSampling, "3x1 sampling");
+  const int chroma_max[3][2] = {{1, 1}, {2, 1}, {1, 1}};
+  expect(Encode(rgb, w, h, chroma_max, JCS_YCbCr), kernels::kReasonSampling, "chroma above luma");
+  // 12-bit: patch SOF's precision byte (walking the marker segments: APP data may hold a thumbnail).
+  std::vector<uint8_t> twelve = whole;
+  size_t at = 2;
+  while (at + 4 < twelve.size() && twelve[at + 1] != 0xC0) at += 2 + (size_t(twelve[at + 2]) << 8 | twelve[at + 3]);
+  ASSERT_LT(at + 4, twelve.size());
+  twelve[at + 4] = 12;
+  expect(twelve, kernels::kReasonPrecision, "12-bit");
+}
+
+// Damaged streams: never a crash or an out-of-bounds access (ASan), and whenever the twin accepts a
+// damaged stream that libjpeg-turbo decodes without complaint, the pixels are the same.
+TEST(JpegTwin, CorruptStreamsAreReportedNeverCrash) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  std::mt19937 rng(7);
+  int corrupt = 0, accepted_equal = 0, runs = 0;
+  for (uint64_t i : {0u, 11u, 42u}) {
+    const Payload p = ds.ReadPayload(i, &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    const int mx = McusX(whole);
+    for (const auto& src : {whole, Transcode(whole, Recode::kRestart, unsigned(mx))}) {
+      for (int k = 0; k < 60; ++k) {
+        std::vector<uint8_t> bad = src;
+        const int kind = k % 3;
+        if (kind == 0) {
+          bad.resize(size_t(rng() % bad.size()));  // truncated anywhere
+        } else {
+          const int flips = 1 + int(rng() % 4);
+          for (int f = 0; f < flips; ++f) bad[200 + rng() % (bad.size() - 200)] ^= uint8_t(1 + rng() % 255);
+        }
+        for (bool split : {false, true}) {
+          const Twin t = RunTwin(bad, split);
+          ++runs;
+          if (t.r.status == kernels::kTwinCorrupt) {
+            ++corrupt;
+            continue;
+          }
+          if (t.r.status != kernels::kTwinOk) continue;
+          std::vector<uint8_t> ref;
+          int w, h;
+          if (Turbo(bad, &ref, &w, &h)) {
+            EXPECT_TRUE(t.rgb == ref) << "photo " << i << " damage " << k << ": " << FirstDiff(t.rgb, ref, w);
+            ++accepted_equal;
+          }
+        }
+      }
+    }
+  }
+  std::printf("%d damaged decodes: %d corrupt, %d accepted and equal to libjpeg-turbo\n", runs, corrupt, accepted_equal);
+  EXPECT_GT(corrupt, runs / 2);
+}
+
+// `dsc verify --decode --decoder gpu-twin`: counts and exit codes on a real file and a file holding
+// JPEGs the twin does not decode (stored inline, as the writer keeps already-JPEG files).
+TEST(JpegTwin, VerifyCommand) {
+  ASSERT_FALSE(PhotoFile().empty());
+  std::string out;
+  EXPECT_EQ(RunDsc("verify --decoder gpu '" + PhotoFile() + "'", &out), 2) << out;
+  EXPECT_EQ(RunDsc("verify --decoder gpu-twin '" + PhotoFile() + "'", &out), 2) << out;  // needs --decode
+  // A tree of progressive and arithmetic-coded copies of a few photos, built into a dsc file.
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  const std::string dir = ScratchDir("-twin-verify");
+  for (int i = 0; i < 4; ++i) {
+    const Payload p = ds.ReadPayload(uint64_t(i), &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    ::mkdir((dir + "/tree").c_str(), 0755);
+    ::mkdir((dir + "/tree/a").c_str(), 0755);
+    WriteFile(dir + "/tree/a/p" + std::to_string(i) + ".jpg", Transcode(whole, Recode::kProgressive));
+    WriteFile(dir + "/tree/a/b" + std::to_string(i) + ".jpg", whole);
+  }
+  ASSERT_EQ(RunDsc("build '" + dir + "/tree' '" + dir + "/f.beton'", &out), 0) << out;
+  const int rc = RunDsc("verify --decode --decoder gpu-twin '" + dir + "/f.beton'", &out);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("4 supported (4 equal to libjpeg-turbo, 0 mismatching), 0 corrupt"), std::string::npos) << out;
+  EXPECT_NE(out.find("4 unsupported (progressive: 4)"), std::string::npos) << out;
+}
+
+// A staged batch run through the GPU stages on the CPU (DecodeTwinBatchCpu, the kernels' per-thread
+// functions in launch order) equals libjpeg-turbo image by image.
+void ExpectBatchEqual(kernels::TwinBatchStager& st, const std::vector<std::vector<uint8_t>>& wholes,
+                      const std::string& what) {
+  ASSERT_TRUE(st.Finish());
+  const auto& h = st.header();
+  ASSERT_EQ(h.images, wholes.size());
+  std::vector<int16_t> coef(h.total_blocks * 64);
+  std::vector<uint8_t> planes(h.total_blocks * 64), rgb(h.rgb_bytes);
+  std::vector<int> status(h.images);
+  std::vector<uint8_t> staged(st.bytes_used());
+  std::memcpy(staged.data(), &h, st.bytes_used());  // what the device receives: exactly the used bytes
+  kernels::DecodeTwinBatchCpu(staged.data(), coef.data(), planes.data(), rgb.data(), status.data());
+  const auto* images = kernels::TwinImages(staged.data());
+  for (uint32_t i = 0; i < h.images; ++i) {
+    std::vector<uint8_t> ref;
+    int w, hh;
+    ASSERT_TRUE(Turbo(wholes[i], &ref, &w, &hh));
+    ASSERT_EQ(status[i], 0) << what << " image " << i << ": " << kernels::TwinReasonName(status[i]);
+    ASSERT_EQ(images[i].frame.width, w);
+    ASSERT_EQ(images[i].frame.height, hh);
+    ASSERT_EQ(std::memcmp(rgb.data() + images[i].rgb, ref.data(), ref.size()), 0) << what << " image " << i;
+  }
+}
+
+TEST(JpegTwin, StagedBatchesThroughTheGpuStagesOnCpu) {
+  ASSERT_FALSE(PhotoFile().empty());
+  std::vector<uint8_t> buf(64u << 20);
+  kernels::TwinBatchStager st(buf.data(), buf.size(), 1024, 1 << 16);
+  // CIFAR test split, batches of 512 from the dsc file's two pieces: the shared tables are staged once.
+  {
+    Dataset ds(BuildDsc(CifarJpegRoot() + "/test", "cifar-test", 0));
+    std::vector<uint8_t> scratch;
+    std::vector<std::vector<uint8_t>> wholes;
+    size_t tables = 0, images = 0;
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      const auto parts = ds.ReadPayloadParts(i, &scratch);
+      std::vector<uint8_t> whole(parts.head.data, parts.head.data + parts.head.size);
+      whole.insert(whole.end(), parts.body.data, parts.body.data + parts.body.size);
+      ASSERT_EQ(st.Add(parts.head.data, parts.head.size, parts.body.data, parts.body.size).status, kernels::kTwinOk);
+      wholes.push_back(std::move(whole));
+      if (wholes.size() == 512 || i + 1 == ds.size()) {
+        ExpectBatchEqual(st, wholes, "cifar batch ending at " + std::to_string(i));
+        tables += st.header().table_sets;
+        images += st.header().images;
+        ASSERT_FALSE(HasFatalFailure());
+        st.Reset();
+        wholes.clear();
+      }
+    }
+    EXPECT_EQ(images, 10000u);
+    std::printf("CIFAR test split: %zu table sets staged for %zu images\n", tables, images);
+    EXPECT_LT(tables * 10, images);
+  }
+  // Photos with restart intervals: many units per image.
+  {
+    Dataset ds(PhotoFile());
+    std::vector<uint8_t> scratch;
+    std::vector<std::vector<uint8_t>> wholes;
+    for (uint64_t i = 0; i < 40; ++i) {
+      const Payload p = ds.ReadPayload(i, &scratch);
+      const std::vector<uint8_t> whole(p.data, p.data + p.size);
+      wholes.push_back(Transcode(whole, Recode::kRestart, unsigned(McusX(whole))));
+      ASSERT_EQ(st.Add(nullptr, 0, wholes.back().data(), wholes.back().size()).status, kernels::kTwinOk);
+    }
+    ExpectBatchEqual(st, wholes, "photos with restart intervals");
+    EXPECT_GT(st.header().units, 40u * 20);
+  }
+  // Unsupported and corrupt payloads are refused and leave the batch untouched.
+  {
+    st.Reset();
+    Dataset ds(PhotoFile());
+    std::vector<uint8_t> scratch;
+    const Payload p = ds.ReadPayload(5, &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    const auto prog = Transcode(whole, Recode::kProgressive);
+    EXPECT_EQ(st.Add(nullptr, 0, prog.data(), prog.size()).status, kernels::kTwinUnsupported);
+    std::vector<uint8_t> cut(whole.begin(), whole.begin() + long(whole.size() / 2));
+    EXPECT_EQ(st.Add(nullptr, 0, cut.data(), cut.size()).status, kernels::kTwinCorrupt);
+    ASSERT_TRUE(st.Finish());
+    EXPECT_EQ(st.header().images, 0u);
+    EXPECT_EQ(st.header().units, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace dsc::test
