@@ -64,7 +64,11 @@ bool CheckDriver(std::string* why, int device, int* count) {
   cudaDriverGetVersion(&driver);  // 0 when no driver is installed
   const std::string versions = "CUDA runtime " + Version(runtime) + ", driver " + (driver ? Version(driver) : "none");
   cudaError_t e = cudaGetDeviceCount(count);
-  if (e == cudaErrorInsufficientDriver || (e == cudaSuccess && driver && driver < runtime)) {
+  if (driver == 0) {
+    if (why) *why = versions + ": no NVIDIA driver is installed (cudaGetDeviceCount: " + ErrorText(e) + ")";
+    return false;
+  }
+  if (e == cudaErrorInsufficientDriver || (e == cudaSuccess && driver < runtime)) {
     if (why)
       *why = versions + ": the driver is older than the runtime dsc was built with (CUDA error 35); install a driver for CUDA " +
              Version(runtime) + " or newer";
