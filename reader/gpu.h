@@ -80,6 +80,9 @@ struct DeviceBatch {
 // Blocks the calling thread until the batch's kernel has finished (for consumers that cannot make a
 // CUDA stream wait on DeviceBatch::ready).
 void Wait(const DeviceBatch& d);
+// Waits for the batch and copies its images (size x 3 x h x w elements) to host memory `dst`: for
+// tests and debugging.
+void CopyToHost(const DeviceBatch& d, void* dst);
 // cudaStreamLegacy: the default stream libtorch uses unless told otherwise, for ProcessFor.
 void* LegacyDefaultStream();
 

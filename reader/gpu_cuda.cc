@@ -156,6 +156,13 @@ void Wait(const DeviceBatch& d) {
   if (d.ready) Check(cudaEventSynchronize(static_cast<cudaEvent_t>(d.ready)), "cudaEventSynchronize");
 }
 
+void CopyToHost(const DeviceBatch& d, void* dst) {
+  DeviceGuard guard(d.device);
+  Wait(d);
+  const size_t bytes = size_t(d.size) * 3 * d.height * d.width * DTypeSize(d.dtype);
+  Check(cudaMemcpy(dst, d.images, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+}
+
 void* LegacyDefaultStream() { return static_cast<void*>(cudaStreamLegacy); }
 
 namespace {

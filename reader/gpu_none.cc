@@ -27,6 +27,7 @@ void UsePinnedMemory(LoaderOptions& o, int) {
 
 void Wait(const DeviceBatch&) {}
 void* LegacyDefaultStream() { return nullptr; }
+void CopyToHost(const DeviceBatch&, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 
 struct Augmenter::Impl {};
 
