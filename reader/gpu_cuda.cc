@@ -146,9 +146,11 @@ void UsePinnedMemory(LoaderOptions& o, int device) {
     if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) return nullptr;
     return p;
   };
-  o.release = [d](void* p) {
-    DeviceGuard guard(d);
+  o.release = [d](void* p) {  // runs in destructors (a lease's): must not throw
+    int prev = -1;
+    const bool switched = cudaGetDevice(&prev) == cudaSuccess && prev != d && cudaSetDevice(d) == cudaSuccess;
     cudaFreeHost(p);
+    if (switched) cudaSetDevice(prev);
   };
 }
 
@@ -305,14 +307,20 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
   auto* images = static_cast<uint8_t*>(s.images.get());
   auto* params = static_cast<kernels::SampleParams*>(s.params.get());
   cudaStream_t stream = m.stream.get();
-  // Asynchronous from the leased pinned batch: the ring keeps the lease until `copied` completes.
-  Check(cudaMemcpyAsync(images, b.images, b.image_bytes() * b.size, cudaMemcpyHostToDevice, stream), "copy images");
-  Check(cudaMemcpyAsync(params, b.params, sizeof(kernels::SampleParams) * b.size, cudaMemcpyHostToDevice, stream), "copy params");
-  Check(cudaEventRecord(s.copied.get(), stream), "cudaEventRecord");
-  Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), s.out.get(), stream), "augment kernel");
-  Check(cudaEventRecord(s.ready.get(), stream), "cudaEventRecord");
-  if (auto_return)
-    Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), s.ready.get(), 0), "cudaStreamWaitEvent");
+  try {
+    // Asynchronous from the leased pinned batch: the ring keeps the lease until `copied` completes.
+    Check(cudaMemcpyAsync(images, b.images, b.image_bytes() * b.size, cudaMemcpyHostToDevice, stream), "copy images");
+    Check(cudaMemcpyAsync(params, b.params, sizeof(kernels::SampleParams) * b.size, cudaMemcpyHostToDevice, stream),
+          "copy params");
+    Check(cudaEventRecord(s.copied.get(), stream), "cudaEventRecord");
+    Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), s.out.get(), stream), "augment kernel");
+    Check(cudaEventRecord(s.ready.get(), stream), "cudaEventRecord");
+    if (auto_return)
+      Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), s.ready.get(), 0), "cudaStreamWaitEvent");
+  } catch (...) {
+    cudaStreamSynchronize(stream);  // no copy may still read the leased batch once the lease is dropped
+    throw;
+  }
   DeviceBatch d;
   d.images = s.out.get();
   d.size = b.size;
