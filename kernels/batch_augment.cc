@@ -14,6 +14,19 @@ DeferredAugment MakeDeferredAugment(const AugmentSpec& spec, int width, int heig
   return a;
 }
 
+AugmentGeometry MakeAugmentGeometry(int width, int height, int n, unsigned max_grid) {
+  AugmentGeometry g;
+  g.width = width;
+  g.height = height;
+  g.n = n;
+  if (width <= 0 || height <= 0 || n <= 0 || max_grid == 0) return g;  // nothing to launch
+  g.tiles_x = (uint64_t(width) + AugmentGeometry::kTileW - 1) / AugmentGeometry::kTileW;
+  g.tiles_y = (uint64_t(height) + AugmentGeometry::kTileH - 1) / AugmentGeometry::kTileH;
+  g.tiles = g.tiles_x * g.tiles_y * uint64_t(n);
+  g.grid = unsigned(g.tiles < max_grid ? g.tiles : max_grid);
+  return g;
+}
+
 void AugmentBatchCpu(const DeferredAugment& a, const uint8_t* images, const SampleParams* params, int n, void* out) {
   for (int s = 0; s < n; ++s)
     for (int y = 0; y < a.height; ++y)

@@ -38,6 +38,30 @@ DSC_HD void AugmentElement(const DeferredAugment& a, const uint8_t* images, cons
   }
 }
 
+// Launch geometry of the CUDA kernel: one thread per output pixel of a 2-D tile (kTileW x kTileH
+// threads; a 32-pixel row fills a whole warp), and tiles numbered across the batch so that no grid
+// dimension caps the batch size: block b handles tiles b, b + grid, b + 2 grid, ... (grid = the
+// launch's gridDim.x, at most max_grid). Plain data, so CPU tests enumerate exactly what the kernel does.
+struct AugmentGeometry {
+  static constexpr unsigned kTileW = 32, kTileH = 8;
+  int width = 0, height = 0, n = 0;
+  uint64_t tiles_x = 0, tiles_y = 0, tiles = 0;  // tiles = tiles_x * tiles_y * n
+  unsigned grid = 0;                             // blocks launched (gridDim.x)
+};
+
+// max_grid: CUDA's gridDim.x limit by default; tests pass small values to exercise the tile loop.
+AugmentGeometry MakeAugmentGeometry(int width, int height, int n, unsigned max_grid = 0x7fffffffu);
+
+// The output element thread (tx, ty) of tile `tile` writes: false for threads past the image's edge.
+DSC_HD bool TileElement(const AugmentGeometry& g, uint64_t tile, unsigned tx, unsigned ty, int* n, int* y, int* x) {
+  const uint64_t per_image = g.tiles_x * g.tiles_y;
+  const uint64_t in_image = tile % per_image;
+  *n = int(tile / per_image);
+  *x = int((in_image % g.tiles_x) * AugmentGeometry::kTileW + tx);
+  *y = int((in_image / g.tiles_x) * AugmentGeometry::kTileH + ty);
+  return *x < g.width && *y < g.height;
+}
+
 // The CPU twin of the CUDA kernel: the same per-element code over the whole batch.
 void AugmentBatchCpu(const DeferredAugment& a, const uint8_t* images, const SampleParams* params, int n, void* out);
 

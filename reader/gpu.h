@@ -1,36 +1,69 @@
-// The GPU half of the pipeline (built when the CUDA toolkit is found; compiled and CPU-verified here,
-// never run on a GPU in this project's CI).
+// The GPU half of the pipeline (built when the CUDA toolkit is found). Compiled, CPU-verified, not
+// run on a GPU: no GPU was available to this project; the kernel's per-element code, its launch
+// geometry and the buffer ring's rules are tested on the CPU.
 //
+//   cudaSetDevice(local_rank);                              // or pass the device explicitly below
+//   std::string why;
+//   if (!gpu::Available(&why)) { ... fall back to the CPU path: why says what is missing ... }
 //   LoaderOptions opt = LoaderOptions::CifarTrain();
 //   opt.defer_augment = true; opt.dtype = DType::kUint8; opt.layout = Layout::kNHWC;
-//   opt.allocate = gpu::PinnedAllocate; opt.release = gpu::PinnedRelease;   // fast async copies
+//   gpu::UsePinnedMemory(opt);                              // page-locked batches: asynchronous copies
 //   Loader loader(path, opt);
 //   gpu::Augmenter aug(opt.augment, loader.width(), loader.height(), opt.batch_size, DType::kFloat16, Layout::kNCHW);
-//   for (const Batch& b : loader.epoch(e)) {
-//     gpu::DeviceBatch d = aug.Process(b);             // async on dsc's stream
-//     cudaStreamWaitEvent(my_stream, (cudaEvent_t)d.ready, 0);
-//     ... use d.images on my_stream ...
-//   }
+//   auto range = loader.epoch(e);
+//   for (auto it = range.begin(); it != range.end(); ++it) {
+//     gpu::DeviceBatch d = aug.ProcessFor(it.lease(), my_stream);  // my_stream waits for the batch
+//     ... enqueue every use of d.images on my_stream ...
+//   }                                                       // d is given back at the next ProcessFor
 //
-// Without a usable GPU (cudaGetDeviceCount fails or finds none), Available() is false with the reason,
-// and callers fall back to the CPU path (the same results: kernels::AugmentBatchCpu runs the kernel's
-// per-element code).
+// Contract (the ring of device buffers):
+// - Process / ProcessFor enqueue the host-to-device copy from the leased (pinned) batch and the
+//   kernel on dsc's own stream and return without waiting for either: the copy overlaps the
+//   consumer's previous step. dsc keeps the lease until the copy has completed (checked at later
+//   calls), so the loader cannot refill that host buffer under the copy.
+// - The output lives in one of `slots` device buffers. dsc reuses a buffer only after the consumer
+//   has given it back AND the event recorded at that moment on the consumer's stream has completed,
+//   so a consumer still reading batch k on its stream never sees batch k + slots written over it.
+//   Giving back: ProcessFor(lease, stream) makes `stream` wait for the batch and gives it back
+//   automatically at the next Process/ProcessFor call, recording the event on `stream` then (so
+//   every use must be enqueued on `stream` before that call); with Process(lease), wait on d.ready
+//   yourself and call Release(d, stream) after enqueueing the last use.
+// - When every buffer is still held by the consumer, Process throws (instead of waiting forever);
+//   when they were given back but their consumer events are pending, Process waits for the oldest
+//   (the consumer is `slots` batches behind).
+// - Devices: every call runs on the Augmenter's device and restores the calling thread's current
+//   device on return. No call before Available()/UsePinnedMemory/the Augmenter's construction touches
+//   a GPU, so a Loader built first creates no CUDA context on GPU 0.
+// - One thread drives an Augmenter. Destroy it after the consumer's uses are enqueued; the destructor
+//   waits for them and for dsc's stream.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "reader/loader.h"
 
 namespace dsc::gpu {
 
-// Whether a CUDA device is usable; `why` receives the reason when not.
-bool Available(std::string* why = nullptr);
+// Whether `device` (-1: the calling thread's current device) can run dsc's kernels. When not, `why`
+// names the problem: no driver or device, a driver older than the runtime dsc was built with (CUDA
+// error 35, with both versions), a device this build has no kernel image for (with its compute
+// capability and the architectures built). Checks the kernel image on the device (this creates
+// the device's CUDA context), so an unsupported setup fails here and never mid-epoch.
+bool Available(std::string* why = nullptr, int device = -1);
 bool BuiltWithCuda();
+// One line for logs: runtime and driver versions, the device's name and compute capability, the
+// architectures built. Without CUDA: why there is none.
+std::string Describe(int device = -1);
+// Compute capability as major * 10 + minor (80 for A100), 0 when unknown.
+int ComputeCapability(int device = -1);
 
-// Pinned (page-locked) host memory for LoaderOptions::allocate / release.
-void* PinnedAllocate(size_t bytes);
-void PinnedRelease(void* p);
+// Makes the loader's batch buffers pinned (page-locked) host memory, allocated through `device`'s
+// context (-1: the device current on the calling thread now, not when the buffers are allocated),
+// so the pinned allocation at Loader construction creates no context on any other GPU. Portable
+// pinned memory: any device can copy from it. Without CUDA, plain aligned memory.
+void UsePinnedMemory(LoaderOptions& options, int device = -1);
 
 struct DeviceBatch {
   void* images = nullptr;     // device pointer, shape (size, 3, h, w) for NCHW or (size, h, w, 3)
@@ -40,27 +73,44 @@ struct DeviceBatch {
   int device = 0;
   void* ready = nullptr;      // cudaEvent_t recorded after the kernel; wait on it before reading
   void* stream = nullptr;     // cudaStream_t dsc used
+  uint32_t slot = 0;          // which ring buffer, and the ticket Release checks
+  uint64_t ticket = 0;
 };
 
 // Blocks the calling thread until the batch's kernel has finished (for consumers that cannot make a
-// CUDA stream wait on DeviceBatch::ready, e.g. libtorch builds without the c10::cuda headers).
+// CUDA stream wait on DeviceBatch::ready).
 void Wait(const DeviceBatch& d);
+// Waits for the batch and copies its images (size x 3 x h x w elements) to host memory `dst`: for
+// tests and debugging.
+void CopyToHost(const DeviceBatch& d, void* dst);
+// cudaStreamLegacy: the default stream libtorch uses unless told otherwise, for ProcessFor.
+void* LegacyDefaultStream();
+
+struct AugmenterOptions {
+  int device = -1;         // -1: the calling thread's current device at construction
+  uint32_t slots = 3;      // device output buffers in the ring
+  uint32_t max_leases = 2; // leased host batches kept while their copies run (<= LoaderOptions::max_leases)
+};
 
 class Augmenter {
  public:
   // Throws dsc::Error when no GPU is usable (check Available() first to fall back).
   Augmenter(const kernels::AugmentSpec& spec, uint32_t width, uint32_t height, uint32_t max_batch, DType dtype,
-            Layout layout, int device = 0);
+            Layout layout, const AugmenterOptions& options = {});
   ~Augmenter();
   Augmenter(const Augmenter&) = delete;
   Augmenter& operator=(const Augmenter&) = delete;
-  // `b` must come from a loader with defer_augment (uint8 NHWC + params). The result is valid until
-  // the next Process call.
-  DeviceBatch Process(const Batch& b);
+  // `batch` must come from a loader with defer_augment (uint8 NHWC + params). See the contract above.
+  DeviceBatch Process(BatchLease batch);
+  DeviceBatch ProcessFor(BatchLease batch, void* consumer_stream);
+  // Gives a batch from Process back: dsc reuses its buffer once the work enqueued on `stream` so far
+  // has completed.
+  void Release(const DeviceBatch& d, void* stream);
 
  private:
   struct Impl;
-  Impl* impl_ = nullptr;
+  DeviceBatch Run(BatchLease batch, bool auto_return, void* consumer_stream);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace dsc::gpu

@@ -1,50 +1,173 @@
 // gpu.h with the CUDA runtime API (Debian's libtorch has no CUDA, so dsc talks to CUDA directly).
+// Compiled, CPU-verified, not run on a GPU.
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "format/error.h"
 #include "kernels/cuda/batch_augment.h"
 #include "reader/gpu.h"
+#include "reader/gpu_ring.h"
+
+#ifndef DSC_CUDA_ARCHITECTURES
+#define DSC_CUDA_ARCHITECTURES "unknown"
+#endif
 
 namespace dsc::gpu {
 
 namespace {
 
+std::string ErrorText(cudaError_t e) {
+  return std::string(cudaGetErrorString(e)) + " (error " + std::to_string(int(e)) + ")";
+}
+
 void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e) + " (error " + std::to_string(int(e)) + ")");
+  if (e != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + ErrorText(e));
+}
+
+std::string Version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// Makes `device` current for a scope and restores the caller's current device after it: dsc never
+// leaves a thread on another device than the one it found. -1 keeps the current one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    Check(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (device >= 0 && device != prev_) {
+      Check(cudaSetDevice(device), "cudaSetDevice");
+      switched_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool switched_ = false;
+};
+
+int ResolveDevice(int device) {
+  if (device >= 0) return device;
+  int d = 0;
+  Check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+// Versions and device count: none of these calls creates a context.
+bool CheckDriver(std::string* why, int device, int* count) {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  const std::string versions = "CUDA runtime " + Version(runtime) + ", driver " + (driver ? Version(driver) : "none");
+  cudaError_t e = cudaGetDeviceCount(count);
+  if (driver == 0) {
+    if (why) *why = versions + ": no NVIDIA driver is installed (cudaGetDeviceCount: " + ErrorText(e) + ")";
+    return false;
+  }
+  if (e == cudaErrorInsufficientDriver || (e == cudaSuccess && driver < runtime)) {
+    if (why)
+      *why = versions + ": the driver is older than the runtime dsc was built with (CUDA error 35); install a driver for CUDA " +
+             Version(runtime) + " or newer";
+    return false;
+  }
+  if (e != cudaSuccess) {
+    if (why) *why = versions + ": cudaGetDeviceCount: " + ErrorText(e);
+    return false;
+  }
+  if (*count == 0) {
+    if (why) *why = versions + ": no CUDA device";
+    return false;
+  }
+  if (device >= *count) {
+    if (why) *why = versions + ": device " + std::to_string(device) + " requested, " + std::to_string(*count) + " present";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 bool BuiltWithCuda() { return true; }
 
-bool Available(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (error " + std::to_string(int(e)) + ")";
-    return false;
-  }
-  if (n == 0) {
-    if (why) *why = "no CUDA device";
+bool Available(std::string* why, int device) {
+  int count = 0;
+  if (!CheckDriver(why, device, &count)) return false;
+  try {
+    const int d = ResolveDevice(device);
+    DeviceGuard guard(d);
+    cudaFuncAttributes attr{};
+    const cudaError_t e = kernels::AugmentKernelAttributes(&attr);
+    if (e != cudaSuccess) {
+      if (why)
+        *why = "device " + std::to_string(d) + " (sm_" + std::to_string(ComputeCapability(d)) +
+               ") cannot run dsc's kernels: " + ErrorText(e) + "; this build has sm " DSC_CUDA_ARCHITECTURES;
+      return false;
+    }
+  } catch (const Error& e) {
+    if (why) *why = e.what();
     return false;
   }
   return true;
 }
 
-void* PinnedAllocate(size_t bytes) {
-  void* p = nullptr;
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) return nullptr;
-  return p;
+int ComputeCapability(int device) {
+  int d = device, major = 0, minor = 0;
+  if (d < 0 && cudaGetDevice(&d) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess)
+    return 0;
+  return major * 10 + minor;
 }
 
-void PinnedRelease(void* p) { cudaFreeHost(p); }
+std::string Describe(int device) {
+  int runtime = 0, driver = 0, count = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::string s = "CUDA runtime " + Version(runtime) + ", driver " + (driver ? Version(driver) : "none") +
+                  ", built for sm " DSC_CUDA_ARCHITECTURES;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return s + ", no device";
+  int d = device;
+  if (d < 0 && cudaGetDevice(&d) != cudaSuccess) return s;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
+    s += ", device " + std::to_string(d) + ": " + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) + ")";
+  return s;
+}
+
+void UsePinnedMemory(LoaderOptions& o, int device) {
+  const int d = ResolveDevice(device);
+  o.allocate = [d](size_t bytes) -> void* {
+    DeviceGuard guard(d);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) return nullptr;
+    return p;
+  };
+  o.release = [d](void* p) {  // runs in destructors (a lease's): must not throw
+    int prev = -1;
+    const bool switched = cudaGetDevice(&prev) == cudaSuccess && prev != d && cudaSetDevice(d) == cudaSuccess;
+    cudaFreeHost(p);
+    if (switched) cudaSetDevice(prev);
+  };
+}
 
 void Wait(const DeviceBatch& d) {
   if (d.ready) Check(cudaEventSynchronize(static_cast<cudaEvent_t>(d.ready)), "cudaEventSynchronize");
 }
+
+void CopyToHost(const DeviceBatch& d, void* dst) {
+  DeviceGuard guard(d.device);
+  Wait(d);
+  const size_t bytes = size_t(d.size) * 3 * d.height * d.width * DTypeSize(d.dtype);
+  Check(cudaMemcpy(dst, d.images, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+}
+
+void* LegacyDefaultStream() { return static_cast<void*>(cudaStreamLegacy); }
+
+namespace {
 
 // Owning holders for the CUDA handles: each member releases what it holds, so a constructor that
 // throws midway (no memory, a failed event) releases everything made before the throw.
@@ -64,8 +187,6 @@ using StreamPtr = std::unique_ptr<CUstream_st, StreamDeleter>;
 using EventPtr = std::unique_ptr<CUevent_st, EventDeleter>;
 using DevicePtr = std::unique_ptr<void, DeviceDeleter>;
 
-namespace {
-
 StreamPtr MakeStream() {
   cudaStream_t s = nullptr;
   Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -84,6 +205,27 @@ DevicePtr DeviceAlloc(size_t bytes, const char* what) {
   return DevicePtr(p);
 }
 
+// StreamOps over CUDA events; the ring runs on the Augmenter's device (its callers hold a guard).
+struct CudaStreamOps final : StreamOps {
+  void Record(void* event, void* stream) override {
+    Check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  }
+  bool Done(void* event) override {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (e == cudaErrorNotReady) return false;
+    Check(e, "cudaEventQuery");
+    return true;
+  }
+  void Wait(void* event) override {
+    Check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+  }
+};
+
+struct Slot {
+  DevicePtr images, params, out;
+  EventPtr copied, ready, consumed;
+};
+
 }  // namespace
 
 struct Augmenter::Impl {
@@ -92,71 +234,111 @@ struct Augmenter::Impl {
   uint32_t max_batch = 0;
   DType dtype;
   Layout layout;
+  CudaStreamOps ops;
   // Declared before the stream so they are destroyed after it: the stream's deleter waits for the
   // work that still uses them.
-  DevicePtr d_images, d_params, d_out;
-  EventPtr ready, copied;
+  std::vector<Slot> slots;
   StreamPtr stream;
+  std::unique_ptr<BufferRing> ring;
 };
 
 Augmenter::Augmenter(const kernels::AugmentSpec& spec, uint32_t width, uint32_t height, uint32_t max_batch, DType dtype,
-                     Layout layout, int device) {
+                     Layout layout, const AugmenterOptions& options) {
   std::string why;
-  if (!Available(&why)) throw Error("no usable GPU: " + why);
+  if (!Available(&why, options.device)) throw Error("no usable GPU: " + why);
   if (dtype == DType::kUint8) throw Error("the GPU stage outputs float32 or float16");
+  if (options.slots == 0 || options.max_leases == 0) throw Error("gpu::Augmenter needs at least one slot and one lease");
   // Built in a holder and handed over only when complete: a throw below releases every handle made so far.
   auto m = std::make_unique<Impl>();
   m->a = kernels::MakeDeferredAugment(spec, int(width), int(height), dtype == DType::kFloat16 ? kernels::kOutFloat16 : kernels::kOutFloat32,
                                       layout == Layout::kNCHW ? kernels::kOutNCHW : kernels::kOutNHWC);
-  m->device = device;
+  m->device = ResolveDevice(options.device);
   m->max_batch = max_batch;
   m->dtype = dtype;
   m->layout = layout;
-  Check(cudaSetDevice(device), "cudaSetDevice");
+  DeviceGuard guard(m->device);
   m->stream = MakeStream();
-  m->ready = MakeEvent();
-  m->copied = MakeEvent();
   const size_t pixels = size_t(max_batch) * width * height * 3;
-  m->d_images = DeviceAlloc(pixels, "cudaMalloc images");
-  m->d_params = DeviceAlloc(sizeof(kernels::SampleParams) * max_batch, "cudaMalloc params");
-  m->d_out = DeviceAlloc(pixels * DTypeSize(dtype), "cudaMalloc output");
-  impl_ = m.release();
+  std::vector<BufferRing::SlotEvents> events;
+  m->slots.resize(options.slots);
+  for (Slot& s : m->slots) {
+    s.images = DeviceAlloc(pixels, "cudaMalloc images");
+    s.params = DeviceAlloc(sizeof(kernels::SampleParams) * max_batch, "cudaMalloc params");
+    s.out = DeviceAlloc(pixels * DTypeSize(dtype), "cudaMalloc output");
+    s.copied = MakeEvent();
+    s.ready = MakeEvent();
+    s.consumed = MakeEvent();
+    events.push_back({s.copied.get(), s.consumed.get()});
+  }
+  m->ring = std::make_unique<BufferRing>(&m->ops, std::move(events), options.max_leases);
+  impl_ = std::move(m);
 }
 
 Augmenter::~Augmenter() {
-  if (impl_) cudaSetDevice(impl_->device);
-  delete impl_;  // the members release the stream (after waiting for it), events and memory
+  if (!impl_) return;
+  try {
+    DeviceGuard guard(impl_->device);
+    impl_->ring->Drain();  // consumers done with the buffers, copies done with the leases
+    impl_->ring.reset();
+    impl_->stream.reset();  // waits for dsc's stream
+    impl_->slots.clear();
+  } catch (const Error&) {
+    // A failing device at teardown: nothing sensible is left to do but release what we can.
+  }
 }
 
-DeviceBatch Augmenter::Process(const Batch& b) {
+DeviceBatch Augmenter::Process(BatchLease batch) { return Run(std::move(batch), false, nullptr); }
+
+DeviceBatch Augmenter::ProcessFor(BatchLease batch, void* consumer_stream) {
+  return Run(std::move(batch), true, consumer_stream);
+}
+
+DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_stream) {
   Impl& m = *impl_;
+  if (!lease) throw Error("gpu::Augmenter: an empty lease");
+  const Batch& b = *lease;
   if (b.dtype != DType::kUint8 || b.layout != Layout::kNHWC || !b.params)
     throw Error("gpu::Augmenter needs batches from a loader with defer_augment (uint8 NHWC)");
   if (b.size > m.max_batch || int(b.width) != m.a.width || int(b.height) != m.a.height)
     throw Error("gpu::Augmenter: batch shape differs from the one it was made for");
-  Check(cudaSetDevice(m.device), "cudaSetDevice");
-  auto* images = static_cast<uint8_t*>(m.d_images.get());
-  auto* params = static_cast<kernels::SampleParams*>(m.d_params.get());
+  DeviceGuard guard(m.device);
+  const size_t i = m.ring->Acquire();
+  Slot& s = m.slots[i];
+  auto* images = static_cast<uint8_t*>(s.images.get());
+  auto* params = static_cast<kernels::SampleParams*>(s.params.get());
   cudaStream_t stream = m.stream.get();
-  Check(cudaMemcpyAsync(images, b.images, b.image_bytes() * b.size, cudaMemcpyHostToDevice, stream), "copy images");
-  Check(cudaMemcpyAsync(params, b.params, sizeof(kernels::SampleParams) * b.size, cudaMemcpyHostToDevice, stream), "copy params");
-  Check(cudaEventRecord(m.copied.get(), stream), "cudaEventRecord");
-  Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), m.d_out.get(), stream), "augment kernel");
-  Check(cudaEventRecord(m.ready.get(), stream), "cudaEventRecord");
-  // The loader refills this host batch once the consumer asks for the next one, so the copies (not
-  // the kernel) must be finished before returning.
-  Check(cudaEventSynchronize(m.copied.get()), "cudaEventSynchronize");
+  try {
+    // Asynchronous from the leased pinned batch: the ring keeps the lease until `copied` completes.
+    Check(cudaMemcpyAsync(images, b.images, b.image_bytes() * b.size, cudaMemcpyHostToDevice, stream), "copy images");
+    Check(cudaMemcpyAsync(params, b.params, sizeof(kernels::SampleParams) * b.size, cudaMemcpyHostToDevice, stream),
+          "copy params");
+    Check(cudaEventRecord(s.copied.get(), stream), "cudaEventRecord");
+    Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), s.out.get(), stream), "augment kernel");
+    Check(cudaEventRecord(s.ready.get(), stream), "cudaEventRecord");
+    if (auto_return)
+      Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), s.ready.get(), 0), "cudaStreamWaitEvent");
+  } catch (...) {
+    cudaStreamSynchronize(stream);  // no copy may still read the leased batch once the lease is dropped
+    throw;
+  }
   DeviceBatch d;
-  d.images = m.d_out.get();
+  d.images = s.out.get();
   d.size = b.size;
   d.height = b.height;
   d.width = b.width;
   d.dtype = m.dtype;
   d.layout = m.layout;
   d.device = m.device;
-  d.ready = m.ready.get();
+  d.ready = s.ready.get();
   d.stream = stream;
+  d.slot = uint32_t(i);
+  d.ticket = m.ring->Hand(i, std::move(lease), auto_return, consumer_stream);
   return d;
+}
+
+void Augmenter::Release(const DeviceBatch& d, void* stream) {
+  DeviceGuard guard(impl_->device);
+  impl_->ring->Return(d.slot, d.ticket, stream);
 }
 
 }  // namespace dsc::gpu

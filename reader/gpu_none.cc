@@ -6,24 +6,38 @@
 
 namespace dsc::gpu {
 
+namespace {
+constexpr const char* kNoCuda = "dsc was built without the CUDA toolkit";
+}
+
 bool BuiltWithCuda() { return false; }
 
-bool Available(std::string* why) {
-  if (why) *why = "dsc was built without the CUDA toolkit";
+bool Available(std::string* why, int) {
+  if (why) *why = kNoCuda;
   return false;
 }
 
-void* PinnedAllocate(size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
-void PinnedRelease(void* p) { std::free(p); }
+std::string Describe(int) { return kNoCuda; }
+int ComputeCapability(int) { return 0; }
+
+void UsePinnedMemory(LoaderOptions& o, int) {
+  o.allocate = [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); };
+  o.release = [](void* p) { std::free(p); };
+}
 
 void Wait(const DeviceBatch&) {}
+void* LegacyDefaultStream() { return nullptr; }
+void CopyToHost(const DeviceBatch&, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 
 struct Augmenter::Impl {};
 
-Augmenter::Augmenter(const kernels::AugmentSpec&, uint32_t, uint32_t, uint32_t, DType, Layout, int) : impl_(nullptr) {
-  throw Error("no usable GPU: dsc was built without the CUDA toolkit");
+Augmenter::Augmenter(const kernels::AugmentSpec&, uint32_t, uint32_t, uint32_t, DType, Layout, const AugmenterOptions&) {
+  throw Error(std::string("no usable GPU: ") + kNoCuda);
 }
 Augmenter::~Augmenter() = default;
-DeviceBatch Augmenter::Process(const Batch&) { throw Error("no usable GPU: dsc was built without the CUDA toolkit"); }
+DeviceBatch Augmenter::Process(BatchLease) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
+DeviceBatch Augmenter::ProcessFor(BatchLease, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
+void Augmenter::Release(const DeviceBatch&, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
+DeviceBatch Augmenter::Run(BatchLease, bool, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 
 }  // namespace dsc::gpu

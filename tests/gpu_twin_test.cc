@@ -76,6 +76,44 @@ TEST(GpuTwin, ResizeCenterCropOnCpuThenTheRestDeferred) {
   ExpectTwinEqualsCpu(o, DType::kFloat16, Layout::kNCHW);
 }
 
+// On a GPU only (skipped here): the CUDA kernel's batches equal the CPU twin's bit for bit, through
+// the ring (both ways of giving buffers back) and from pinned leased batches.
+void ExpectDeviceEqualsTwin(DType dtype, Layout layout, bool auto_return) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.batch_size = 64;
+  o.seed = 5;
+  gpu::UsePinnedMemory(o);
+  Loader loader(File(), o);
+  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, dtype, layout);
+  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
+                                                 dtype == DType::kFloat16 ? kernels::kOutFloat16 : kernels::kOutFloat32,
+                                                 layout == Layout::kNCHW ? kernels::kOutNCHW : kernels::kOutNHWC);
+  auto range = loader.epoch(1);
+  size_t batches = 0;
+  for (auto it = range.begin(); it != range.end(); ++it, ++batches) {
+    const Batch& b = *it;
+    const size_t bytes = size_t(b.size) * 3 * b.height * b.width * DTypeSize(dtype);
+    std::vector<uint8_t> want(bytes), got(bytes);
+    kernels::AugmentBatchCpu(twin, b.images_as<uint8_t>(), b.params, int(b.size), want.data());
+    const gpu::DeviceBatch d = auto_return ? aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream()) : aug.Process(it.lease());
+    gpu::CopyToHost(d, got.data());
+    if (!auto_return) aug.Release(d, gpu::LegacyDefaultStream());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "batch " << batches;
+  }
+  EXPECT_EQ(batches, loader.batches_per_epoch());
+}
+
+TEST(GpuTwin, DeviceKernelEqualsTheCpuTwin) {
+  std::string why;
+  if (!gpu::Available(&why)) GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
+  std::printf("%s\n", gpu::Describe().c_str());
+  ExpectDeviceEqualsTwin(DType::kFloat32, Layout::kNCHW, true);
+  ExpectDeviceEqualsTwin(DType::kFloat16, Layout::kNHWC, false);
+}
+
 TEST(GpuTwin, NoGpuIsReportedAndRefusedClearly) {
   std::string why;
   if (gpu::Available(&why)) GTEST_SKIP() << "a GPU is present; this checks the fallback";

@@ -23,9 +23,8 @@
 #include "reader/gpu.h"
 #include "reader/loader.h"
 #include "reader/torch_adapter.h"
+#include "tools/train/amp.h"
 #include "tools/train/resnet9.h"
-
-#include <ATen/autocast_mode.h>
 
 namespace dsc::train {
 namespace {
@@ -34,7 +33,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string train, test, json, checkpoint, resume, device = "cpu";
+  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto";
   int epochs = 24;
   uint32_t batch = 512;
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
@@ -63,6 +62,13 @@ double LearningRate(const Config& c, uint64_t step, uint64_t total) {
   const double t = double(step) / double(std::max<uint64_t>(1, total));
   const double shape = t < c.peak ? t / c.peak : std::max(0.0, (1 - t) / (1 - c.peak));
   return c.lr * shape;
+}
+
+// A small host tensor on `device` without blocking the host: through pinned memory, which libtorch's
+// caching host allocator keeps until the copy is done.
+torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device) {
+  if (device.is_cpu()) return t;
+  return t.pin_memory().to(t.options().device(device), /*non_blocking=*/true);
 }
 
 double Evaluate(ResNet9& model, Loader& test, const torch::Device& device) {
@@ -267,11 +273,14 @@ Checkpoint LoadCheckpointState(Config* c) {
   return k;
 }
 
+// The GPU dsc-train uses: the process's first visible one (CUDA_VISIBLE_DEVICES picks it).
+constexpr int kCudaDevice = 0;
+
 // Whether --device cuda can be honoured: a GPU, and a libtorch with CUDA (Debian's is CPU-only).
 bool UseCuda(const Config& c) {
   if (c.device != "cuda") return false;
   std::string why;
-  if (!gpu::Available(&why)) {
+  if (!gpu::Available(&why, kCudaDevice)) {
     std::printf("notice: no usable GPU (%s); training on the CPU\n", why.c_str());
     return false;
   }
@@ -283,13 +292,19 @@ bool UseCuda(const Config& c) {
 }
 
 int Run(Config c) {
-  // On CUDA (compiled here, never run: no GPU was available): the loader decodes to pinned uint8
-  // batches, dsc's kernel does flip/translate/cutout/normalise into float16 channels_last on the GPU,
-  // and the model runs under autocast with a static loss scale.
+  // On CUDA (compiled, CPU-verified, not run on a GPU): the loader decodes to pinned uint8 batches,
+  // dsc's kernel does flip/translate/cutout/normalise into channels_last on the GPU while the previous
+  // step runs, and the model runs under bf16 autocast (sm_80+) or fp16 with loss scaling
+  // (tools/train/amp.h). Per step the host waits only for LossScaler's inf/NaN flag (fp16 only); loss
+  // figures are read once per epoch.
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const bool cuda = UseCuda(c);
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA, kCudaDevice) : torch::Device(torch::kCPU);
+  const Precision precision = cuda ? ChoosePrecision(c.precision, gpu::ComputeCapability(kCudaDevice)) : Precision::kFloat32;
+  if (cuda) std::printf("cuda: %s; %s\n", gpu::Describe(kCudaDevice).c_str(), PrecisionName(precision));
+  std::unique_ptr<LossScaler> scaler;
+  if (precision == Precision::kFloat16) scaler = std::make_unique<LossScaler>();
   LoaderOptions to = LoaderOptions::CifarTrain();
   to.batch_size = c.batch;
   to.seed = c.seed;
@@ -299,8 +314,7 @@ int Run(Config c) {
   if (cuda) {
     to.defer_augment = true;
     to.dtype = DType::kUint8;
-    to.allocate = gpu::PinnedAllocate;
-    to.release = gpu::PinnedRelease;
+    gpu::UsePinnedMemory(to, kCudaDevice);  // allocated through that GPU's context, none on another
   }
   LoaderOptions eo = LoaderOptions::CifarTest();
   eo.batch_size = 500;
@@ -322,7 +336,14 @@ int Run(Config c) {
   }
   Loader train(c.train, to), test(c.test, eo);
   std::unique_ptr<gpu::Augmenter> augmenter;
-  if (cuda) augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch, DType::kFloat16, Layout::kNHWC);
+  if (cuda) {
+    gpu::AugmenterOptions ao;
+    ao.device = kCudaDevice;
+    ao.max_leases = to.max_leases;
+    augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch,
+                                                 precision == Precision::kFloat32 ? DType::kFloat32 : DType::kFloat16,
+                                                 Layout::kNHWC, ao);
+  }
   // At CPU training rates one decode thread is busy well under 1% of the time (measured: data wait
   // 0.2%, ~8 us per image), so libtorch gets every core unless the loader has several threads.
   const int torch_threads = c.torch_threads > 0   ? c.torch_threads
@@ -354,7 +375,8 @@ int Run(Config c) {
   bool stopped = false;
   for (uint64_t e = start_epoch; e < uint64_t(c.epochs) && !stopped; ++e) {
     EpochLog log;
-    double loss_sum = 0, wait_s = 0;
+    double wait_s = 0;
+    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     uint64_t images = 0, batches = 0;
     const auto t0 = Clock::now();
     auto range = train.epoch(e, e == start_epoch ? start_batch : 0);
@@ -365,31 +387,32 @@ int Run(Config c) {
       for (auto& g : opt.param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(LearningRate(c, step, total));
       torch::Tensor x;
       if (cuda) {
-        const gpu::DeviceBatch d = augmenter->Process(b);
-        gpu::Wait(d);  // libtorch's stream may read it now
-        x = torch_view::DeviceImages(d);
+        // libtorch's (default) stream waits for the batch without the host waiting; the buffer is
+        // reused only once this step's work on that stream is done (reader/gpu.h).
+        x = torch_view::DeviceImages(augmenter->ProcessFor(it.lease(), gpu::LegacyDefaultStream()));
       } else {
         x = torch_view::Images(b);
       }
-      auto y = torch_view::Labels(b).to(device, torch::kLong);
-      auto keep = torch_view::Padding(b).logical_not().to(device, torch::kFloat);
-      at::autocast::set_enabled(cuda);
+      auto y = ToDevice(torch_view::Labels(b).to(torch::kLong), device);
+      auto keep = ToDevice(torch_view::Padding(b).logical_not().to(torch::kFloat), device);
+      if (cuda) SetCudaAutocast(true, precision);
       auto logits = model->forward(x).to(torch::kFloat);
-      at::autocast::set_enabled(false);
+      if (cuda) SetCudaAutocast(false, precision);
       auto per_sample = torch::nn::functional::cross_entropy(
           logits, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(c.label_smoothing).reduction(torch::kNone));
       auto loss = (per_sample * keep).sum() / keep.sum();
       opt.zero_grad();
-      const double scale = cuda ? 1024.0 : 1.0;  // static loss scaling keeps float16 gradients from underflowing
-      (loss * scale).backward();
-      if (cuda)
-        for (auto& p : model->parameters())
-          if (p.grad().defined()) p.grad().div_(scale);
-      opt.step();
+      if (scaler) {
+        scaler->Scale(loss).backward();
+        scaler->Step(opt);  // skipped on inf/NaN gradients: the step's one host sync
+      } else {
+        loss.backward();
+        opt.step();
+      }
       ++step;
       ++batches;
       images += b.size - b.padding_count;
-      loss_sum += loss.item<double>();
+      loss_sum += loss.detach().to(torch::kDouble);  // read at the epoch's end, not per step
       if (c.max_steps && step >= c.max_steps) {
         stopped = true;
         break;
@@ -400,7 +423,7 @@ int Run(Config c) {
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     log.images_per_second = images / log.seconds;
     log.data_wait_share = wait_s / log.seconds;
-    log.train_loss = batches ? loss_sum / double(batches) : 0;
+    log.train_loss = batches ? loss_sum.item<double>() / double(batches) : 0;
     LoaderState s = train.state();
     if (!stopped || c.max_steps == 0) log.test_accuracy = Evaluate(model, test, device);
     std::printf("epoch %llu: %.1f images/s, data wait %.2f%%, train loss %.4f", (unsigned long long)e, log.images_per_second,
@@ -475,6 +498,7 @@ int main(int argc, char** argv) {
       ("torch-threads", "libtorch threads (0: all cores with one loader thread, else the cores the loader leaves)",
        cxxopts::value<int>()->default_value("0"))
       ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cxxopts::value<std::string>()->default_value("cpu"))
+      ("precision", "cuda: auto (bf16 on sm_80+, else fp16 with loss scaling), bf16, fp16 or fp32", cxxopts::value<std::string>()->default_value("auto"))
       ("checkpoint", "save model, optimiser and loader state to DIR after every epoch", cxxopts::value<std::string>()->default_value(""))
       ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
       ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cxxopts::value<uint64_t>()->default_value("0"))
@@ -499,6 +523,8 @@ int main(int argc, char** argv) {
     c.loader_threads = r["loader-threads"].as<int>();
     c.torch_threads = r["torch-threads"].as<int>();
     c.device = r["device"].as<std::string>();
+    c.precision = r["precision"].as<std::string>();
+    dsc::train::ChoosePrecision(c.precision, 0);  // a bad name is a usage error on any device
     c.checkpoint = r["checkpoint"].as<std::string>();
     c.resume = r["resume"].as<std::string>();
     c.max_steps = r["max-steps"].as<uint64_t>();

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, as run.sh inside the folder scripts/gpu_bundle.sh made (no network
+# needed; nvcc 13, CMake >= 3.20, ninja and a C++20 compiler must be there; Python 3 with a CUDA
+# PyTorch for dsc train):
+#
+#   bash run.sh                  # all steps: build test bench train
+#   bash run.sh build test       # some of them
+#   DSC_EPOCHS=24 bash run.sh train
+#
+# Builds dsc with CUDA against the bundled Debian headers and libraries (deps/) and, for dsc train,
+# the PyTorch that `python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'` names (Debian's
+# libtorch is CPU-only). Runs the GPU tests and the rest of the unit suite, `dsc bench` (with
+# `--decoder gpu` when this dsc has it) and `dsc train --device cuda`. Writes what it saw to $OUT
+# (when set) or results/: env.txt, build.log, tests.txt, bench.txt, train.txt, train.json.
+# This script was written without access to such a machine: only the bundle's creation was tested.
+set -uo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+SRC=${DSC_SRC:-$B/src}
+WORK=${DSC_WORK:-$B/work}
+RES=${OUT:-$B/results}
+EPOCHS=${DSC_EPOCHS:-4}
+JOBS=${DSC_JOBS:-$(nproc)}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build test bench train)
+want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+mkdir -p "$WORK" "$RES"
+deps=$B/deps
+libs=$deps/usr/lib/x86_64-linux-gnu:$deps/lib/x86_64-linux-gnu
+status=0
+fail() { echo "FAILED: $*" | tee -a "$RES/env.txt"; status=1; }
+
+# The bundled pkgconf needs its own library; nothing else runs with the bundle's libraries on
+# LD_LIBRARY_PATH (they could shadow the machine's for Python and PyTorch). dsc's binaries find them
+# through the RPATH CMake gives the build tree.
+pkgconfig=$(command -v pkg-config || true)
+if [ -z "$pkgconfig" ]; then
+  pkgconfig=$WORK/pkg-config
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$libs" "$deps/usr/bin/pkgconf" >"$pkgconfig"
+  chmod +x "$pkgconfig"
+fi
+export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+build=$WORK/build
+dsc=$build/dsc
+
+{
+  date -u
+  uname -a
+  nvidia-smi 2>&1 | head -20
+  "$nvcc" --version 2>&1 | tail -2
+  cmake --version | head -1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1
+  echo "torch cmake prefix: ${torch_prefix:-none}"
+} >"$RES/env.txt" 2>&1
+
+if want build; then
+  args=(-S "$SRC" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc"
+        -DCMAKE_PREFIX_PATH="$deps/usr;${torch_prefix}" -DCMAKE_CXX_FLAGS="-isystem $deps/usr/include"
+        -DPKG_CONFIG_EXECUTABLE="$pkgconfig" -DDSC_SHARED_DATA="$B/data")
+  if ! cmake "${args[@]}" >"$RES/build.log" 2>&1; then
+    echo "configure with PyTorch failed; again without dsc train" >>"$RES/build.log"
+    rm -rf "$build"
+    cmake "${args[@]}" -DDSC_WITH_TORCH=OFF >>"$RES/build.log" 2>&1 || fail "configure (see build.log)"
+  fi
+  ninja -C "$build" -j "$JOBS" >>"$RES/build.log" 2>&1 || fail "build (see build.log)"
+  grep -E "^-- dsc:" "$RES/build.log" >>"$RES/env.txt"
+fi
+
+if want test; then
+  {
+    "$dsc" --version 2>&1
+    # The GPU tests first, each binary whole (they skip nothing when a GPU is usable)...
+    for t in "$build"/tests/*gpu* "$build"/tests/*cuda* "$build"/tests/amp_test; do
+      [ -x "$t" ] || continue
+      echo "== $(basename "$t")"
+      (cd "$build" && "$t") 2>&1 | tail -40 || fail "$(basename "$t")"
+    done
+    # ...then the unit suite, less the slow CPU-training and Python-matrix tests.
+    ctest --test-dir "$build" -j "$JOBS" -E 'Train\.|Matrix\.|Install\.' --output-on-failure 2>&1 | tail -60
+  } >"$RES/tests.txt" 2>&1
+  grep -q "FAILED" "$RES/tests.txt" && fail "tests (see tests.txt)"
+fi
+
+if want bench || want train; then
+  if [ ! -e "$WORK/test.beton" ]; then
+    mkdir -p "$WORK/cifar10"
+    zstd -dc "$B/data/cifar10-jpg.tar.zst" 2>/dev/null | tar -x -C "$WORK/cifar10" ||
+      LD_LIBRARY_PATH=$libs "$deps/usr/bin/zstd" -dc "$B/data/cifar10-jpg.tar.zst" | tar -x -C "$WORK/cifar10"
+    "$dsc" build "$WORK/cifar10" "$WORK/train.beton" >/dev/null && "$dsc" build "$WORK/cifar10" "$WORK/test.beton" --split test >/dev/null ||
+      fail "dsc build"
+  fi
+fi
+
+if want bench; then
+  {
+    "$dsc" bench "$WORK/train.beton" --preset cifar-train --epochs 3 --threads auto
+    if "$dsc" bench --help 2>&1 | grep -q -- "--decoder"; then
+      "$dsc" bench "$WORK/train.beton" --preset cifar-train --epochs 3 --threads auto --decoder gpu
+    else
+      echo "(this dsc has no --decoder: no GPU decode to measure)"
+    fi
+  } >"$RES/bench.txt" 2>&1 || fail "dsc bench (see bench.txt)"
+fi
+
+if want train; then
+  {
+    # The default precision (bf16 on sm_80+), then fp16 with loss scaling for one epoch.
+    "$dsc" train "$WORK/train.beton" --test "$WORK/test.beton" --device cuda --epochs "$EPOCHS" \
+      --loader-threads "$(( JOBS > 4 ? JOBS - 2 : 2 ))" --json "$RES/train.json"
+    "$dsc" train "$WORK/train.beton" --test "$WORK/test.beton" --device cuda --epochs 1 --precision fp16 \
+      --loader-threads "$(( JOBS > 4 ? JOBS - 2 : 2 ))"
+  } >"$RES/train.txt" 2>&1 || fail "dsc train (see train.txt)"
+fi
+
+echo "results in $RES: $(ls "$RES" | tr '\n' ' ')"
+exit $status
