@@ -2,12 +2,17 @@
 
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "format/error.h"
 #include "tools/commands.h"
 
 namespace dsc::train {
@@ -113,6 +118,27 @@ double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset) 
     sum += double(e.width) * double(e.height);
   }
   return sum / double(seen);
+}
+
+RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images, double stored_pixels) {
+  RunProfile p;
+  p.step_seconds = e.step_seconds;
+  p.wait_seconds = e.seconds[int(Phase::kWait)];
+  p.cpu_seconds = e.cpu_seconds;
+  p.cores = UsableCores();
+  p.loader_threads = loader.threads();
+  p.images = images;
+  p.loader = loader.stats();
+  p.source_pixels = stored_pixels;
+  p.output_width = loader.width();
+  p.output_height = loader.height();
+  return p;
+}
+
+void CheckWritable(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(path + ": cannot write here (" + dir.string() + ": " + std::strerror(errno) + ")");
 }
 
 std::string FormatShares(const EpochProfile& e) {

@@ -21,6 +21,7 @@
 
 #include "reader/bottleneck.h"
 #include "reader/dataset.h"
+#include "reader/loader.h"
 #include "reader/trace.h"
 
 namespace dsc::train {
@@ -80,6 +81,12 @@ double ProcessCpuSeconds();
 int UsableCores();
 // Mean stored pixels per image over (at most 4096 evenly spaced of) the samples trained on.
 double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset);
+
+// What Diagnose() weighs for the epoch just profiled: its phases, the loader's stage times since its
+// last reset_stats(), the process's CPU time and cores, and the stored against the output pixels.
+RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images, double stored_pixels);
+// Throws dsc::Error when `path` cannot be created (its folder is missing or not writable).
+void CheckWritable(const std::string& path);
 
 // "data wait 0.2%, copy 0.0%, forward 30.1%, ..." (shares of step time) and the --json fields
 // `"phases": {...}, "evaluation_seconds": x, "bottleneck": ..., "advice": ...` (leading comma included).

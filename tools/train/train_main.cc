@@ -326,7 +326,10 @@ int Run(Config c) {
   }
   to.collect_stats = true;  // the verdict weighs the loader's stage times
   Tracer tracer;             // outlives the loaders that record into it
-  if (!c.trace.empty()) to.tracer = &tracer;
+  if (!c.trace.empty()) {
+    CheckWritable(c.trace);  // before the run, not after it
+    to.tracer = &tracer;
+  }
   Loader train(c.train, to), test(c.test, eo);
   std::unique_ptr<gpu::Augmenter> augmenter;
   if (cuda) augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch, DType::kFloat16, Layout::kNHWC);
@@ -416,18 +419,7 @@ int Run(Config c) {
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     log.images_per_second = images / log.seconds;
     log.data_wait_share = prof.epoch().seconds[int(Phase::kWait)] / log.seconds;
-    RunProfile rp;
-    rp.step_seconds = prof.epoch().step_seconds;
-    rp.wait_seconds = prof.epoch().seconds[int(Phase::kWait)];
-    rp.cpu_seconds = prof.epoch().cpu_seconds;
-    rp.cores = UsableCores();
-    rp.loader_threads = train.threads();
-    rp.images = images;
-    rp.loader = train.stats();
-    rp.source_pixels = stored_pixels;
-    rp.output_width = train.width();
-    rp.output_height = train.height();
-    log.verdict = Diagnose(rp);
+    log.verdict = Diagnose(Measured(prof.epoch(), train, images, stored_pixels));
     log.train_loss = batches ? loss_sum / double(batches) : 0;
     LoaderState s = train.state();
     if (!stopped || c.max_steps == 0) {
