@@ -237,7 +237,10 @@ class Pipeline {
       ++pool_->allocated;
     }
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
-    if (o.tracer && threads_ > int(Tracer::kMaxWorkerTracks)) throw Error("tracing supports at most 256 worker threads");
+    if (o.tracer) {  // rows "loader worker N" and "loader consumer" (reader/trace.h)
+      consumer_track_ = o.tracer->AddTrack("loader consumer", "loader");
+      for (int t = 0; t < threads_; ++t) worker_tracks_.push_back(o.tracer->AddTrack("loader worker " + std::to_string(t), "loader"));
+    }
     stats_.resize(size_t(threads_));
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
@@ -320,7 +323,7 @@ class Pipeline {
     done_cv_.wait(l, [&] { return s->done.load() >= len; });
     const uint64_t t1 = NowNs();
     wait_ns_ += t1 - t0;
-    if (opt_.tracer) opt_.tracer->Add(Tracer::kConsumerTrack, "wait for batch", t0, t1);
+    if (opt_.tracer) opt_.tracer->Add(consumer_track_, "wait for batch", t0, t1, int64_t(k));
     if (!s->error.empty()) {
       std::string err = s->error;
       l.unlock();
@@ -476,7 +479,10 @@ class Pipeline {
   }
 
   StageStats Stats() {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
+    // Workers add their stage times as they go idle: at an epoch's end, wait for that (moments), so
+    // the epoch's stats are complete.
+    if (next_deliver_ >= plan_.batches) idle_cv_.wait(l, [&] { return active_ == 0; });
     StageStats sum;
     for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;
@@ -578,7 +584,8 @@ class Pipeline {
 
   void WorkerLoop(int t) {
     auto make = [&] {
-      return std::make_unique<SampleProcessor>(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer, uint32_t(t),
+      return std::make_unique<SampleProcessor>(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer,
+                                               opt_.tracer ? worker_tracks_[size_t(t)] : 0,
                                                opt_.defer_augment);
     };
     std::unique_ptr<SampleProcessor> proc;
@@ -604,7 +611,7 @@ class Pipeline {
           geometry = geometry_;
         }
       }
-      RunJob(proc.get(), epoch, seed, &local);
+      RunJob(proc.get(), epoch, seed, &local, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
       std::lock_guard<std::mutex> l(mu_);
       if (opt_.collect_stats) {
         stats_[size_t(t)] += local;
@@ -614,8 +621,9 @@ class Pipeline {
     }
   }
 
-  void RunJob(SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st) {
+  void RunJob(SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
     const size_t nslots = slots_.size();
+    const bool timed = opt_.collect_stats || opt_.tracer;
     while (!cancel_.load(std::memory_order_relaxed)) {
       const uint64_t task = next_task_.fetch_add(1);
       if (task >= total_tasks_) return;
@@ -641,16 +649,21 @@ class Pipeline {
         }
         continue;
       }
+      const uint64_t b0 = opt_.tracer ? NowNs() : 0;
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
-        const uint64_t c0 = opt_.collect_stats ? NowNs() : 0;
+        const uint64_t c0 = timed ? NowNs() : 0;
         b->indices[j] = sample;
         b->padding[j] = plan_.padding[pos];
         const auto e = ds_.entry(sample);
         b->labels[0][j] = e.label[0];
         b->labels[1][j] = e.label[1];
-        if (opt_.collect_stats) st->collate_ns += NowNs() - c0;
+        if (timed) {
+          const uint64_t c1 = NowNs();
+          st->collate_ns += c1 - c0;
+          if (opt_.tracer) opt_.tracer->Add(track, "collate", c0, c1, sample);
+        }
         try {
           proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
         } catch (const std::exception& ex) {
@@ -658,6 +671,7 @@ class Pipeline {
           if (s->error.empty()) s->error = ex.what();
         }
       }
+      if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
       if (s->done.fetch_add(to - from) + (to - from) >= len) {
         std::lock_guard<std::mutex> l(mu_);
         done_cv_.notify_all();
@@ -681,6 +695,8 @@ class Pipeline {
   std::vector<std::thread> workers_;
   std::vector<StageStats> stats_;
   uint64_t wait_ns_ = 0;
+  uint32_t consumer_track_ = 0;         // with a tracer
+  std::vector<uint32_t> worker_tracks_;
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_, idle_cv_;

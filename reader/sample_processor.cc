@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "format/error.h"
 #include "format/layout.h"
@@ -37,6 +39,8 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
                                  Tracer* tracer, uint32_t track, bool defer)
     : ds_(ds), spec_(spec), full_(spec), defer_(defer), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track),
       jpeg_(std::make_unique<kernels::JpegDecoder>()), zstd_(ZSTD_createDCtx()) {
+  // A test hook: a loader made slow on purpose (dsc train's input-bound verdict is tested with it).
+  if (const char* d = std::getenv("DSC_TEST_DECODE_DELAY_US")) test_delay_us_ = std::strtoul(d, nullptr, 10);
   if (defer) {
     spec_.flip = false;
     spec_.translate = spec_.cutout = 0;
@@ -63,6 +67,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   const format::IndexEntry& e = parts.entry;
   const Payload p = parts.head.size ? Payload{nullptr, parts.head.size + parts.body.size} : parts.body;
   const uint64_t t1 = stats_ ? NowNs() : 0;
+  if (test_delay_us_) std::this_thread::sleep_for(std::chrono::microseconds(test_delay_us_));  // counted as decode
   auto fail = [&](const std::string& why) {
     return Error(ds_.path() + ": sample " + std::to_string(index) + ": " + why);
   };

@@ -62,6 +62,7 @@ class SampleProcessor {
   bool stats_;
   class Tracer* tracer_;
   uint32_t track_;
+  unsigned long test_delay_us_ = 0;  // DSC_TEST_DECODE_DELAY_US: a per-sample sleep, for tests only
   std::unique_ptr<kernels::JpegDecoder> jpeg_;  // recreated after a fault left it mid-decode
   void* zstd_ = nullptr;  // ZSTD_DCtx
   std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_, planar_;

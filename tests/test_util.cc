@@ -108,4 +108,31 @@ void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i,
   WriteFile(to, b);
 }
 
+std::map<std::string, double> TraceSummary(const std::string& path) {
+  const std::string cmd = "/usr/bin/python3 " + std::string(DSC_TEST_SCRIPTS) + "/trace_summary.py '" + path + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::map<std::string, double> out;
+  if (!p) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (const char* c = line; *c && *c != '\n'; ++c) {
+      if (*c == '\t') {
+        f.push_back(cur);
+        cur.clear();
+      } else {
+        cur += *c;
+      }
+    }
+    f.push_back(cur);
+    if (f.size() != 6) continue;
+    const std::string key = f[0] + "/" + f[1] + "/" + f[2] + "/" + f[3];
+    out[key] = std::stod(f[4]);
+    if (!f[5].empty()) out[key + "#last"] = std::stod(f[5]);
+  }
+  if (::pclose(p) != 0) out.clear();
+  return out;
+}
+
 }  // namespace dsc::test

@@ -1,6 +1,7 @@
 // Shared test helpers: scratch folders, the real CIFAR-10 in the build tree, a reference decoder.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,10 @@ void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i,
 
 // Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.
 int RunDsc(const std::string& args, std::string* output = nullptr);
+
+// A Chrome trace file read by Python's json module (tests/trace_summary.py): event counts keyed
+// "span/GROUP/ROW/NAME" and "counter/GROUP/NAME/value" (the last value under "...#last"). Empty when
+// the file does not parse.
+std::map<std::string, double> TraceSummary(const std::string& path);
 
 }  // namespace dsc::test

@@ -31,6 +31,12 @@ std::string Json(const std::string& path) {
   return std::string(b.begin(), b.end());
 }
 
+int Count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 double Number(const std::string& json, const std::string& key) {
   std::smatch m;
   EXPECT_TRUE(std::regex_search(json, m, std::regex("\"" + key + "\": ([-0-9.e]+)"))) << key << " in " << json;
@@ -42,7 +48,7 @@ TEST(Train, ShortCpuRunLearns) {
   auto dir = ScratchDir();
   std::string out;
   ASSERT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --epochs 2 --limit 2560 --batch-size 128 --lr 0.2 "
-                   "--test-limit 1000 --json " + dir + "/r.json", &out), 0) << out;
+                   "--test-limit 1000 --json " + dir + "/r.json --trace " + dir + "/t.json", &out), 0) << out;
   std::string j = Json(dir + "/r.json");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(j, m, std::regex("\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]"))) << j;
@@ -53,6 +59,60 @@ TEST(Train, ShortCpuRunLearns) {
   EXPECT_GT(acc, 0.2) << "chance is 10%";
   EXPECT_GT(Number(j, "images_per_second"), 0);
   EXPECT_GE(Number(j, "data_wait_share"), 0);
+  // ResNet-9 on this CPU is ~1000x slower than the loader: compute-bound, every epoch.
+  EXPECT_EQ(Count(j, "\"bottleneck\": \"compute\""), 3) << "both epochs and the run: " << j;
+  EXPECT_EQ(Count(out, "verdict: compute-bound"), 2) << out;
+  EXPECT_EQ(Count(j, "\"phases\": {\"data_wait\": "), 2) << j;
+  // The default trace window: the second epoch's first 50 steps (all 20 here) and its evaluation.
+  const auto t = TraceSummary(dir + "/t.json");
+  ASSERT_FALSE(t.empty()) << "the trace does not parse as JSON";
+  for (const char* phase : {"wait for batch", "copy to device", "forward", "backward", "optimizer step", "step"})
+    EXPECT_EQ(t.at(std::string("span/dsc train/trainer/") + phase), phase == std::string("wait for batch") ? 21 : 20) << phase;
+  EXPECT_EQ(t.at("span/dsc train/trainer/evaluation"), 1);
+  for (const char* stage : {"read", "decode", "augment", "collate"})
+    EXPECT_GT(t.at(std::string("span/loader/loader worker 0/") + stage), 2000) << stage << ": ~20 x 128 samples";
+}
+
+// A loader slowed on purpose (DSC_TEST_DECODE_DELAY_US: 1 s per image, more than 10x the model's time
+// per image on this CPU, so the verdict holds on a loaded machine) with idle cores: input-bound, and
+// the remedy is more loader threads.
+TEST(Train, ASlowLoaderIsInputBoundAndMoreThreadsAreAdvised) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  ::setenv("DSC_TEST_DECODE_DELAY_US", "1000000", 1);
+  std::string out;
+  const int rc = RunDsc("train " + f.train + " --test " + f.test + " --epochs 2 --limit 16 --batch-size 2 --test-limit 4 "
+                        "--torch-threads 1 --json " + dir + "/r.json --trace " + dir + "/t.json --trace-steps 9:12", &out);
+  ::unsetenv("DSC_TEST_DECODE_DELAY_US");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string j = Json(dir + "/r.json");
+  std::smatch m;
+  // The second epoch (the first one also warms libtorch up).
+  ASSERT_TRUE(std::regex_search(j, m, std::regex("\"remedy\": \"([a-z_]+)\", \"advice\": \"([^\"]+)\"\\}\\]"))) << j;
+  EXPECT_EQ(m[1], "more_threads") << m[2];
+  EXPECT_NE(m[2].str().find("--loader-threads "), std::string::npos) << m[2];
+  EXPECT_NE(j.find("\"bottleneck\": \"input\",\n  \"advice\""), std::string::npos) << "the run's verdict: " << j;
+  EXPECT_GT(Number(j, "data_wait_share"), 0.05);
+  EXPECT_NE(out.find("verdict: input-bound"), std::string::npos) << out;
+  // --trace-steps 9:12: exactly steps 9, 10 and 11 on the trainer row, nothing of the evaluation.
+  const auto t = TraceSummary(dir + "/t.json");
+  ASSERT_FALSE(t.empty()) << "the trace does not parse as JSON";
+  for (const char* phase : {"wait for batch", "copy to device", "forward", "backward", "optimizer step", "step"})
+    EXPECT_EQ(t.at(std::string("span/dsc train/trainer/") + phase), 3) << phase;
+  EXPECT_EQ(t.count("span/dsc train/trainer/evaluation"), 0u);
+  for (const char* stage : {"read", "decode", "augment", "collate"}) {
+    const double n = t.at(std::string("span/loader/loader worker 0/") + stage);
+    EXPECT_GE(n, 4) << stage << ": the three steps' 6 samples, less what was decoded before the window";
+    EXPECT_LE(n, 10) << stage << ": nothing long before or after the window";
+  }
+  EXPECT_EQ(t.at("counter/loader/loader threads/value#last"), 1);
+  // A malformed window is a usage error.
+  EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --trace-steps 5:5", &out), 2) << out;
+  EXPECT_NE(out.find("--trace-steps 5:5"), std::string::npos) << out;
+  // A trace that cannot be written is an error before any training, not after it.
+  EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --trace " + dir + "/missing/t.json", &out), 1) << out;
+  EXPECT_NE(out.find(dir + "/missing/t.json: cannot write here"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
 }
 
 TEST(Train, ResumeReproducesTheUninterruptedRun) {

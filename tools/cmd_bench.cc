@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "format/error.h"
+#include "reader/bottleneck.h"
 #include "reader/loader.h"
 #include "reader/trace.h"
 #include "tools/commands.h"
@@ -74,20 +75,19 @@ std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
       << consumer_ms << " ms training step bounds throughput";
     return v.str();
   }
-  struct Stage { const char* name; uint64_t ns; const char* advice; };
-  Stage st[] = {{"read", r.stages.read_ns, "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
-                {"decode", r.stages.decode_ns, "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
-                {"augment", r.stages.augment_ns, "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
-                {"collate", r.stages.collate_ns, "collate bound: larger batches"}};
-  const Stage* top = &st[0];
-  uint64_t total = 0;
-  for (const auto& s : st) {
-    total += s.ns;
-    if (s.ns > top->ns) top = &s;
-  }
+  struct Advice { const char* stage; const char* advice; };
+  static const Advice kAdvice[] = {
+      {"read", "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
+      {"decode", "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
+      {"augment", "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
+      {"collate", "collate bound: larger batches"}};
+  const StageShare top = LargestStage(r.stages);
+  const char* advice = "";
+  for (const auto& a : kAdvice)
+    if (std::strcmp(a.stage, top.name) == 0) advice = a.advice;
+  const uint64_t total = r.stages.read_ns + r.stages.decode_ns + r.stages.augment_ns + r.stages.collate_ns;
   const double busy = total / (wall_ns * threads);
-  v << top->name << " is the largest stage (" << int(100.0 * top->ns / std::max<uint64_t>(1, total) + 0.5)
-    << "% of worker time): " << top->advice;
+  v << top.name << " is the largest stage (" << int(100.0 * top.share + 0.5) << "% of worker time): " << advice;
   if (busy < 0.7) v << "; workers were busy only " << int(busy * 100 + 0.5) << "% of the time (backpressure or scheduling: try a larger --prefetch)";
   if (threads < int(std::thread::hardware_concurrency())) v << "; " << threads << " of " << std::thread::hardware_concurrency() << " cores used";
   return v.str();

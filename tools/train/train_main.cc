@@ -24,6 +24,8 @@
 #include "reader/loader.h"
 #include "reader/torch_adapter.h"
 #include "tools/train/amp.h"
+#include "tools/commands.h"
+#include "tools/train/profile.h"
 #include "tools/train/resnet9.h"
 
 namespace dsc::train {
@@ -33,7 +35,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto";
+  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto", trace, trace_steps;
   int epochs = 24;
   uint32_t batch = 512;
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
@@ -44,6 +46,8 @@ struct Config {
 
 struct EpochLog {
   double images_per_second = 0, data_wait_share = 0, train_loss = 0, test_accuracy = -1, seconds = 0;
+  EpochProfile profile;
+  Diagnosis verdict;
 };
 
 // A fixed, seeded random subset of n of `total` samples (the class tree is stored sorted by class, so
@@ -334,6 +338,12 @@ int Run(Config c) {
     eo.subset = Subset(probe.size(), c.test_limit, c.seed + 1);
     std::sort(eo.subset.begin(), eo.subset.end());
   }
+  to.collect_stats = true;  // the verdict weighs the loader's stage times
+  Tracer tracer;             // outlives the loaders that record into it
+  if (!c.trace.empty()) {
+    CheckWritable(c.trace);  // before the run, not after it
+    to.tracer = &tracer;
+  }
   Loader train(c.train, to), test(c.test, eo);
   std::unique_ptr<gpu::Augmenter> augmenter;
   if (cuda) {
@@ -373,16 +383,19 @@ int Run(Config c) {
               c.batch, train.threads(), torch_threads);
   std::vector<EpochLog> logs;
   bool stopped = false;
+  const TraceWindow window = c.trace_steps.empty() ? DefaultTraceWindow(per_epoch, c.epochs) : ParseTraceWindow(c.trace_steps);
+  StepProfiler prof(c.trace.empty() ? nullptr : &tracer, window, train.threads());
+  const double stored_pixels = MeanStoredPixels(train.dataset(), to.subset);
   for (uint64_t e = start_epoch; e < uint64_t(c.epochs) && !stopped; ++e) {
     EpochLog log;
-    double wait_s = 0;
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
     uint64_t images = 0, batches = 0;
+    train.reset_stats();
+    prof.BeginEpoch(step);
     const auto t0 = Clock::now();
     auto range = train.epoch(e, e == start_epoch ? start_batch : 0);
-    auto tw = Clock::now();
     for (auto it = range.begin(); it != range.end();) {
-      wait_s += std::chrono::duration<double>(Clock::now() - tw).count();
+      prof.Mark(Phase::kWait);
       const Batch& b = *it;
       for (auto& g : opt.param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(LearningRate(c, step, total));
       torch::Tensor x;
@@ -395,41 +408,53 @@ int Run(Config c) {
       }
       auto y = ToDevice(torch_view::Labels(b).to(torch::kLong), device);
       auto keep = ToDevice(torch_view::Padding(b).logical_not().to(torch::kFloat), device);
+      prof.Mark(Phase::kCopy);
       if (cuda) SetCudaAutocast(true, precision);
       auto logits = model->forward(x).to(torch::kFloat);
       if (cuda) SetCudaAutocast(false, precision);
       auto per_sample = torch::nn::functional::cross_entropy(
           logits, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(c.label_smoothing).reduction(torch::kNone));
       auto loss = (per_sample * keep).sum() / keep.sum();
+      prof.Mark(Phase::kForward);
       opt.zero_grad();
       if (scaler) {
         scaler->Scale(loss).backward();
+        prof.Mark(Phase::kBackward);
         scaler->Step(opt);  // skipped on inf/NaN gradients: the step's one host sync
       } else {
         loss.backward();
+        prof.Mark(Phase::kBackward);
         opt.step();
       }
+      prof.Mark(Phase::kOptimizer);
       ++step;
       ++batches;
       images += b.size - b.padding_count;
       loss_sum += loss.detach().to(torch::kDouble);  // read at the epoch's end, not per step
+      prof.EndStep(step - 1);
       if (c.max_steps && step >= c.max_steps) {
         stopped = true;
         break;
       }
-      tw = Clock::now();
       ++it;
     }
+    prof.EndSteps();
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     log.images_per_second = images / log.seconds;
-    log.data_wait_share = wait_s / log.seconds;
+    log.data_wait_share = prof.epoch().seconds[int(Phase::kWait)] / log.seconds;
+    log.verdict = Diagnose(Measured(prof.epoch(), train, images, stored_pixels));
     log.train_loss = batches ? loss_sum.item<double>() / double(batches) : 0;
     LoaderState s = train.state();
-    if (!stopped || c.max_steps == 0) log.test_accuracy = Evaluate(model, test, device);
+    if (!stopped || c.max_steps == 0) {
+      log.test_accuracy = Evaluate(model, test, device);
+      prof.Mark(Phase::kEvaluation);
+    }
+    log.profile = prof.epoch();
     std::printf("epoch %llu: %.1f images/s, data wait %.2f%%, train loss %.4f", (unsigned long long)e, log.images_per_second,
                 100 * log.data_wait_share, log.train_loss);
     if (log.test_accuracy >= 0) std::printf(", test accuracy %.2f%%", 100 * log.test_accuracy);
-    std::printf(" (%.1f s)\n", log.seconds);
+    std::printf(" (%.1f s)\n  phases: %s; evaluation %.1f s\n  verdict: %s\n", log.seconds, FormatShares(log.profile).c_str(),
+                log.profile.seconds[int(Phase::kEvaluation)], log.verdict.advice.c_str());
     std::fflush(stdout);
     logs.push_back(log);
     if (!c.checkpoint.empty()) {
@@ -452,6 +477,11 @@ int Run(Config c) {
       SaveCheckpoint(c, k, model, opt);
     }
   }
+  if (!c.trace.empty()) {
+    if (!tracer.Write(c.trace)) throw Error(c.trace + ": cannot write the trace: " + std::strerror(errno));
+    std::printf("trace of steps %llu..%llu: %s (open in https://ui.perfetto.dev)\n", (unsigned long long)window.first,
+                (unsigned long long)window.last - 1, c.trace.c_str());
+  }
   const uint64_t params = ParamChecksum(model);
   std::printf("parameter checksum %016llx after %llu steps\n", (unsigned long long)params, (unsigned long long)step);
   if (!c.json.empty()) {
@@ -463,13 +493,17 @@ int Run(Config c) {
       if (l.test_accuracy >= 0) acc = l.test_accuracy;
     }
     j << "{\n  \"test_accuracy\": " << acc << ",\n  \"images_per_second\": " << ips << ",\n  \"data_wait_share\": " << wait
-      << ",\n  \"steps\": " << step << ",\n  \"param_checksum\": \"" << std::hex << params << std::dec << "\",\n  \"train_loss\": [";
+      << ",\n  \"steps\": " << step;
+    if (!logs.empty())
+      j << ",\n  \"bottleneck\": " << tools::JsonString(logs.back().verdict.bottleneck)
+        << ",\n  \"advice\": " << tools::JsonString(logs.back().verdict.advice);
+    j << ",\n  \"param_checksum\": \"" << std::hex << params << std::dec << "\",\n  \"train_loss\": [";
     for (size_t i = 0; i < logs.size(); ++i) j << (i ? ", " : "") << logs[i].train_loss;
     j << "],\n  \"epochs\": [";
     for (size_t i = 0; i < logs.size(); ++i)
       j << (i ? ", " : "") << "{\"images_per_second\": " << logs[i].images_per_second << ", \"data_wait_share\": "
         << logs[i].data_wait_share << ", \"train_loss\": " << logs[i].train_loss << ", \"test_accuracy\": " << logs[i].test_accuracy
-        << ", \"seconds\": " << logs[i].seconds << "}";
+        << ", \"seconds\": " << logs[i].seconds << JsonFields(logs[i].profile, logs[i].verdict) << "}";
     j << "]\n}\n";
     if (!j) throw Error(c.json + ": write failed");
   }
@@ -503,6 +537,10 @@ int main(int argc, char** argv) {
       ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
       ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cxxopts::value<uint64_t>()->default_value("0"))
       ("json", "write results to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("trace", "write a Chrome/Perfetto trace of the trainer's phases and the loader's work to FILE",
+       cxxopts::value<std::string>()->default_value(""))
+      ("trace-steps", "trace steps FIRST:END (end excluded; default: the second epoch's first 50)",
+       cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   try {
@@ -529,6 +567,9 @@ int main(int argc, char** argv) {
     c.resume = r["resume"].as<std::string>();
     c.max_steps = r["max-steps"].as<uint64_t>();
     c.json = r["json"].as<std::string>();
+    c.trace = r["trace"].as<std::string>();
+    c.trace_steps = r["trace-steps"].as<std::string>();
+    if (!c.trace_steps.empty()) dsc::train::ParseTraceWindow(c.trace_steps);  // a usage error, before any work
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");
