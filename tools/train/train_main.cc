@@ -419,6 +419,7 @@ int Run(Config c) {
                      (unsigned long long)ParamChecksum(model));
         for (uint32_t i = 0; i < b.size; ++i) std::fprintf(step_log.get(), " %u", b.indices[i]);
         std::fputc('\n', step_log.get());
+        std::fflush(step_log.get());  // readable as the run goes (the tests watch it)
       }
       ++batches;
       images += b.size - b.padding_count;
