@@ -67,8 +67,8 @@ std::vector<uint32_t> Sorted(std::vector<uint32_t> v) {
   return v;
 }
 
-std::string Common(const std::string& extra = "") {
-  return "train " + Built().train + " --test " + Built().test + " --limit 1024 --batch-size 128 --lr 0.2 --test-limit 200 --seed 5" + extra;
+std::string Common(const std::string& extra = "", const std::string& size = " --limit 1024 --batch-size 128") {
+  return "train " + Built().train + " --test " + Built().test + size + " --lr 0.2 --test-limit 200 --seed 5" + extra;
 }
 
 TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
@@ -104,9 +104,10 @@ TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
 TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
   auto dir = ScratchDir();
   std::string out;
-  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --step-log " + dir + "/one"), &out), 0) << out;
-  ASSERT_EQ(RunDsc(Common(" --epochs 1 --nproc 2 --max-steps 3 --checkpoint " + dir + "/ck"), &out), 0) << out;
-  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --resume " + dir + "/ck --step-log " + dir + "/res"), &out), 0) << out;
+  const std::string small = " --limit 512 --batch-size 64 --test-limit 100";  // 8 steps
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --step-log " + dir + "/one", small), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --nproc 2 --max-steps 3 --checkpoint " + dir + "/ck", small), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --resume " + dir + "/ck --step-log " + dir + "/res", small), &out), 0) << out;
   const auto one = ReadSteps(dir + "/one.rank0"), res = ReadSteps(dir + "/res.rank0");
   ASSERT_EQ(one.size(), 8u);
   ASSERT_EQ(res.size(), 5u) << "steps 4..8 remain after 3 of 8";
