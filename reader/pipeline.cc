@@ -17,6 +17,7 @@
 
 #include "format/error.h"
 #include "reader/loader.h"
+#include "reader/readahead.h"
 #include "reader/sample_processor.h"
 #include "reader/trace.h"
 
@@ -209,6 +210,8 @@ class Pipeline {
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
     if (o.tracer && threads_ > int(Tracer::kMaxWorkerTracks)) throw Error("tracing supports at most 256 worker threads");
     stats_.resize(size_t(threads_));
+    if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
+      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
 
@@ -247,6 +250,7 @@ class Pipeline {
     next_task_.store(first_batch * chunks_per_batch_);
     total_tasks_ = plan_.batches * chunks_per_batch_;
     for (auto& s : slots_) ResetSlot(s.get());
+    if (readahead_) readahead_->Start(plan_, first_batch);
     cancel_.store(false);
     active_ = threads_;
     ++job_;
@@ -265,6 +269,7 @@ class Pipeline {
       ResetSlot(s);
       ++next_deliver_;
       released_ = next_deliver_;
+      if (readahead_) readahead_->Released(next_deliver_);
       holding_ = false;
       held_lease_.reset();
       work_cv_.notify_all();
@@ -437,6 +442,7 @@ class Pipeline {
     StageStats sum;
     for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;
+    if (readahead_) sum.advised_bytes = readahead_->advised_bytes() - advised_base_;
     return sum;
   }
 
@@ -444,6 +450,7 @@ class Pipeline {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& s : stats_) s = StageStats();
     wait_ns_ = 0;
+    if (readahead_) advised_base_ = readahead_->advised_bytes();
   }
 
   uint64_t batches_per_epoch() const { return PlanEpoch(ds_.view(), order_, 0).batches; }
@@ -587,6 +594,8 @@ class Pipeline {
   std::vector<std::thread> workers_;
   std::vector<StageStats> stats_;
   uint64_t wait_ns_ = 0;
+  std::unique_ptr<BlockReadahead> readahead_;  // quasi_random on a mapping (reader/readahead.h)
+  uint64_t advised_base_ = 0;
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_, idle_cv_;
