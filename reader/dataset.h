@@ -38,6 +38,7 @@ class Dataset {
   uint64_t size() const { return view_->sample_count(); }
   const format::FileView& view() const { return *view_; }
   const format::Meta& meta() const { return view_->meta(); }
+  const uint8_t* mapped() const { return source_->mapped(); }  // the file's mapping (nullptr with pread)
   format::IndexEntry entry(uint64_t i) const { return view_->entry(i); }
   int32_t label(uint64_t i, size_t field = 0) const { return view_->entry(i).label[field]; }
 

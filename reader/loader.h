@@ -71,6 +71,10 @@ struct LoaderOptions {
   bool dct_scaling = true;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
+  // quasi_random on a mapped file: page cache the loader keeps for the file, in bytes; the blocks
+  // of the coming batches are read ahead in plan order and dropped once used (reader/readahead.h).
+  // 0 = no readahead (the kernel's own).
+  uint64_t cache_budget = 256ull << 20;
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
   bool collect_stats = false;         // per-stage timings (dsc bench)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is
@@ -193,6 +197,7 @@ struct StageStats {
   uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;
   uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch
   uint64_t samples = 0, payload_bytes = 0;
+  uint64_t advised_bytes = 0;  // bytes the block readahead asked of storage (quasi_random)
   StageStats& operator+=(const StageStats& o) {
     read_ns += o.read_ns;
     decode_ns += o.decode_ns;
@@ -201,6 +206,7 @@ struct StageStats {
     consumer_wait_ns += o.consumer_wait_ns;
     samples += o.samples;
     payload_bytes += o.payload_bytes;
+    advised_bytes += o.advised_bytes;
     return *this;
   }
 };

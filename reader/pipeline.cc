@@ -17,6 +17,7 @@
 
 #include "format/error.h"
 #include "reader/loader.h"
+#include "reader/readahead.h"
 #include "reader/sample_processor.h"
 #include "reader/trace.h"
 
@@ -242,6 +243,8 @@ class Pipeline {
       for (int t = 0; t < threads_; ++t) worker_tracks_.push_back(o.tracer->AddTrack("loader worker " + std::to_string(t), "loader"));
     }
     stats_.resize(size_t(threads_));
+    if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
+      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
 
@@ -293,6 +296,7 @@ class Pipeline {
     next_task_.store(first_batch * chunks_per_batch_);
     total_tasks_ = plan_.batches * chunks_per_batch_;
     for (auto& s : slots_) ResetSlot(s.get());
+    if (readahead_) readahead_->Start(plan_, first_batch);
     cancel_.store(false);
     active_ = threads_;
     ++job_;
@@ -311,6 +315,7 @@ class Pipeline {
       ResetSlot(s);
       ++next_deliver_;
       released_ = next_deliver_;
+      if (readahead_) readahead_->Released(next_deliver_);
       holding_ = false;
       held_lease_.reset();
       work_cv_.notify_all();
@@ -486,6 +491,7 @@ class Pipeline {
     StageStats sum;
     for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;
+    if (readahead_) sum.advised_bytes = readahead_->advised_bytes() - advised_base_;
     return sum;
   }
 
@@ -493,6 +499,7 @@ class Pipeline {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& s : stats_) s = StageStats();
     wait_ns_ = 0;
+    if (readahead_) advised_base_ = readahead_->advised_bytes();
   }
 
   uint64_t batches_per_epoch() const { return PlanEpoch(ds_.view(), order_, 0).batches; }
@@ -697,6 +704,8 @@ class Pipeline {
   uint64_t wait_ns_ = 0;
   uint32_t consumer_track_ = 0;         // with a tracer
   std::vector<uint32_t> worker_tracks_;
+  std::unique_ptr<BlockReadahead> readahead_;  // quasi_random on a mapping (reader/readahead.h)
+  uint64_t advised_base_ = 0;
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_, idle_cv_;

@@ -13,6 +13,7 @@
 #include "format/error.h"
 #include "reader/bottleneck.h"
 #include "reader/loader.h"
+#include "reader/readahead.h"
 #include "reader/trace.h"
 #include "tools/commands.h"
 
@@ -33,6 +34,7 @@ struct EpochResult {
   double seconds = 0;
   StageStats stages;
   uint64_t peak_anon = 0;
+  uint64_t storage_bytes = 0;  // read from storage during the epoch (/proc/self/io)
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
 
@@ -41,6 +43,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
                      std::FILE* indices = nullptr) {
   loader.reset_stats();
   EpochResult r;
+  const uint64_t io0 = StorageReadBytes();
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t n = 0;
   for (const Batch& b : loader.epoch(epoch)) {
@@ -55,6 +58,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.stages = loader.stats();
+  r.storage_bytes = StorageReadBytes() - io0;
   *peak = std::max(*peak, AnonRssBytes());
   r.peak_anon = *peak;
   return r;
@@ -117,6 +121,9 @@ int CmdBench(int argc, char** argv) {
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
       ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
+      ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
+      ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
+       cxxopts::value<std::string>()->default_value("256M"))
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -124,7 +131,7 @@ int CmdBench(int argc, char** argv) {
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
-  bool json = false;
+  bool json = false, cold = false;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -164,6 +171,15 @@ int CmdBench(int argc, char** argv) {
     consumer_ms = r["consumer-ms"].as<double>();
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
+    cold = r.count("cold") > 0;
+    const std::string budget = r["cache-budget"].as<std::string>();
+    size_t used = 0;
+    o.cache_budget = std::stoull(budget, &used);
+    const std::string unit = budget.substr(used);
+    if (unit == "K" || unit == "k") o.cache_budget <<= 10;
+    else if (unit == "M") o.cache_budget <<= 20;
+    else if (unit == "G") o.cache_budget <<= 30;
+    else if (!unit.empty()) throw cxxopts::exceptions::exception("--cache-budget " + budget + ": expected bytes with an optional K, M or G");
     json = r.count("json") > 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
@@ -219,6 +235,7 @@ int CmdBench(int argc, char** argv) {
     {
       Loader loader(file, o);
       for (int e = 0; e < epochs; ++e) {
+        if (cold) DropCachedPages(loader.dataset());
         if (!trace_path.empty() && e == epochs - 1) {
           // Trace only the last epoch: a fresh loader with the tracer attached, same options.
           LoaderOptions t = o;
@@ -233,6 +250,9 @@ int CmdBench(int argc, char** argv) {
           std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
+        if (!json)
+          std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
+                      r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
       }
       o.threads = loader.threads();
       o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
@@ -240,6 +260,8 @@ int CmdBench(int argc, char** argv) {
     if (indices && (std::fflush(indices.get()) != 0 || std::ferror(indices.get())))
       throw Error(indices_path + ": write failed");
     if (!trace_path.empty() && !tracer.Write(trace_path)) throw Error(trace_path + ": cannot write the trace");
+    // The yardstick for cold reads: the same file read front to back with large preads, from storage.
+    const double sequential = cold ? SequentialReadRate(file) : 0;
     std::vector<double> rates;
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
     const double median = Median(rates);
@@ -253,6 +275,7 @@ int CmdBench(int argc, char** argv) {
         << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"batch_size\": " << o.batch_size << ",\n  \"consumer_ms\": " << consumer_ms
         << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
       if (!autotune.empty()) j << ",\n  \"autotune\": " << JsonString(autotune);
+      if (cold) j << ",\n  \"cold\": true,\n  \"sequential_bytes_per_second\": " << sequential;
       j << ",\n  \"epochs\": [";
       for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
@@ -261,6 +284,8 @@ int CmdBench(int argc, char** argv) {
           << ", \"read_ns\": " << r.stages.read_ns << ", \"decode_ns\": " << r.stages.decode_ns << ", \"augment_ns\": "
           << r.stages.augment_ns << ", \"collate_ns\": " << r.stages.collate_ns << ", \"consumer_wait_ns\": "
           << r.stages.consumer_wait_ns << ", \"consumer_wait_share\": " << r.stages.consumer_wait_ns / (r.seconds * 1e9)
+          << ", \"storage_bytes\": " << r.storage_bytes << ", \"storage_bytes_per_second\": " << r.storage_bytes / r.seconds
+          << ", \"advised_bytes\": " << r.stages.advised_bytes << ", \"payload_bytes\": " << r.stages.payload_bytes
           << ", \"images_decoded\": " << r.stages.samples << "}";
       }
       j << "\n  ]\n}\n";
@@ -275,6 +300,12 @@ int CmdBench(int argc, char** argv) {
       std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
                   100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
       std::printf("verdict: %s\n", verdict.c_str());
+      if (cold) {
+        std::vector<double> cold_rates;
+        for (const auto& r : results) cold_rates.push_back(r.storage_bytes / r.seconds);
+        std::printf("cold: median %.1f MB/s read from storage per epoch; the file read sequentially (16 MiB preads): %.1f MB/s "
+                    "(ratio %.2f)\n", Median(cold_rates) / 1e6, sequential / 1e6, sequential > 0 ? Median(cold_rates) / sequential : 0);
+      }
       if (!trace_path.empty()) std::printf("trace of the last epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
     }
     return kExitOk;

@@ -26,6 +26,7 @@
 #include "tools/train/amp.h"
 #include "tools/commands.h"
 #include "tools/train/profile.h"
+#include "tools/train/distributed.h"
 #include "tools/train/resnet9.h"
 
 namespace dsc::train {
@@ -41,6 +42,9 @@ struct Config {
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
   uint64_t limit = 0, test_limit = 0, max_steps = 0, seed = 0;
   int loader_threads = 1, torch_threads = 0;
+  int nproc = 0;               // --nproc: ranks to launch on this machine
+  double dist_timeout = 60;    // seconds a collective waits for a silent peer
+  std::string step_log;        // per-rank step records (tools/train/distributed.h)
   std::set<std::string> given;  // the flags named on the command line (a resume checks them)
 };
 
@@ -75,11 +79,12 @@ torch::Tensor ToDevice(const torch::Tensor& t, const torch::Device& device) {
   return t.pin_memory().to(t.options().device(device), /*non_blocking=*/true);
 }
 
-double Evaluate(ResNet9& model, Loader& test, const torch::Device& device) {
+double Evaluate(ResNet9& model, Loader& test, const torch::Device& device, Distributed& dist) {
   torch::NoGradGuard no_grad;
   model->eval();
   int64_t correct = 0, seen = 0;
   for (const Batch& b : test.epoch(0)) {
+    if (b.size == 0) continue;  // sequential on several ranks: a rank's last slice may be empty
     auto x = torch_view::Images(b).to(device);
     auto logits = model->forward(x) + model->forward(x.flip({3}));  // test-time flip augmentation
     auto pred = logits.argmax(1);
@@ -87,7 +92,9 @@ double Evaluate(ResNet9& model, Loader& test, const torch::Device& device) {
     seen += b.size;
   }
   model->train();
-  return seen ? double(correct) / double(seen) : 0;
+  std::vector<double> counts{double(correct), double(seen)};  // each rank saw its shard of the test set
+  dist.Sum(&counts);
+  return counts[1] > 0 ? counts[0] / counts[1] : 0;
 }
 
 uint64_t ParamChecksum(ResNet9& model) {
@@ -301,6 +308,10 @@ int Run(Config c) {
   // step runs, and the model runs under bf16 autocast (sm_80+) or fp16 with loss scaling
   // (tools/train/amp.h). Per step the host waits only for LossScaler's inf/NaN flag (fp16 only); loss
   // figures are read once per epoch.
+  const DistEnv env = ReadDistEnv();
+  Distributed dist(env, std::chrono::milliseconds(int64_t(c.dist_timeout * 1000)));
+  if (!dist.lead() && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+    throw Error("cannot silence rank " + std::to_string(dist.rank()) + "'s output");
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const bool cuda = UseCuda(c);
@@ -311,6 +322,9 @@ int Run(Config c) {
   if (precision == Precision::kFloat16) scaler = std::make_unique<LossScaler>();
   LoaderOptions to = LoaderOptions::CifarTrain();
   to.batch_size = c.batch;
+  to.global_batch_size = c.batch;  // --batch-size is the global batch: the same batches on any rank count
+  to.rank = uint32_t(dist.rank());
+  to.world_size = uint32_t(dist.world_size());
   to.seed = c.seed;
   to.threads = c.loader_threads;
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
@@ -322,6 +336,8 @@ int Run(Config c) {
   }
   LoaderOptions eo = LoaderOptions::CifarTest();
   eo.batch_size = 500;
+  eo.rank = uint32_t(dist.rank());
+  eo.world_size = uint32_t(dist.world_size());
   eo.threads = c.loader_threads;
   eo.layout = Layout::kNHWC;
   uint64_t train_samples = 0;
@@ -358,7 +374,7 @@ int Run(Config c) {
   // 0.2%, ~8 us per image), so libtorch gets every core unless the loader has several threads.
   const int torch_threads = c.torch_threads > 0   ? c.torch_threads
                             : c.loader_threads > 1 ? torch_view::ShareCores(c.loader_threads)
-                                                   : std::max(1, int(std::thread::hardware_concurrency()));
+                                                   : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world_size);
   torch::set_num_threads(torch_threads);
   torch::manual_seed(c.seed);
   ResNet9 model(10);
@@ -382,6 +398,15 @@ int Run(Config c) {
               c.train.c_str(), (unsigned long long)(to.subset.empty() ? train.dataset().size() : to.subset.size()), c.epochs,
               c.batch, train.threads(), torch_threads);
   std::vector<EpochLog> logs;
+  std::vector<double> rank_rates;  // the last epoch's images/s of each rank
+  double comm_share = 0;           // share of training time in gradient all-reduce and buffer broadcast
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log(nullptr, &std::fclose);
+  if (!c.step_log.empty()) {
+    const std::string path = c.step_log + ".rank" + std::to_string(dist.rank());
+    step_log.reset(std::fopen(path.c_str(), "w"));
+    if (!step_log) throw Error(path + ": cannot write: " + std::strerror(errno));
+  }
+  const std::vector<torch::Tensor> weights = model->parameters(), buffers = model->buffers();
   bool stopped = false;
   const TraceWindow window = c.trace_steps.empty() ? DefaultTraceWindow(per_epoch, c.epochs) : ParseTraceWindow(c.trace_steps);
   StepProfiler prof(c.trace.empty() ? nullptr : &tracer, window, train.threads());
@@ -417,17 +442,22 @@ int Run(Config c) {
       auto loss = (per_sample * keep).sum() / keep.sum();
       prof.Mark(Phase::kForward);
       opt.zero_grad();
-      if (scaler) {
-        scaler->Scale(loss).backward();
-        prof.Mark(Phase::kBackward);
-        scaler->Step(opt);  // skipped on inf/NaN gradients: the step's one host sync
-      } else {
-        loss.backward();
-        prof.Mark(Phase::kBackward);
-        opt.step();
-      }
+      if (scaler) scaler->Scale(loss).backward();
+      else loss.backward();
+      dist.AverageGradients(weights);  // before unscaling: every rank checks and steps on the same gradients
+      prof.Mark(Phase::kBackward);
+      if (scaler) scaler->Step(opt);  // skipped on inf/NaN gradients: the step's one host sync
+      else opt.step();
+      dist.BroadcastBuffers(buffers);  // after the step, so parameters and buffers agree on every rank
       prof.Mark(Phase::kOptimizer);
       ++step;
+      if (step_log) {
+        std::fprintf(step_log.get(), "step %llu loss %.6f checksum %016llx samples", (unsigned long long)step, loss.item<double>(),
+                     (unsigned long long)ParamChecksum(model));
+        for (uint32_t i = 0; i < b.size; ++i) std::fprintf(step_log.get(), " %u", b.indices[i]);
+        std::fputc('\n', step_log.get());
+        std::fflush(step_log.get());  // readable as the run goes (the tests watch it)
+      }
       ++batches;
       images += b.size - b.padding_count;
       loss_sum += loss.detach().to(torch::kDouble);  // read at the epoch's end, not per step
@@ -440,13 +470,18 @@ int Run(Config c) {
     }
     prof.EndSteps();
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    log.images_per_second = images / log.seconds;
+    comm_share = dist.TakeCommSeconds() / log.seconds;
+    rank_rates = dist.AllGather(images / log.seconds);
+    log.images_per_second = 0;  // all ranks together
+    for (double rr : rank_rates) log.images_per_second += rr;
     log.data_wait_share = prof.epoch().seconds[int(Phase::kWait)] / log.seconds;
     log.verdict = Diagnose(Measured(prof.epoch(), train, images, stored_pixels));
-    log.train_loss = batches ? loss_sum.item<double>() / double(batches) : 0;
-    LoaderState s = train.state();
+    std::vector<double> sums{loss_sum.item<double>(), double(batches)};
+    dist.Sum(&sums);
+    log.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    LoaderState s = MergedLoaderState(dist, train.state(), "loader-state-" + std::to_string(e));
     if (!stopped || c.max_steps == 0) {
-      log.test_accuracy = Evaluate(model, test, device);
+      log.test_accuracy = Evaluate(model, test, device, dist);
       prof.Mark(Phase::kEvaluation);
     }
     log.profile = prof.epoch();
@@ -457,7 +492,7 @@ int Run(Config c) {
                 log.profile.seconds[int(Phase::kEvaluation)], log.verdict.advice.c_str());
     std::fflush(stdout);
     logs.push_back(log);
-    if (!c.checkpoint.empty()) {
+    if (!c.checkpoint.empty() && dist.lead()) {
       if (!stopped) {  // the epoch is complete: resume at the next one
         s.epoch = e + 1;
         s.next_batch = 0;
@@ -484,7 +519,7 @@ int Run(Config c) {
   }
   const uint64_t params = ParamChecksum(model);
   std::printf("parameter checksum %016llx after %llu steps\n", (unsigned long long)params, (unsigned long long)step);
-  if (!c.json.empty()) {
+  if (!c.json.empty() && dist.lead()) {
     std::ofstream j(c.json);
     double ips = 0, wait = 0, acc = -1;
     for (const auto& l : logs) {
@@ -493,7 +528,9 @@ int Run(Config c) {
       if (l.test_accuracy >= 0) acc = l.test_accuracy;
     }
     j << "{\n  \"test_accuracy\": " << acc << ",\n  \"images_per_second\": " << ips << ",\n  \"data_wait_share\": " << wait
-      << ",\n  \"steps\": " << step;
+      << ",\n  \"world_size\": " << dist.world_size() << ",\n  \"images_per_second_per_rank\": [";
+    for (size_t i = 0; i < rank_rates.size(); ++i) j << (i ? ", " : "") << rank_rates[i];
+    j << "],\n  \"allreduce_share\": " << comm_share << ",\n  \"steps\": " << step;
     if (!logs.empty())
       j << ",\n  \"bottleneck\": " << tools::JsonString(logs.back().verdict.bottleneck)
         << ",\n  \"advice\": " << tools::JsonString(logs.back().verdict.advice);
@@ -541,6 +578,11 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(""))
       ("trace-steps", "trace steps FIRST:END (end excluded; default: the second epoch's first 50)",
        cxxopts::value<std::string>()->default_value(""))
+      ("nproc", "start N ranks on this machine (else ranks come from torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
+       "--batch-size is the global batch", cxxopts::value<int>()->default_value("0"))
+      ("dist-timeout", "seconds a rank waits for a silent or dead peer before failing", cxxopts::value<double>()->default_value("60"))
+      ("step-log", "each rank writes PREFIX.rankR: per step its loss, parameter+buffer checksum and sample indices",
+       cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   try {
@@ -570,6 +612,11 @@ int main(int argc, char** argv) {
     c.trace = r["trace"].as<std::string>();
     c.trace_steps = r["trace-steps"].as<std::string>();
     if (!c.trace_steps.empty()) dsc::train::ParseTraceWindow(c.trace_steps);  // a usage error, before any work
+    c.nproc = r["nproc"].as<int>();
+    c.dist_timeout = r["dist-timeout"].as<double>();
+    c.step_log = r["step-log"].as<std::string>();
+    if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout > 0))
+      throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout positive");
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");
@@ -578,6 +625,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (c.nproc > 1 && !std::getenv("RANK")) return dsc::train::LaunchLocal(c.nproc, argc, argv);
     return dsc::train::Run(c);
   } catch (const dsc::OptionError& e) {  // a flag's value the loader rejects: a usage error
     std::fprintf(stderr, "dsc train: %s\n", e.what());

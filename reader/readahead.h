@@ -1,0 +1,67 @@
+// Reading a mapped dsc file that does not fit in memory: block readahead in plan order, pages dropped
+// behind, and the page-cache controls `dsc bench --cold` uses.
+//
+// quasi_random visits a rank's blocks window by window, so the blocks a batch needs are known ahead:
+// a background thread asks the kernel for them (POSIX_FADV_WILLNEED) as soon as they fit in the cache
+// budget, and drops a block's pages (MADV_DONTNEED on the mapping, then POSIX_FADV_DONTNEED) once
+// the last batch that uses it is released. Page-cache use for the file stays near the budget whatever
+// the file size; the read stage's page faults then find the pages in memory or already in flight.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reader/dataset.h"
+#include "reader/order.h"
+
+namespace dsc {
+
+class BlockReadahead {
+ public:
+  // `ds` must be mapped (not the pread backend) and outlive this object.
+  BlockReadahead(const Dataset& ds, uint64_t budget_bytes);
+  ~BlockReadahead();
+  BlockReadahead(const BlockReadahead&) = delete;
+  BlockReadahead& operator=(const BlockReadahead&) = delete;
+
+  // A new epoch plan (batches of `batch_size` samples), starting at batch `first`.
+  void Start(const EpochPlan& plan, uint64_t first);
+  // Batches before `k` are released (their samples read): their blocks may go, later ones come in.
+  void Released(uint64_t k);
+  // Bytes asked of the kernel ahead of use since the loader was made.
+  uint64_t advised_bytes() const { return advised_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Use {
+    uint32_t block;
+    uint64_t first, last;  // the first and last batch that read it
+  };
+  void Loop();
+
+  const Dataset& ds_;
+  const uint64_t budget_;
+  int fd_ = -1;
+  std::atomic<uint64_t> advised_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;  // bumped by Start: the thread begins the new plan
+  std::vector<Use> uses_;    // blocks in order of first use
+  uint64_t released_ = 0;
+  std::thread thread_;
+};
+
+// Drops the file's pages from this process's mapping and, where no other mapping holds them, from
+// the page cache, so the next reads come from storage.
+void DropCachedPages(const Dataset& ds);
+// Reads the whole file with large preads after dropping its cached pages: bytes per second.
+double SequentialReadRate(const std::string& path);
+// This process's bytes read from storage so far (/proc/self/io read_bytes; 0 where unavailable).
+uint64_t StorageReadBytes();
+
+}  // namespace dsc

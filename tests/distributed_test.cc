@@ -1,0 +1,164 @@
+// dsc train on two ranks over loopback (c10d Gloo): the ranks stay identical step by step, together they
+// train on exactly the one-rank run's global batches, the loss falls, a checkpoint resumes on another
+// rank count, and a rank that dies makes the other fail with a clear error within the time-out.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+struct Files {
+  std::string train, test;
+};
+
+const Files& Built() {
+  static const Files f = [] {
+    auto dir = ScratchDir("-dist");
+    writer::BuildOptions o;
+    o.log = [](const std::string&) {};
+    Files f{dir + "/train.beton", dir + "/test.beton"};
+    writer::Build(CifarJpegRoot() + "/train", f.train, o);
+    writer::Build(CifarJpegRoot() + "/test", f.test, o);
+    return f;
+  }();
+  return f;
+}
+
+struct Step {
+  double loss = 0;
+  std::string checksum;
+  std::vector<uint32_t> samples;
+};
+
+// A --step-log file: "step N loss L checksum HEX samples I I I ...", one line per step.
+std::map<uint64_t, Step> ReadSteps(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::map<uint64_t, Step> steps;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string k1, k2, k3, k4;
+    uint64_t n = 0;
+    Step s;
+    ls >> k1 >> n >> k2 >> s.loss >> k3 >> s.checksum >> k4;
+    EXPECT_EQ(k1 + k2 + k3 + k4, "steplosschecksumsamples") << line;
+    for (uint32_t i; ls >> i;) s.samples.push_back(i);
+    steps[n] = s;
+  }
+  return steps;
+}
+
+std::vector<uint32_t> Sorted(std::vector<uint32_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string Common(const std::string& extra = "", const std::string& size = " --limit 1024 --batch-size 128") {
+  return "train " + Built().train + " --test " + Built().test + size + " --lr 0.2 --test-limit 200 --seed 5" + extra;
+}
+
+TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
+  auto dir = ScratchDir();
+  std::string out;
+  // 16 steps: two epochs of 8 global batches of 128.
+  ASSERT_EQ(RunDsc(Common(" --epochs 2 --torch-threads 1 --step-log " + dir + "/one"), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 2 --nproc 2 --step-log " + dir + "/two --json " + dir + "/two.json"), &out), 0) << out;
+  const auto one = ReadSteps(dir + "/one.rank0"), r0 = ReadSteps(dir + "/two.rank0"), r1 = ReadSteps(dir + "/two.rank1");
+  ASSERT_EQ(one.size(), 16u);
+  ASSERT_EQ(r0.size(), 16u);
+  ASSERT_EQ(r1.size(), 16u);
+  for (uint64_t k = 1; k <= 16; ++k) {
+    const Step &a = r0.at(k), &b = r1.at(k);
+    EXPECT_EQ(a.checksum, b.checksum) << "parameters or buffers differ between the ranks after step " << k;
+    EXPECT_EQ(a.samples.size(), 64u);
+    EXPECT_EQ(b.samples.size(), 64u);
+    std::vector<uint32_t> both = a.samples;
+    both.insert(both.end(), b.samples.begin(), b.samples.end());
+    EXPECT_EQ(Sorted(both), Sorted(one.at(k).samples)) << "the ranks' samples of step " << k << " are not the one-rank global batch";
+  }
+  const auto j = ReadFile(dir + "/two.json");
+  const std::string json(j.begin(), j.end());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(json, m, std::regex("\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]"))) << json;
+  EXPECT_LT(std::stod(m[2]), std::stod(m[1]) - 0.05) << "the two-rank loss does not fall: " << json;
+  EXPECT_NE(json.find("\"world_size\": 2"), std::string::npos) << json;
+  EXPECT_TRUE(std::regex_search(json, std::regex("\"images_per_second_per_rank\": \\[[0-9.e]+, [0-9.e]+\\]"))) << json;
+  EXPECT_EQ(std::regex_search(out, m, std::regex("epoch 0:")) ? out.find("epoch 0:") : std::string::npos, out.rfind("epoch 0:"))
+      << "only rank 0 prints: " << out;
+}
+
+TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
+  auto dir = ScratchDir();
+  std::string out;
+  const std::string small = " --limit 512 --batch-size 64 --test-limit 100";  // 8 steps
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --step-log " + dir + "/one", small), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --nproc 2 --max-steps 3 --checkpoint " + dir + "/ck", small), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --resume " + dir + "/ck --step-log " + dir + "/res", small), &out), 0) << out;
+  const auto one = ReadSteps(dir + "/one.rank0"), res = ReadSteps(dir + "/res.rank0");
+  ASSERT_EQ(one.size(), 8u);
+  ASSERT_EQ(res.size(), 5u) << "steps 4..8 remain after 3 of 8";
+  for (uint64_t k = 4; k <= 8; ++k)
+    EXPECT_EQ(Sorted(res.at(k).samples), Sorted(one.at(k).samples)) << "resumed on one rank, step " << k << " is another batch";
+}
+
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+TEST(Distributed, ADeadRankFailsTheOthersWithinTheTimeout) {
+  auto dir = ScratchDir();
+  const int timeout = 20;
+  // Two ranks started by hand, as torchrun would; rank 1 is killed (SIGKILL) once it has logged step 2.
+  const std::string run = std::string(DSC_BINARY) + " " + Common(" --epochs 1 --dist-timeout " + std::to_string(timeout) +
+                                                                  " --step-log " + dir + "/s");
+  const std::string script = "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) +
+                             "; RANK=1 " + run + " >/dev/null 2>&1 & victim=$!; "
+                             "(while ! grep -q '^step 2 ' " + dir + "/s.rank1 2>/dev/null; do sleep 0.1; done; kill -9 $victim; "
+                             "date +%s.%N > " + dir + "/killed) & "
+                             "RANK=0 " + run + " 2>&1; echo \"rank0-exit=$?\"; wait";
+  WriteFile(dir + "/run.sh", reinterpret_cast<const uint8_t*>(script.data()), script.size());
+  FILE* p = ::popen(("bash " + dir + "/run.sh").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const double end = Now();
+  ::pclose(p);
+  const auto k = ReadFile(dir + "/killed");
+  ASSERT_FALSE(k.empty()) << "rank 1 was never killed: " << out;
+  const double killed = std::stod(std::string(k.begin(), k.end()));
+  EXPECT_EQ(out.find("rank0-exit=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank0-exit="), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("rank 0: .* failed \\(a peer rank exited or did not answer within 20 s\\)"))) << out;
+  std::printf("rank 0 exited %.1f s after rank 1 was killed; its last words: %s\n", end - killed,
+              out.substr(out.rfind("dsc train:") == std::string::npos ? 0 : out.rfind("dsc train:")).c_str());
+  EXPECT_LT(end - killed, timeout + 10.0) << "rank 0 outlived its time-out: " << out;
+  EXPECT_LT(ReadSteps(dir + "/s.rank0").size(), 8u) << "rank 0 went on training alone";
+}
+
+}  // namespace
+}  // namespace dsc::test

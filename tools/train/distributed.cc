@@ -1,0 +1,302 @@
+#include "tools/train/distributed.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "format/error.h"
+
+namespace dsc::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long EnvInt(const char* name, long fallback, long lo, long hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (errno || *end || x < lo || x > hi)
+    throw Error(std::string(name) + "=" + v + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+bool IsLoopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+DistEnv ReadDistEnv() {
+  DistEnv e;
+  e.world_size = int(EnvInt("WORLD_SIZE", 1, 1, 1 << 20));
+  e.rank = int(EnvInt("RANK", 0, 0, e.world_size - 1));
+  e.local_rank = int(EnvInt("LOCAL_RANK", e.rank, 0, 1 << 20));
+  e.local_world_size = int(EnvInt("LOCAL_WORLD_SIZE", e.world_size, 1, 1 << 20));
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  e.master_port = uint16_t(EnvInt("MASTER_PORT", 29500, 1, 65535));
+  if (e.world_size > 1 && !std::getenv("RANK")) throw Error("WORLD_SIZE is " + std::to_string(e.world_size) + " but RANK is not set");
+  return e;
+}
+
+struct Distributed::Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+};
+
+Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env), timeout_(timeout) {
+  if (env_.world_size == 1) return;
+  g_ = std::make_unique<Group>();
+  const std::string where = "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + " (store " +
+                            env_.master_addr + ":" + std::to_string(env_.master_port) + ")";
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = env_.master_port;
+    so.isServer = env_.rank == 0;
+    so.numWorkers = size_t(env_.world_size);
+    so.waitWorkers = true;
+    so.timeout = timeout_;
+    g_->store = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+    // Gloo binds its device to one interface: GLOO_SOCKET_IFNAME as torch honours it, `lo` when the
+    // rendezvous is on loopback (all ranks on this machine), else the interface of this host's name.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (IsLoopback(env_.master_addr))
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
+    else
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    g_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g_->store, env_.rank, env_.world_size, opts);
+  } catch (const std::exception& e) {
+    throw Error(where + ": cannot form the process group within " + std::to_string(timeout_.count() / 1000) + " s: " + e.what());
+  }
+}
+
+Distributed::~Distributed() = default;
+
+void Distributed::AllReduce(const char* what, torch::Tensor t) {
+  std::vector<at::Tensor> ts{std::move(t)};
+  try {
+    g_->pg->allreduce(ts)->wait(timeout_);
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed (a peer rank exited or did not answer within " +
+                std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+  }
+}
+
+void Distributed::AverageGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes) {
+  if (!g_) return;
+  const auto t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // every rank reduces the same tensors
+    grads.push_back(p.grad());
+  }
+  size_t i = 0;
+  while (i < grads.size()) {
+    // One bucket: consecutive gradients of one dtype up to bucket_bytes (at least one gradient).
+    size_t j = i, bytes = 0;
+    while (j < grads.size() && grads[j].scalar_type() == grads[i].scalar_type() &&
+           (j == i || bytes + size_t(grads[j].nbytes()) <= bucket_bytes))
+      bytes += size_t(grads[j++].nbytes());
+    std::vector<torch::Tensor> flat;
+    for (size_t k = i; k < j; ++k) flat.push_back(grads[k].reshape({-1}));
+    torch::Tensor bucket = torch::cat(flat);
+    AllReduce("gradient all-reduce", bucket);
+    bucket.div_(double(env_.world_size));
+    int64_t off = 0;
+    for (size_t k = i; k < j; ++k) {
+      const int64_t n = grads[k].numel();
+      grads[k].copy_(bucket.narrow(0, off, n).view_as(grads[k]));
+      off += n;
+    }
+    i = j;
+  }
+  comm_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void Distributed::BroadcastBuffers(const std::vector<torch::Tensor>& buffers) {
+  if (!g_) return;
+  const auto t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  std::map<int, std::vector<torch::Tensor>> by_type;  // ordered: the same sequence of broadcasts on every rank
+  for (const auto& b : buffers) by_type[int(b.scalar_type())].push_back(b);
+  for (auto& [type, list] : by_type) {
+    std::vector<torch::Tensor> flat;
+    for (const auto& b : list) flat.push_back(b.reshape({-1}));
+    std::vector<at::Tensor> ts{torch::cat(flat)};
+    try {
+      g_->pg->broadcast(ts)->wait(timeout_);
+    } catch (const std::exception& e) {
+      throw Error("rank " + std::to_string(env_.rank) + ": buffer broadcast failed (a peer rank exited or did not answer within " +
+                  std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+    }
+    int64_t off = 0;
+    for (auto& b : list) {
+      b.copy_(ts[0].narrow(0, off, b.numel()).view_as(b));
+      off += b.numel();
+    }
+  }
+  comm_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void Distributed::Sum(std::vector<double>* values) {
+  if (!g_ || values->empty()) return;
+  torch::Tensor t = torch::tensor(*values, torch::kDouble);
+  AllReduce("metric all-reduce", t);
+  for (size_t i = 0; i < values->size(); ++i) (*values)[i] = t[int64_t(i)].item<double>();
+}
+
+std::vector<double> Distributed::AllGather(double v) {
+  std::vector<double> all(size_t(env_.world_size), 0.0);
+  all[size_t(env_.rank)] = v;
+  Sum(&all);
+  return all;
+}
+
+std::vector<std::string> Distributed::GatherToLead(const std::string& tag, const std::string& bytes) {
+  if (!g_) return {bytes};
+  const std::string prefix = "dsc/" + tag + "/";
+  try {
+    if (!lead()) {
+      g_->store->set(prefix + std::to_string(env_.rank), std::vector<uint8_t>(bytes.begin(), bytes.end()));
+      return {};
+    }
+    std::vector<std::string> all(size_t(env_.world_size));
+    all[0] = bytes;
+    for (int r = 1; r < env_.world_size; ++r) {
+      const std::vector<uint8_t> v = g_->store->get(prefix + std::to_string(r));  // waits up to the store's time-out
+      all[size_t(r)].assign(v.begin(), v.end());
+    }
+    return all;
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(env_.rank) + ": gathering " + tag + " failed (a peer rank exited or did not answer within " +
+                std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+  }
+}
+
+double Distributed::TakeCommSeconds() {
+  const double s = comm_seconds_;
+  comm_seconds_ = 0;
+  return s;
+}
+
+LoaderState MergedLoaderState(Distributed& dist, const LoaderState& mine, const std::string& tag) {
+  if (dist.world_size() == 1) return mine;
+  const std::vector<std::string> all = dist.GatherToLead(tag, mine.Serialize());
+  if (!dist.lead()) return mine;
+  std::vector<LoaderState> states;
+  for (const auto& b : all) states.push_back(LoaderState::Deserialize(b));
+  return LoaderState::Merge(states);
+}
+
+namespace {
+
+// A TCP port free on loopback now (the kernel's pick); rank 0's store binds it moments later.
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("cannot create a socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw Error("cannot find a free port on loopback: " + why);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string Status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "stopped";
+}
+
+}  // namespace
+
+int LaunchLocal(int nproc, int argc, char** argv) {
+  // The ranks get argv without --nproc (they learn their role from the environment).
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0) continue;
+    args.push_back(argv[i]);
+  }
+  args.push_back(nullptr);
+  const uint16_t port = FreePort();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const std::string why = std::strerror(errno);
+      for (pid_t p : pids) ::kill(p, SIGTERM);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      throw Error("cannot start rank " + std::to_string(r) + ": " + why);
+    }
+    if (pid == 0) {
+      const std::string n = std::to_string(nproc), rs = std::to_string(r), ps = std::to_string(port);
+      ::setenv("RANK", rs.c_str(), 1);
+      ::setenv("LOCAL_RANK", rs.c_str(), 1);
+      ::setenv("WORLD_SIZE", n.c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", ps.c_str(), 1);
+      ::execv("/proc/self/exe", args.data());
+      std::fprintf(stderr, "dsc train: rank %d: cannot run /proc/self/exe: %s\n", r, std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  // Wait for all; the first failure ends the others (they would otherwise wait for it until the
+  // process group's time-out) and is what the launcher reports.
+  int result = 0;
+  size_t left = pids.size();
+  while (left > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    size_t r = 0;
+    while (r < pids.size() && pids[r] != pid) ++r;
+    if (r == pids.size()) continue;
+    pids[r] = -1;
+    --left;
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && result == 0) {
+      std::fprintf(stderr, "dsc train: rank %zu %s; stopping the other ranks\n", r, Status(status).c_str());
+      result = 1;
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGTERM);
+    }
+  }
+  return result;
+}
+
+}  // namespace dsc::train
