@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/limits.h"
 #include "reader/info.h"
@@ -462,6 +463,12 @@ PYBIND11_MODULE(_dsc, m) {
     dsc::Dataset ds(path);
     return dsc::InfoJson(ds, dsc::Summarize(ds));
   });
+  m.def("checksum", [](py::buffer b) {
+    py::buffer_info info = b.request();
+    if (!PyBuffer_IsContiguous(info.view(), 'C')) throw py::value_error("checksum needs a C-contiguous buffer");
+    return dsc::Checksum(info.ptr, size_t(info.size * info.itemsize));
+  });
+  m.def("random_subset", &dsc::RandomSubset, py::arg("total"), py::arg("n"), py::arg("seed"));
   m.def("loader_option_names", [] { return Names(LoaderSetters()); });
   m.attr("presets") = kPresets;
   m.def("merge_states", [](const std::vector<py::bytes>& states) {

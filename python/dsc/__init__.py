@@ -27,7 +27,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "info", "Loader", "Error", "OptionError", "merge_state_dicts", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "info", "Loader", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -238,6 +238,17 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def checksum(array):
+    """dsc's checksum (XXH3-64, docs/format.md) of a C-contiguous array's bytes (a tensor: pass .numpy())."""
+    return _dsc.checksum(array)
+
+
+def random_subset(total, n, seed):
+    """The seeded random subset of n of `total` sample indices that `dsc train --limit n --seed seed`
+    trains on ([] = all samples when n is 0 or >= total); pass it as Loader(subset=...)."""
+    return _dsc.random_subset(int(total), int(n), int(seed))
 
 
 def merge_state_dicts(states):

@@ -23,6 +23,7 @@
 #include "reader/gpu.h"
 #include "reader/loader.h"
 #include "reader/torch_adapter.h"
+#include "tools/train/repro.h"
 #include "tools/train/resnet9.h"
 
 #include <ATen/autocast_mode.h>
@@ -34,7 +35,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string train, test, json, checkpoint, resume, device = "cpu";
+  std::string train, test, json, checkpoint, resume, device = "cpu", save_init, steps_out;
   int epochs = 24;
   uint32_t batch = 512;
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
@@ -46,18 +47,6 @@ struct Config {
 struct EpochLog {
   double images_per_second = 0, data_wait_share = 0, train_loss = 0, test_accuracy = -1, seconds = 0;
 };
-
-// A fixed, seeded random subset of n of `total` samples (the class tree is stored sorted by class, so
-// the first n would be one class).
-std::vector<uint32_t> Subset(uint64_t total, uint64_t n, uint64_t seed) {
-  std::vector<uint32_t> all(total);
-  for (uint32_t i = 0; i < total; ++i) all[i] = i;
-  if (n == 0 || n >= total) return {};
-  kernels::Rng rng(seed, 0, 0, kernels::kStreamSubset);
-  for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
-  all.resize(n);
-  return all;
-}
 
 double LearningRate(const Config& c, uint64_t step, uint64_t total) {
   const double t = double(step) / double(std::max<uint64_t>(1, total));
@@ -313,11 +302,11 @@ int Run(Config c) {
     if (!c.resume.empty() && resume.train_samples != train_samples)
       throw Error(c.resume + ": the checkpoint trained on " + std::to_string(resume.train_samples) + " samples; " + c.train +
                   " has " + std::to_string(train_samples));
-    to.subset = c.resume.empty() ? Subset(train_samples, c.limit, c.seed) : resume.subset;
+    to.subset = c.resume.empty() ? RandomSubset(train_samples, c.limit, c.seed) : resume.subset;
   }
   {
     Dataset probe(c.test);
-    eo.subset = Subset(probe.size(), c.test_limit, c.seed + 1);
+    eo.subset = RandomSubset(probe.size(), c.test_limit, c.seed + 1);
     std::sort(eo.subset.begin(), eo.subset.end());
   }
   Loader train(c.train, to), test(c.test, eo);
@@ -332,6 +321,8 @@ int Run(Config c) {
   torch::manual_seed(c.seed);
   ResNet9 model(10);
   model->to(device, torch::kFloat);
+  if (!c.save_init.empty()) SaveWeights(model, c.save_init);
+  StepLog step_log(c.steps_out);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
   const uint64_t per_epoch = train.batches_per_epoch(), total = per_epoch * uint64_t(c.epochs);
   uint64_t step = 0, start_epoch = 0, start_batch = 0;
@@ -389,7 +380,9 @@ int Run(Config c) {
       ++step;
       ++batches;
       images += b.size - b.padding_count;
-      loss_sum += loss.item<double>();
+      const double loss_value = loss.item<double>();
+      loss_sum += loss_value;
+      step_log.Add(b, loss_value);
       if (c.max_steps && step >= c.max_steps) {
         stopped = true;
         break;
@@ -429,6 +422,7 @@ int Run(Config c) {
       SaveCheckpoint(c, k, model, opt);
     }
   }
+  step_log.Close();
   const uint64_t params = ParamChecksum(model);
   std::printf("parameter checksum %016llx after %llu steps\n", (unsigned long long)params, (unsigned long long)step);
   if (!c.json.empty()) {
@@ -479,6 +473,8 @@ int main(int argc, char** argv) {
       ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
       ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cxxopts::value<uint64_t>()->default_value("0"))
       ("json", "write results to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
+      ("steps-out", "write each step's batch digests and loss to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   try {
@@ -503,6 +499,8 @@ int main(int argc, char** argv) {
     c.resume = r["resume"].as<std::string>();
     c.max_steps = r["max-steps"].as<uint64_t>();
     c.json = r["json"].as<std::string>();
+    c.save_init = r["save-init"].as<std::string>();
+    c.steps_out = r["steps-out"].as<std::string>();
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");
