@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -276,9 +277,12 @@ class PyLoader {
     return *loader_;
   }
 
+  // Python threads sharing a loader take turns (mu_ is always taken with the GIL released, so that
+  // the wait hook, which takes the GIL while mu_ is held, cannot deadlock with them).
   void Start(uint64_t epoch, uint64_t first_batch) {
     dsc::Loader& l = loader();
     py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
     range_.reset();
     range_ = std::make_unique<dsc::Loader::EpochRange>(l.epoch(epoch, first_batch));
     started_ = false;
@@ -287,6 +291,7 @@ class PyLoader {
   void Resume() {
     dsc::Loader& l = loader();
     py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
     range_.reset();
     range_ = std::make_unique<dsc::Loader::EpochRange>(l.resume());
     started_ = false;
@@ -296,6 +301,11 @@ class PyLoader {
   // index), or None at its end.
   py::object Next(bool copy) {
     loader();
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    {
+      py::gil_scoped_release nogil;
+      lock.lock();
+    }
     if (!range_) return py::none();
     const dsc::Batch* b = nullptr;
     try {
@@ -346,6 +356,8 @@ class PyLoader {
   void Restore(const py::bytes& state) {
     dsc::Loader& l = loader();
     const std::string bytes = state;
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
     range_.reset();
     l.restore(dsc::LoaderState::Deserialize(bytes));
   }
@@ -353,6 +365,7 @@ class PyLoader {
   void Close() {
     if (Inherited(generation_)) return;
     py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
     range_.reset();
     loader_.reset();
   }
@@ -379,6 +392,7 @@ class PyLoader {
   std::unique_ptr<dsc::Loader::EpochRange> range_;
   dsc::Loader::Iterator it_;
   bool started_ = false;
+  std::mutex mu_;  // guards range_, it_ and started_
 };
 
 // ---- build ----

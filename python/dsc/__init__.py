@@ -134,6 +134,7 @@ class Loader:
             self.copy = True
         self._next_epoch = 0
         self._resume = False
+        self._range = 0  # bumped by each start: an older iterator then ends instead of reading the new range
 
     def __len__(self):
         """Batches per epoch on this rank (a full epoch)."""
@@ -168,9 +169,10 @@ class Loader:
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
         self._core.start(int(epoch), int(first_batch))
+        self._range += 1
         self._next_epoch = int(epoch) + 1
         self._resume = False
-        return self._batches(with_indices, self.copy if copy is None else copy)
+        return self._batches(with_indices, self.copy if copy is None else copy, self._range)
 
     def __iter__(self):
         """The next epoch; after load_state_dict, the rest of the checkpointed epoch (or the next one
@@ -181,13 +183,14 @@ class Loader:
         else:
             self._core.start(self._next_epoch, 0)
             self._next_epoch += 1
-        return self._batches(False, self.copy)
+        self._range += 1
+        return self._batches(False, self.copy, self._range)
 
-    def _batches(self, with_indices, copy):
+    def _batches(self, with_indices, copy, token):
         core = self._core
         wrap = _torch.from_numpy if _torch is not None else (lambda a: a)
         pin = self.pin_memory
-        while True:
+        while token == self._range:
             b = core.next(bool(copy or pin))
             if b is None:
                 return
@@ -219,6 +222,7 @@ class Loader:
         if not isinstance(state, dict) or "dsc_loader_state" not in state:
             raise TypeError("load_state_dict expects a dict made by dsc.Loader.state_dict()")
         self._core.restore(bytes(state["dsc_loader_state"]))
+        self._range += 1
         self._resume = True
 
     def buffers_allocated(self):

@@ -327,3 +327,15 @@ def test_numpy_without_torch(small):
     """)
     out = subprocess.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "ok"
+
+
+def test_a_new_epoch_ends_the_old_iterator(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=1)
+    a = loader.epoch(0)
+    next(a)
+    b = loader.epoch(1)
+    assert list(a) == []  # ended, not reading epoch 1's batches
+    got = [x.clone() for x, _ in b]
+    want = [x.clone() for x, _ in dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=2).epoch(1)]
+    assert len(got) == 10 and all(torch.equal(g, w) for g, w in zip(got, want))
