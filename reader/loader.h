@@ -87,6 +87,10 @@ struct LoaderOptions {
   std::function<void*(size_t)> allocate;
   std::function<void(void*)> release;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
+  // Called every `wait_poll_ms` while the consumer waits for a batch, on the consumer's thread with no
+  // lock held; it may throw to abandon the wait (the Python module checks for Ctrl-C there).
+  std::function<void()> wait_poll;
+  uint32_t wait_poll_ms = 100;
 
   // FFCV's CIFAR-10 pipelines: flip + translate(2) + cutout(4) (fills = CIFAR mean) + normalise, and
   // normalise only; float32 NCHW, batch 512. ImageNet train: RandomResizedCrop(224, scale (0.08, 1),

@@ -53,6 +53,7 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (bool(o.allocate) != bool(o.release))
     Bad(o.allocate ? "allocate" : "release", "set", std::string("needs ") + (o.allocate ? "release" : "allocate") +
                                                    " too: buffers must be freed by the allocator that made them");
+  if (o.wait_poll && o.wait_poll_ms == 0) Bad("wait_poll_ms", "0", "must be at least 1 when wait_poll is set");
   if (o.dtype == DType::kUint8 && o.layout != Layout::kNHWC) Bad("layout", "NCHW", "uint8 output must be NHWC");
   if (o.dtype == DType::kUint8 && o.augment.normalize && !o.defer_augment)
     Bad("augment.normalize", "true", "uint8 output is unnormalised (normalise on the GPU, or use defer_augment)");

@@ -147,4 +147,14 @@ EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& o, uint64_
   return plan;
 }
 
+std::vector<uint32_t> RandomSubset(uint64_t total, uint64_t n, uint64_t seed) {
+  if (n == 0 || n >= total) return {};
+  std::vector<uint32_t> all(total);
+  for (uint32_t i = 0; i < total; ++i) all[i] = i;
+  kernels::Rng rng(seed, 0, 0, kernels::kStreamSubset);
+  for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
+  all.resize(n);
+  return all;
+}
+
 }  // namespace dsc

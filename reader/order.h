@@ -77,4 +77,9 @@ EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& options, u
 // quasi_random (depends on world_size). Exposed for tests.
 std::vector<uint32_t> GlobalOrder(const format::FileView& file, const OrderOptions& options, uint64_t epoch);
 
+// A fixed, seeded random subset of n of `total` samples, for OrderOptions::subset (a class tree is
+// stored sorted by class, so the first n would be one class); empty (all samples) when n is 0 or at
+// least total. dsc train --limit and the Python examples pick their subsets with it.
+std::vector<uint32_t> RandomSubset(uint64_t total, uint64_t n, uint64_t seed);
+
 }  // namespace dsc

@@ -325,7 +325,16 @@ class Pipeline {
     Slot* s = slots_[k % slots_.size()].get();
     const uint32_t len = plan_.batch_length(k);
     const uint64_t t0 = NowNs();
-    done_cv_.wait(l, [&] { return s->done.load() >= len; });
+    auto ready = [&] { return s->done.load() >= len; };
+    if (!opt_.wait_poll) {
+      done_cv_.wait(l, ready);
+    } else {
+      while (!done_cv_.wait_for(l, std::chrono::milliseconds(opt_.wait_poll_ms), ready)) {
+        l.unlock();
+        opt_.wait_poll();  // may throw: nothing is handed out, the batch stays next
+        l.lock();
+      }
+    }
     const uint64_t t1 = NowNs();
     wait_ns_ += t1 - t0;
     if (opt_.tracer) opt_.tracer->Add(consumer_track_, "wait for batch", t0, t1, int64_t(k));

@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include "reader/info.h"  // JsonString
+
 namespace dsc::tools {
 
 constexpr int kExitOk = 0;
@@ -17,7 +19,6 @@ int CmdBench(int argc, char** argv);
 int CmdGenerate(int argc, char** argv);
 int CmdTrain(int argc, char** argv);  // runs dsc-train, so that dsc itself never loads libtorch
 
-// JSON string literal with escapes.
-std::string JsonString(const std::string& s);
+using ::dsc::JsonString;
 
 }  // namespace dsc::tools

@@ -27,6 +27,7 @@
 #include "tools/commands.h"
 #include "tools/train/profile.h"
 #include "tools/train/distributed.h"
+#include "tools/train/repro.h"
 #include "tools/train/resnet9.h"
 
 namespace dsc::train {
@@ -36,7 +37,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto", trace, trace_steps;
+  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto", trace, trace_steps, save_init, steps_out;
   int epochs = 24;
   uint32_t batch = 512;
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
@@ -53,18 +54,6 @@ struct EpochLog {
   EpochProfile profile;
   Diagnosis verdict;
 };
-
-// A fixed, seeded random subset of n of `total` samples (the class tree is stored sorted by class, so
-// the first n would be one class).
-std::vector<uint32_t> Subset(uint64_t total, uint64_t n, uint64_t seed) {
-  std::vector<uint32_t> all(total);
-  for (uint32_t i = 0; i < total; ++i) all[i] = i;
-  if (n == 0 || n >= total) return {};
-  kernels::Rng rng(seed, 0, 0, kernels::kStreamSubset);
-  for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
-  all.resize(n);
-  return all;
-}
 
 double LearningRate(const Config& c, uint64_t step, uint64_t total) {
   const double t = double(step) / double(std::max<uint64_t>(1, total));
@@ -347,11 +336,11 @@ int Run(Config c) {
     if (!c.resume.empty() && resume.train_samples != train_samples)
       throw Error(c.resume + ": the checkpoint trained on " + std::to_string(resume.train_samples) + " samples; " + c.train +
                   " has " + std::to_string(train_samples));
-    to.subset = c.resume.empty() ? Subset(train_samples, c.limit, c.seed) : resume.subset;
+    to.subset = c.resume.empty() ? RandomSubset(train_samples, c.limit, c.seed) : resume.subset;
   }
   {
     Dataset probe(c.test);
-    eo.subset = Subset(probe.size(), c.test_limit, c.seed + 1);
+    eo.subset = RandomSubset(probe.size(), c.test_limit, c.seed + 1);
     std::sort(eo.subset.begin(), eo.subset.end());
   }
   to.collect_stats = true;  // the verdict weighs the loader's stage times
@@ -379,6 +368,8 @@ int Run(Config c) {
   torch::manual_seed(c.seed);
   ResNet9 model(10);
   model->to(device, torch::kFloat);
+  if (!c.save_init.empty()) SaveWeights(model, c.save_init);
+  StepLog batch_log(c.steps_out);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
   const uint64_t per_epoch = train.batches_per_epoch(), total = per_epoch * uint64_t(c.epochs);
   uint64_t step = 0, start_epoch = 0, start_batch = 0;
@@ -461,6 +452,7 @@ int Run(Config c) {
       ++batches;
       images += b.size - b.padding_count;
       loss_sum += loss.detach().to(torch::kDouble);  // read at the epoch's end, not per step
+      if (!c.steps_out.empty()) batch_log.Add(b, loss.item<double>());
       prof.EndStep(step - 1);
       if (c.max_steps && step >= c.max_steps) {
         stopped = true;
@@ -517,6 +509,7 @@ int Run(Config c) {
     std::printf("trace of steps %llu..%llu: %s (open in https://ui.perfetto.dev)\n", (unsigned long long)window.first,
                 (unsigned long long)window.last - 1, c.trace.c_str());
   }
+  batch_log.Close();
   const uint64_t params = ParamChecksum(model);
   std::printf("parameter checksum %016llx after %llu steps\n", (unsigned long long)params, (unsigned long long)step);
   if (!c.json.empty() && dist.lead()) {
@@ -583,6 +576,8 @@ int main(int argc, char** argv) {
       ("dist-timeout", "seconds a rank waits for a silent or dead peer before failing", cxxopts::value<double>()->default_value("60"))
       ("step-log", "each rank writes PREFIX.rankR: per step its loss, parameter+buffer checksum and sample indices",
        cxxopts::value<std::string>()->default_value(""))
+      ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
+      ("steps-out", "write each step's batch digests and loss to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   try {
@@ -617,6 +612,8 @@ int main(int argc, char** argv) {
     c.step_log = r["step-log"].as<std::string>();
     if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout > 0))
       throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout positive");
+    c.save_init = r["save-init"].as<std::string>();
+    c.steps_out = r["steps-out"].as<std::string>();
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");

@@ -1,0 +1,260 @@
+"""dsc: compile a dataset into one indexed file and stream augmented batches out of it, from C++.
+
+    import dsc
+    dsc.build("cifar10/", "train.beton", split="train")
+    loader = dsc.Loader("train.beton", preset="cifar-train", batch_size=512, seed=0)
+    for epoch in range(24):
+        for images, labels in loader.epoch(epoch):
+            ...
+
+Batches are torch tensors when torch is importable (NumPy arrays otherwise) that view the loader's
+batch memory without a copy; see Loader for their lifetime, distributed use and checkpoints.
+"""
+import json as _json
+import os as _os
+import sys as _sys
+import warnings as _warnings
+
+from . import _dsc
+
+Error = _dsc.Error
+OptionError = _dsc.OptionError
+PRESETS = tuple(_dsc.presets)
+LOADER_OPTIONS = tuple(_dsc.loader_option_names())
+
+try:
+    import torch as _torch
+except ImportError:  # NumPy arrays then
+    _torch = None
+
+__all__ = ["build", "info", "Loader", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+
+
+def build(source, out, *, progress=None, **options):
+    """Compile `source` into the dsc file `out`, as `dsc build SOURCE OUT` does.
+
+    source: a CIFAR-10/100 download folder (binary or python version), a class-per-folder image tree
+    (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg) or a manifest of 'path<TAB>label' lines.
+    Options (the flags of `dsc build`, with underscores): format ('auto', 'cifar-binary', 'cifar-python',
+    'tree', 'manifest'), split ('train', 'test'), encoding ('default', 'jpeg', 'raw', 'raw-zstd',
+    'auto'), quality, subsampling ('444', '422', '420', 'gray'), max_resolution, center_crop, reencode,
+    jpeg_tables ('shared', 'inline'), block_size, threads, max_pixels, max_file_size, skip_invalid.
+    progress: draw a progress bar on stderr (default: when stderr is a terminal).
+
+    Returns a dict: format, samples, skipped, file_size, payload_bytes, jpeg_tables, encodings, seconds.
+    Raises dsc.Error naming the file or sample at fault (`out` is then left untouched). The GIL is
+    released while building.
+    """
+    if progress is None:
+        progress = bool(getattr(_sys.stderr, "isatty", lambda: False)())
+    return _dsc.build(_os.fspath(source), _os.fspath(out), dict(options, progress=progress))
+
+
+def info(path):
+    """A dict describing the dsc file at `path`: exactly the JSON object of `dsc info --json`."""
+    return _json.loads(_dsc.info_json(_os.fspath(path)))
+
+
+def _distributed(rank, world_size):
+    """rank / world_size: given, else torch.distributed's when initialised, else RANK / WORLD_SIZE, else 0 / 1."""
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    r, w = None, None
+    dist = getattr(_torch, "distributed", None) if _torch is not None else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
+    elif "RANK" in _os.environ and "WORLD_SIZE" in _os.environ:
+        r, w = int(_os.environ["RANK"]), int(_os.environ["WORLD_SIZE"])
+    else:
+        r, w = 0, 1
+    return (r if rank is None else rank), (w if world_size is None else world_size)
+
+
+class Loader:
+    """Augmented, normalised batches of a dsc file, prepared by C++ threads (no GIL, no worker processes).
+
+        loader = dsc.Loader("train.beton", preset="cifar-train", batch_size=512, seed=0)
+        len(loader)                                   # batches per epoch on this rank
+        for images, labels in loader.epoch(3): ...    # epoch 3 (any epoch, any order)
+        for images, labels in loader: ...             # the next epoch (DataLoader-style)
+        state = loader.state_dict()                   # torchdata StatefulDataLoader semantics
+        loader.load_state_dict(state)                 # the next `for ... in loader` resumes there
+
+    preset: 'cifar-train' (flip, translate 2, cutout 4 filled with the CIFAR mean, normalise),
+    'cifar-test' (normalise, sequential), 'imagenet-train' (RandomResizedCrop(224), flip, normalise),
+    or None (no augmentation, no normalisation). Keyword options then override single fields; every
+    field of the C++ LoaderOptions is reachable (dsc.LOADER_OPTIONS lists them):
+
+    - batch_size (per rank), global_batch_size (all ranks together; fix this one to keep batches the
+      same when the rank count changes), drop_last, order ('random', 'quasi_random', 'sequential'),
+      quasi_window, seed, subset (sample indices to load), rank, world_size;
+    - threads (decode threads, 0 = all cores), prefetch (batches prepared ahead), max_leases (batch
+      buffers that may stand in for batches Python still holds; see below);
+    - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
+      layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
+      verify (check block checksums), pread (pread instead of mmap), max_pixels, defer_augment;
+    - augmentation: crop ('none', 'random_resized', 'center'), out_size (int or (height, width)) or
+      out_w / out_h, scale and ratio ((min, max) of RandomResizedCrop), center_ratio, flip, translate,
+      cutout, fill ((R, G, B) for translate and cutout), normalize, mean and std (in 0..255 pixel units).
+
+    An unknown option raises TypeError, a value of the wrong type TypeError, a bad value ValueError
+    (dsc.OptionError), each naming the option and what is accepted.
+
+    rank / world_size default to None: torch.distributed's when it is initialised, else the RANK and
+    WORLD_SIZE environment variables, else 0 and 1.
+
+    Batches: (images, labels) with images N x C x H x W (layout 'NCHW') or N x H x W x C, labels int32
+    of shape (N,) (a tuple of arrays for files with several label fields); with with_indices=True,
+    (images, labels, indices, padding): the dataset index of each sample and whether it only pads the
+    last batch of a rank. Torch tensors when torch imports, NumPy arrays otherwise.
+
+    Lifetime: by default the tensors are views of the loader's batch memory (no copy). A batch stays
+    valid as long as Python holds any of its tensors (or a view of them); meanwhile the loader prepares
+    the next batches in other buffers, up to max_leases buffers beyond its ring of prefetch + 1, so
+    memory is at most (prefetch + 1 + max_leases) batches. Holding more batches than max_leases at once
+    makes the loader wait for one to be dropped: raise max_leases (or use copy=True) to keep many.
+    copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
+    CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
+
+    Errors: a damaged sample raises dsc.Error naming the file and the sample index. Ctrl-C interrupts
+    a wait for a batch within 100 ms (KeyboardInterrupt). A Loader created before fork() raises
+    dsc.Error("create the Loader after fork ...") in the child: create it inside the worker instead.
+    """
+
+    def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, **options):
+        rank, world_size = _distributed(rank, world_size)
+        self._path = _os.fspath(path)
+        self._core = _dsc.Loader(self._path, preset, dict(options, rank=rank, world_size=world_size))
+        self.copy = bool(copy)
+        self.pin_memory = bool(pin_memory)
+        if self.pin_memory and not (_torch is not None and _torch.cuda.is_available()):
+            _warnings.warn("dsc.Loader: pin_memory=True needs a CUDA build of torch with a GPU; "
+                           "handing out owned (unpinned) tensors instead", RuntimeWarning, stacklevel=2)
+            self.pin_memory = False
+            self.copy = True
+        self._next_epoch = 0
+        self._resume = False
+        self._range = 0  # bumped by each start: an older iterator then ends instead of reading the new range
+
+    def __len__(self):
+        """Batches per epoch on this rank (a full epoch)."""
+        return len(self._core)
+
+    @property
+    def rank(self):
+        return self._core.info()["rank"]
+
+    @property
+    def world_size(self):
+        return self._core.info()["world_size"]
+
+    @property
+    def batch_size(self):
+        """Samples per batch on this rank."""
+        return self._core.info()["batch_size"]
+
+    @property
+    def image_size(self):
+        """(height, width) of the images handed out."""
+        i = self._core.info()
+        return i["height"], i["width"]
+
+    @property
+    def threads(self):
+        return self._core.info()["threads"]
+
+    def epoch(self, epoch, *, first_batch=0, with_indices=False, copy=None):
+        """An iterator over the batches of `epoch` (from `first_batch`). Starting one ends any other.
+
+        The same epoch with the same seed gives the same batches, whatever the thread count.
+        """
+        self._core.start(int(epoch), int(first_batch))
+        self._range += 1
+        self._next_epoch = int(epoch) + 1
+        self._resume = False
+        return self._batches(with_indices, self.copy if copy is None else copy, self._range)
+
+    def __iter__(self):
+        """The next epoch; after load_state_dict, the rest of the checkpointed epoch (or the next one
+        when it was complete), exactly the batches an uninterrupted run would have produced."""
+        if self._resume:
+            self._resume = False
+            self._core.resume()
+        else:
+            self._core.start(self._next_epoch, 0)
+            self._next_epoch += 1
+        self._range += 1
+        return self._batches(False, self.copy, self._range)
+
+    def _batches(self, with_indices, copy, token):
+        core = self._core
+        wrap = _torch.from_numpy if _torch is not None else (lambda a: a)
+        pin = self.pin_memory
+        while token == self._range:
+            b = core.next(bool(copy or pin))
+            if b is None:
+                return
+            images, labels, indices, padding, epoch, _ = b
+            self._next_epoch = epoch + 1
+            images = wrap(images)
+            labels = [wrap(x) for x in labels]
+            if pin:
+                images = images.pin_memory()
+                labels = [x.pin_memory() for x in labels]
+            labels = labels[0] if len(labels) == 1 else tuple(labels)
+            if with_indices:
+                # int64: torch has no uint32 tensors (a copy of N integers)
+                yield images, labels, wrap(indices.astype("int64")), wrap(padding)
+            else:
+                yield images, labels
+
+    def state_dict(self):
+        """Where the run is, as torchdata's StatefulDataLoader.state_dict(): a dict to save with a checkpoint.
+
+        It counts the batches handed out so far in global batches and carries the run's fingerprint
+        (file, options, seed), so load_state_dict refuses another run's state, and a state saved on W
+        ranks resumes on W' ranks (for quasi_random, merge the ranks' states with dsc.merge_state_dicts).
+        """
+        return {"dsc_loader_state": self._core.state(), "version": 1}
+
+    def load_state_dict(self, state):
+        """Continue from `state` (from state_dict()): the next `for ... in loader` resumes there."""
+        if not isinstance(state, dict) or "dsc_loader_state" not in state:
+            raise TypeError("load_state_dict expects a dict made by dsc.Loader.state_dict()")
+        self._core.restore(bytes(state["dsc_loader_state"]))
+        self._range += 1
+        self._resume = True
+
+    def buffers_allocated(self):
+        """Batch buffers alive: ring, spares and leased ones (at most prefetch + 1 + max_leases)."""
+        return self._core.buffers_allocated()
+
+    def leased(self):
+        """Batches whose memory Python still holds."""
+        return self._core.leased()
+
+    def close(self):
+        """Stops the worker threads now (else when the Loader is garbage collected). Batches still held stay valid."""
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def checksum(array):
+    """dsc's checksum (XXH3-64, docs/format.md) of a C-contiguous array's bytes (a tensor: pass .numpy())."""
+    return _dsc.checksum(array)
+
+
+def random_subset(total, n, seed):
+    """The seeded random subset of n of `total` sample indices that `dsc train --limit n --seed seed`
+    trains on ([] = all samples when n is 0 or >= total); pass it as Loader(subset=...)."""
+    return _dsc.random_subset(int(total), int(n), int(seed))
+
+
+def merge_state_dicts(states):
+    """One state from the state_dict() of every rank of one run (quasi_random on another rank count)."""
+    return {"dsc_loader_state": _dsc.merge_states([bytes(s["dsc_loader_state"]) for s in states]), "version": 1}

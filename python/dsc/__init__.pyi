@@ -1,0 +1,107 @@
+# Type stubs for the dsc package (see __init__.py for the documentation).
+import os
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+
+PathLike = Union[str, os.PathLike]
+
+class Error(RuntimeError): ...
+class OptionError(Error, ValueError): ...
+
+PRESETS: Tuple[str, ...]
+LOADER_OPTIONS: Tuple[str, ...]
+
+def build(
+    source: PathLike,
+    out: PathLike,
+    *,
+    progress: Optional[bool] = ...,
+    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest"] = ...,
+    split: Literal["train", "test"] = ...,
+    encoding: Literal["default", "jpeg", "raw", "raw-zstd", "auto"] = ...,
+    quality: int = ...,
+    subsampling: Literal["444", "422", "420", "gray"] = ...,
+    max_resolution: int = ...,
+    center_crop: float = ...,
+    reencode: bool = ...,
+    jpeg_tables: Literal["shared", "inline"] = ...,
+    block_size: int = ...,
+    threads: int = ...,
+    max_pixels: int = ...,
+    max_file_size: int = ...,
+    skip_invalid: bool = ...,
+) -> Dict[str, Any]: ...
+def info(path: PathLike) -> Dict[str, Any]: ...
+
+Batch = Tuple[Any, Any]
+IndexedBatch = Tuple[Any, Any, Any, Any]
+
+class Loader:
+    copy: bool
+    pin_memory: bool
+    def __init__(
+        self,
+        path: PathLike,
+        preset: Optional[Literal["cifar-train", "cifar-test", "imagenet-train"]] = ...,
+        *,
+        rank: Optional[int] = ...,
+        world_size: Optional[int] = ...,
+        copy: bool = ...,
+        pin_memory: bool = ...,
+        batch_size: int = ...,
+        global_batch_size: int = ...,
+        threads: int = ...,
+        prefetch: int = ...,
+        max_leases: int = ...,
+        order: Literal["random", "quasi_random", "sequential"] = ...,
+        seed: int = ...,
+        drop_last: bool = ...,
+        quasi_window: int = ...,
+        subset: Optional[Sequence[int]] = ...,
+        dtype: Literal["float32", "float16", "uint8"] = ...,
+        layout: Literal["NCHW", "NHWC"] = ...,
+        fancy_upsampling: bool = ...,
+        verify: bool = ...,
+        pread: bool = ...,
+        max_pixels: int = ...,
+        defer_augment: bool = ...,
+        crop: Literal["none", "random_resized", "center"] = ...,
+        out_size: Union[int, Tuple[int, int]] = ...,
+        out_w: int = ...,
+        out_h: int = ...,
+        scale: Tuple[float, float] = ...,
+        ratio: Tuple[float, float] = ...,
+        center_ratio: float = ...,
+        flip: bool = ...,
+        translate: int = ...,
+        cutout: int = ...,
+        fill: Tuple[int, int, int] = ...,
+        normalize: bool = ...,
+        mean: Tuple[float, float, float] = ...,
+        std: Tuple[float, float, float] = ...,
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def image_size(self) -> Tuple[int, int]: ...
+    @property
+    def threads(self) -> int: ...
+    def epoch(
+        self, epoch: int, *, first_batch: int = ..., with_indices: bool = ..., copy: Optional[bool] = ...
+    ) -> Iterator[Union[Batch, IndexedBatch]]: ...
+    def __iter__(self) -> Iterator[Batch]: ...
+    def state_dict(self) -> Dict[str, Any]: ...
+    def load_state_dict(self, state: Dict[str, Any]) -> None: ...
+    def buffers_allocated(self) -> int: ...
+    def leased(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Loader": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+def merge_state_dicts(states: List[Dict[str, Any]]) -> Dict[str, Any]: ...
+def checksum(array: Any) -> int: ...
+def random_subset(total: int, n: int, seed: int) -> List[int]: ...

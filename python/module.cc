@@ -1,0 +1,507 @@
+// dsc._dsc: the C++ loader and builder for Python (the package dsc/ wraps it; see dsc/__init__.py).
+//
+// - Batches are handed out as NumPy arrays over leased batch memory (reader/loader.h, BatchLease):
+//   zero copy; the arrays of one batch share a capsule that owns the lease, so the memory stays valid
+//   as long as any array (or a torch tensor made from it) is alive.
+// - The GIL is released while waiting for a batch and while building; the wait wakes every 100 ms to
+//   run Python's signal handlers (Ctrl-C stops an epoch) through LoaderOptions::wait_poll.
+// - A loader's worker threads do not survive fork(): a child that uses an inherited loader gets
+//   dsc.Error instead of a hang, and inherited objects are leaked, not destroyed, in the child.
+#include <pthread.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/checksum.h"
+#include "format/error.h"
+#include "kernels/limits.h"
+#include "reader/info.h"
+#include "reader/loader.h"
+#include "writer/build.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Bumped in every forked child: objects made under an older generation belong to the parent.
+std::atomic<uint64_t> g_fork_generation{0};
+void AtForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+bool Inherited(uint64_t generation) { return generation != g_fork_generation.load(std::memory_order_relaxed); }
+
+PyObject* g_error = nullptr;         // dsc.Error(RuntimeError)
+PyObject* g_option_error = nullptr;  // dsc.OptionError(dsc.Error, ValueError)
+
+// Thrown by the wait hook when a signal handler raised (the Python error is already set).
+struct SignalRaised {};
+
+// ---- option parsing: every LoaderOptions field by name, with its type checked ----
+
+std::string TypeName(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
+
+[[noreturn]] void BadType(const std::string& name, py::handle h, const char* want) {
+  throw py::type_error("option " + name + " must be " + want + ", got " + TypeName(h) + " (" +
+                       std::string(py::str(py::repr(h))) + ")");
+}
+[[noreturn]] void BadValue(const std::string& name, const std::string& why) {
+  throw py::value_error("option " + name + " " + why);
+}
+
+bool IsInt(py::handle h) { return PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()); }
+
+template <typename T>
+T AsInt(const std::string& name, py::handle h, long long lo, unsigned long long hi) {
+  if (!IsInt(h)) BadType(name, h, "an int");
+  const py::int_ v = py::reinterpret_borrow<py::int_>(h);
+  if (py::int_(lo) > v || v > py::int_(hi))
+    BadValue(name, "= " + std::string(py::str(h)) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return lo < 0 ? T(v.cast<long long>()) : T(v.cast<unsigned long long>());
+}
+
+bool AsBool(const std::string& name, py::handle h) {
+  if (!PyBool_Check(h.ptr())) BadType(name, h, "a bool");
+  return h.cast<bool>();
+}
+
+float AsFloat(const std::string& name, py::handle h) {
+  if (!IsInt(h) && !PyFloat_Check(h.ptr())) BadType(name, h, "a number");
+  return h.cast<float>();
+}
+
+std::string AsChoice(const std::string& name, py::handle h, const std::vector<std::string>& choices) {
+  if (!PyUnicode_Check(h.ptr())) BadType(name, h, "a str");
+  const std::string s = h.cast<std::string>();
+  std::string list;
+  for (const auto& c : choices) {
+    if (c == s) return s;
+    list += (list.empty() ? "" : ", ") + ("'" + c + "'");
+  }
+  BadValue(name, "= '" + s + "' is not one of " + list);
+}
+
+// A sequence of exactly n numbers.
+std::vector<float> AsFloats(const std::string& name, py::handle h, size_t n) {
+  if (!py::isinstance<py::sequence>(h) || PyUnicode_Check(h.ptr()))
+    BadType(name, h, ("a sequence of " + std::to_string(n) + " numbers").c_str());
+  py::sequence s = py::reinterpret_borrow<py::sequence>(h);
+  if (s.size() != n) BadValue(name, "needs " + std::to_string(n) + " numbers, got " + std::to_string(s.size()));
+  std::vector<float> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(AsFloat(name + "[" + std::to_string(i) + "]", s[i]));
+  return v;
+}
+
+using Setter = std::function<void(dsc::LoaderOptions&, const std::string&, py::handle)>;
+
+const std::map<std::string, Setter>& LoaderSetters() {
+  using O = dsc::LoaderOptions;
+  static const std::map<std::string, Setter> m = {
+      {"batch_size", [](O& o, auto& n, py::handle h) { o.batch_size = AsInt<uint32_t>(n, h, 1, UINT32_MAX); }},
+      {"global_batch_size", [](O& o, auto& n, py::handle h) { o.global_batch_size = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
+      {"threads", [](O& o, auto& n, py::handle h) { o.threads = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"prefetch", [](O& o, auto& n, py::handle h) { o.prefetch = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
+      {"max_leases", [](O& o, auto& n, py::handle h) { o.max_leases = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
+      {"order", [](O& o, auto& n, py::handle h) {
+         const std::string v = AsChoice(n, h, {"random", "quasi_random", "sequential"});
+         o.order = v == "random" ? dsc::Order::kRandom : v == "sequential" ? dsc::Order::kSequential : dsc::Order::kQuasiRandom;
+       }},
+      {"seed", [](O& o, auto& n, py::handle h) { o.seed = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
+      {"rank", [](O& o, auto& n, py::handle h) { o.rank = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
+      {"world_size", [](O& o, auto& n, py::handle h) { o.world_size = AsInt<uint32_t>(n, h, 1, UINT32_MAX); }},
+      {"drop_last", [](O& o, auto& n, py::handle h) { o.drop_last = AsBool(n, h); }},
+      {"quasi_window", [](O& o, auto& n, py::handle h) { o.quasi_window = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
+      {"subset", [](O& o, auto& n, py::handle h) {
+         if (!py::isinstance<py::sequence>(h) && !py::isinstance<py::array>(h)) BadType(n, h, "a sequence of sample indices");
+         o.subset.clear();
+         for (py::handle x : py::iter(h)) {
+           py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(x.ptr()));
+           if (!i) {
+             PyErr_Clear();
+             BadType(n + " entry", x, "an int");
+           }
+           o.subset.push_back(AsInt<uint32_t>(n + " entry", i, 0, UINT32_MAX));
+         }
+       }},
+      {"dtype", [](O& o, auto& n, py::handle h) {
+         const std::string v = AsChoice(n, h, {"float32", "float16", "uint8"});
+         o.dtype = v == "float32" ? dsc::DType::kFloat32 : v == "float16" ? dsc::DType::kFloat16 : dsc::DType::kUint8;
+       }},
+      {"layout", [](O& o, auto& n, py::handle h) {
+         o.layout = AsChoice(n, h, {"NCHW", "NHWC"}) == "NCHW" ? dsc::Layout::kNCHW : dsc::Layout::kNHWC;
+       }},
+      {"fancy_upsampling", [](O& o, auto& n, py::handle h) { o.fancy_upsampling = AsBool(n, h); }},
+      {"verify", [](O& o, auto& n, py::handle h) { o.verify = AsBool(n, h); }},
+      {"pread", [](O& o, auto& n, py::handle h) { o.use_pread = AsBool(n, h); }},
+      {"max_pixels", [](O& o, auto& n, py::handle h) { o.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
+      {"defer_augment", [](O& o, auto& n, py::handle h) { o.defer_augment = AsBool(n, h); }},
+      // Augmentation (kernels/augment.h AugmentSpec).
+      {"crop", [](O& o, auto& n, py::handle h) {
+         const std::string v = AsChoice(n, h, {"none", "random_resized", "center"});
+         o.augment.crop = v == "none" ? dsc::kernels::CropMode::kNone
+                          : v == "center" ? dsc::kernels::CropMode::kCenter : dsc::kernels::CropMode::kRandomResized;
+       }},
+      {"out_size", [](O& o, auto& n, py::handle h) {
+         if (IsInt(h)) {
+           o.augment.out_w = o.augment.out_h = AsInt<int>(n, h, 1, INT32_MAX);
+         } else {
+           const auto v = AsFloats(n, h, 2);  // (height, width), as torchvision's size
+           o.augment.out_h = int(v[0]);
+           o.augment.out_w = int(v[1]);
+         }
+       }},
+      {"out_w", [](O& o, auto& n, py::handle h) { o.augment.out_w = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"out_h", [](O& o, auto& n, py::handle h) { o.augment.out_h = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"scale", [](O& o, auto& n, py::handle h) {
+         const auto v = AsFloats(n, h, 2);
+         o.augment.scale_min = v[0];
+         o.augment.scale_max = v[1];
+       }},
+      {"ratio", [](O& o, auto& n, py::handle h) {
+         const auto v = AsFloats(n, h, 2);
+         o.augment.ratio_min = v[0];
+         o.augment.ratio_max = v[1];
+       }},
+      {"center_ratio", [](O& o, auto& n, py::handle h) { o.augment.center_ratio = AsFloat(n, h); }},
+      {"flip", [](O& o, auto& n, py::handle h) { o.augment.flip = AsBool(n, h); }},
+      {"translate", [](O& o, auto& n, py::handle h) { o.augment.translate = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"cutout", [](O& o, auto& n, py::handle h) { o.augment.cutout = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"fill", [](O& o, auto& n, py::handle h) {
+         if (!py::isinstance<py::sequence>(h)) BadType(n, h, "a sequence of 3 ints in 0..255");
+         py::sequence s = py::reinterpret_borrow<py::sequence>(h);
+         if (s.size() != 3) BadValue(n, "needs 3 values (R, G, B), got " + std::to_string(s.size()));
+         for (int c = 0; c < 3; ++c) o.augment.fill[c] = AsInt<uint8_t>(n + "[" + std::to_string(c) + "]", s[size_t(c)], 0, 255);
+       }},
+      {"normalize", [](O& o, auto& n, py::handle h) { o.augment.normalize = AsBool(n, h); }},
+      {"mean", [](O& o, auto& n, py::handle h) {
+         const auto v = AsFloats(n, h, 3);
+         for (int c = 0; c < 3; ++c) o.augment.mean[c] = v[size_t(c)];
+       }},
+      {"std", [](O& o, auto& n, py::handle h) {
+         const auto v = AsFloats(n, h, 3);
+         for (int c = 0; c < 3; ++c) o.augment.std[c] = v[size_t(c)];
+       }},
+  };
+  return m;
+}
+
+std::vector<std::string> Names(const std::map<std::string, Setter>& m) {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : m) v.push_back(k);
+  return v;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+const std::vector<std::string> kPresets = {"cifar-train", "cifar-test", "imagenet-train"};
+
+dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
+  dsc::LoaderOptions o;
+  if (preset) {
+    if (*preset == "cifar-train") o = dsc::LoaderOptions::CifarTrain();
+    else if (*preset == "cifar-test") o = dsc::LoaderOptions::CifarTest();
+    else if (*preset == "imagenet-train") o = dsc::LoaderOptions::ImagenetTrain();
+    else throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(kPresets) + " (or None)");
+  }
+  const auto& setters = LoaderSetters();
+  for (auto [k, v] : kwargs) {
+    const std::string name = py::str(k);
+    auto it = setters.find(name);
+    if (it == setters.end())
+      throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(Names(setters)));
+    if (v.is_none()) continue;  // None: keep the preset's value
+    it->second(o, name, v);
+  }
+  return o;
+}
+
+// ---- the loader ----
+
+py::dtype NumpyDType(dsc::DType t) {
+  switch (t) {
+    case dsc::DType::kFloat32: return py::dtype("float32");
+    case dsc::DType::kFloat16: return py::dtype("float16");
+    case dsc::DType::kUint8: return py::dtype("uint8");
+  }
+  return py::dtype("uint8");
+}
+
+// Owns one lease; the capsule's destructor gives it back (or leaks it in a forked child, whose
+// copy of the pool's mutex may be held by a thread that no longer exists).
+struct LeaseHolder {
+  dsc::BatchLease lease;
+  uint64_t generation;
+};
+
+class PyLoader {
+ public:
+  PyLoader(const std::string& path, const std::optional<std::string>& preset, const py::dict& kwargs)
+      : generation_(g_fork_generation.load()) {
+    dsc::LoaderOptions o = MakeLoaderOptions(preset, kwargs);
+    o.wait_poll = [] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw SignalRaised{};
+    };
+    o.wait_poll_ms = 100;
+    py::gil_scoped_release nogil;  // opening the file and starting the threads
+    loader_ = std::make_unique<dsc::Loader>(path, o);
+  }
+
+  ~PyLoader() {
+    if (Inherited(generation_)) {  // joining threads that do not exist here would hang
+      (void)range_.release();
+      (void)loader_.release();
+      return;
+    }
+    py::gil_scoped_release nogil;  // stopping the workers may wait for a sample to finish
+    range_.reset();
+    loader_.reset();
+  }
+
+  dsc::Loader& loader() {
+    if (Inherited(generation_))
+      throw dsc::Error("create the Loader after fork: this one was created in the parent process, and its worker threads "
+                       "do not exist in this child (e.g. a DataLoader worker); build the dsc.Loader inside the worker");
+    if (!loader_) throw dsc::Error("the Loader is closed");
+    return *loader_;
+  }
+
+  // Python threads sharing a loader take turns (mu_ is always taken with the GIL released, so that
+  // the wait hook, which takes the GIL while mu_ is held, cannot deadlock with them).
+  void Start(uint64_t epoch, uint64_t first_batch) {
+    dsc::Loader& l = loader();
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    range_.reset();
+    range_ = std::make_unique<dsc::Loader::EpochRange>(l.epoch(epoch, first_batch));
+    started_ = false;
+  }
+
+  void Resume() {
+    dsc::Loader& l = loader();
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    range_.reset();
+    range_ = std::make_unique<dsc::Loader::EpochRange>(l.resume());
+    started_ = false;
+  }
+
+  // The next batch of the current range as a tuple (images, [labels...], indices, padding, epoch,
+  // index), or None at its end.
+  py::object Next(bool copy) {
+    loader();
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    {
+      py::gil_scoped_release nogil;
+      lock.lock();
+    }
+    if (!range_) return py::none();
+    const dsc::Batch* b = nullptr;
+    try {
+      py::gil_scoped_release nogil;
+      if (!started_) {
+        it_ = range_->begin();
+        started_ = true;
+      } else {
+        ++it_;
+      }
+      if (it_ != range_->end()) b = &*it_;
+    } catch (const SignalRaised&) {
+      range_.reset();
+      throw py::error_already_set();
+    } catch (...) {
+      range_.reset();
+      throw;
+    }
+    if (!b) {
+      range_.reset();
+      return py::none();
+    }
+    py::object base = py::none();
+    if (!copy) {
+      auto* holder = new LeaseHolder{it_.lease(), g_fork_generation.load()};
+      base = py::capsule(holder, [](void* p) {
+        auto* h = static_cast<LeaseHolder*>(p);
+        if (Inherited(h->generation)) return;
+        delete h;
+      });
+      b = holder->lease.get();
+    }
+    // Without a base the array constructor copies (owned memory); with one it is a view.
+    auto array = [&](py::dtype dt, std::vector<py::ssize_t> shape, const void* data) {
+      return copy ? py::array(dt, shape, data) : py::array(dt, shape, data, base);
+    };
+    std::vector<py::ssize_t> shape;
+    if (b->layout == dsc::Layout::kNCHW) shape = {b->size, b->channels, b->height, b->width};
+    else shape = {b->size, b->height, b->width, b->channels};
+    py::list labels;
+    for (size_t f = 0; f < b->label_fields; ++f) labels.append(array(py::dtype("int32"), {b->size}, b->labels[f]));
+    return py::make_tuple(array(NumpyDType(b->dtype), shape, b->images), labels, array(py::dtype("uint32"), {b->size}, b->indices),
+                          array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index);
+  }
+
+  py::bytes State() { return py::bytes(loader().state().Serialize()); }
+
+  void Restore(const py::bytes& state) {
+    dsc::Loader& l = loader();
+    const std::string bytes = state;
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    range_.reset();
+    l.restore(dsc::LoaderState::Deserialize(bytes));
+  }
+
+  void Close() {
+    if (Inherited(generation_)) return;
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    range_.reset();
+    loader_.reset();
+  }
+
+  py::dict Info() {
+    dsc::Loader& l = loader();
+    const dsc::LoaderOptions& o = l.options();
+    py::dict d;
+    d["batch_size"] = o.batch_size;
+    d["global_batch_size"] = o.global_batch_size;
+    d["rank"] = o.rank;
+    d["world_size"] = o.world_size;
+    d["threads"] = l.threads();
+    d["height"] = l.height();
+    d["width"] = l.width();
+    d["samples"] = l.dataset().size();
+    d["max_leases"] = o.max_leases;
+    d["prefetch"] = o.prefetch;
+    return d;
+  }
+
+  uint64_t generation_;
+  std::unique_ptr<dsc::Loader> loader_;
+  std::unique_ptr<dsc::Loader::EpochRange> range_;
+  dsc::Loader::Iterator it_;
+  bool started_ = false;
+  std::mutex mu_;  // guards range_, it_ and started_
+};
+
+// ---- build ----
+
+py::dict Build(const std::string& src, const std::string& out, const py::dict& kwargs) {
+  dsc::writer::BuildOptions o;
+  using B = dsc::writer::BuildOptions;
+  using BSetter = std::function<void(B&, const std::string&, py::handle)>;
+  static const std::map<std::string, BSetter> setters = {
+      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest"}); }},
+      {"split", [](B& o, auto& n, py::handle h) { o.split = AsChoice(n, h, {"train", "test"}); }},
+      {"encoding", [](B& o, auto& n, py::handle h) { o.encode.encoding = AsChoice(n, h, {"default", "jpeg", "raw", "raw-zstd", "auto"}); }},
+      {"quality", [](B& o, auto& n, py::handle h) { o.encode.quality = AsInt<int>(n, h, 1, 100); }},
+      {"subsampling", [](B& o, auto& n, py::handle h) { o.encode.subsampling = AsChoice(n, h, {"444", "422", "420", "gray"}); }},
+      {"max_resolution", [](B& o, auto& n, py::handle h) { o.encode.max_resolution = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"center_crop", [](B& o, auto& n, py::handle h) { o.encode.center_crop = AsFloat(n, h); }},
+      {"reencode", [](B& o, auto& n, py::handle h) { o.encode.reencode = AsBool(n, h); }},
+      {"jpeg_tables", [](B& o, auto& n, py::handle h) { o.jpeg_tables = AsChoice(n, h, {"shared", "inline"}); }},
+      {"block_size", [](B& o, auto& n, py::handle h) { o.block_size = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
+      {"threads", [](B& o, auto& n, py::handle h) { o.threads = AsInt<int>(n, h, 0, INT32_MAX); }},
+      {"max_pixels", [](B& o, auto& n, py::handle h) { o.encode.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
+      {"max_file_size", [](B& o, auto& n, py::handle h) { o.max_file_size = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
+      {"skip_invalid", [](B& o, auto& n, py::handle h) { o.skip_invalid = AsBool(n, h); }},
+      {"progress", [](B& o, auto& n, py::handle h) { o.progress = AsBool(n, h); }},
+  };
+  for (auto [k, v] : kwargs) {
+    const std::string name = py::str(k);
+    auto it = setters.find(name);
+    if (it == setters.end()) {
+      std::vector<std::string> names;
+      for (const auto& [n, _] : setters) names.push_back(n);
+      throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(names));
+    }
+    if (!v.is_none()) it->second(o, name, v);
+  }
+  dsc::writer::BuildReport r;
+  {
+    py::gil_scoped_release nogil;
+    r = dsc::writer::Build(src, out, o);
+  }
+  py::dict d;
+  d["format"] = r.format;
+  d["samples"] = r.samples;
+  d["skipped"] = r.skipped;
+  d["file_size"] = r.file_size;
+  d["payload_bytes"] = r.payload_bytes;
+  d["jpeg_tables"] = r.jpeg_tables;
+  d["encodings"] = r.encodings;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_dsc, m) {
+  m.doc() = "dsc's C++ core; use the dsc package, which wraps it.";
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+
+  g_error = PyErr_NewExceptionWithDoc("dsc.Error",
+                                      "A damaged file or sample, an unreadable source, or a misuse of a Loader. "
+                                      "The message names the file and, where one is at fault, the sample.",
+                                      PyExc_RuntimeError, nullptr);
+  py::tuple bases = py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError));
+  g_option_error = PyErr_NewExceptionWithDoc("dsc.OptionError", "An option value the loader rejects (also a ValueError).",
+                                             bases.ptr(), nullptr);
+  if (!g_error || !g_option_error) throw py::error_already_set();
+  m.attr("Error") = py::handle(g_error);
+  m.attr("OptionError") = py::handle(g_option_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const dsc::OptionError& e) {
+      PyErr_SetString(g_option_error, e.what());
+    } catch (const dsc::Error& e) {
+      PyErr_SetString(g_error, e.what());
+    }
+  });
+
+  m.def("build", &Build, py::arg("source"), py::arg("out"), py::arg("options"));
+  m.def("info_json", [](const std::string& path) {
+    py::gil_scoped_release nogil;
+    dsc::Dataset ds(path);
+    return dsc::InfoJson(ds, dsc::Summarize(ds));
+  });
+  m.def("checksum", [](py::buffer b) {
+    py::buffer_info info = b.request();
+    if (!PyBuffer_IsContiguous(info.view(), 'C')) throw py::value_error("checksum needs a C-contiguous buffer");
+    return dsc::Checksum(info.ptr, size_t(info.size * info.itemsize));
+  });
+  m.def("random_subset", &dsc::RandomSubset, py::arg("total"), py::arg("n"), py::arg("seed"));
+  m.def("loader_option_names", [] { return Names(LoaderSetters()); });
+  m.attr("presets") = kPresets;
+  m.def("merge_states", [](const std::vector<py::bytes>& states) {
+    std::vector<dsc::LoaderState> v;
+    for (const auto& s : states) v.push_back(dsc::LoaderState::Deserialize(std::string(s)));
+    return py::bytes(dsc::LoaderState::Merge(v).Serialize());
+  });
+
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init<const std::string&, const std::optional<std::string>&, const py::dict&>(), py::arg("path"),
+           py::arg("preset"), py::arg("options"))
+      .def("__len__", [](PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def("start", &PyLoader::Start, py::arg("epoch"), py::arg("first_batch") = 0)
+      .def("resume", &PyLoader::Resume)
+      .def("next", &PyLoader::Next, py::arg("copy"))
+      .def("state", &PyLoader::State)
+      .def("restore", &PyLoader::Restore)
+      .def("close", &PyLoader::Close)
+      .def("info", &PyLoader::Info)
+      .def("buffers_allocated", [](PyLoader& l) { return l.loader().buffers_allocated(); })
+      .def("leased", [](PyLoader& l) { return l.loader().leased(); });
+}

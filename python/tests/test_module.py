@@ -1,0 +1,341 @@
+"""import dsc against independent references: PIL's decode, numpy arithmetic, the dsc program."""
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import dsc
+
+CIFAR_MEAN = np.array([125.307, 122.961, 113.8575], dtype=np.float32)
+CIFAR_STD = np.array([51.5865, 50.847, 51.255], dtype=np.float32)
+
+
+def pil_rgb(path):
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def test_info_is_dsc_info_json(small, dsc_binary):
+    path, rows = small
+    got = dsc.info(path)
+    cli = json.loads(subprocess.run([dsc_binary, "info", "--json", str(path)], check=True, capture_output=True, text=True).stdout)
+    assert got == cli
+    assert got["samples"] == len(rows) == 1000
+    assert got["fields"][1]["label_counts"] == [100] * 10
+
+
+def test_build_report_and_errors(small, tmp_path):
+    path, rows = small
+    with pytest.raises(dsc.Error, match="nowhere"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton")
+    assert not (tmp_path / "x.beton").exists()
+    with pytest.raises(TypeError, match="accepted: .*quality"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", qualty=3)
+    with pytest.raises(ValueError, match="'444', '422', '420', 'gray'"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", subsampling="411")
+    # A re-encoding build: report fields against the file itself.
+    m = tmp_path / "m.txt"
+    m.write_text("".join(f"{p}\t{label}\n" for p, label in rows[:50]))
+    rep = dsc.build(m, tmp_path / "r.beton", format="manifest", encoding="raw")
+    assert rep["samples"] == 50 and rep["encodings"] == {"raw": 50}
+    assert rep["file_size"] == os.path.getsize(tmp_path / "r.beton")
+
+
+def test_pixels_are_pils_decode(small):
+    """uint8, no augmentation, PIL-identical upsampling: every pixel equals PIL's decode of the JPEG."""
+    path, rows = small
+    loader = dsc.Loader(path, batch_size=96, order="sequential", dtype="uint8", layout="NHWC", normalize=False,
+                        fancy_upsampling=True, threads=2)
+    assert len(loader) == 11
+    seen = 0
+    for images, labels, indices, padding in loader.epoch(0, with_indices=True):
+        assert isinstance(images, torch.Tensor) and images.dtype == torch.uint8
+        for j in range(images.shape[0]):
+            if padding[j]:
+                continue
+            i = int(indices[j])
+            assert i == seen
+            np.testing.assert_array_equal(images[j].numpy(), pil_rgb(rows[i][0]), err_msg=rows[i][0])
+            assert int(labels[j]) == rows[i][1]
+            seen += 1
+    assert seen == 1000
+
+
+def test_normalised_float_is_numpy_of_pil(small):
+    path, rows = small
+    loader = dsc.Loader(path, preset="cifar-test", batch_size=100, fancy_upsampling=True, threads=1)
+    images, labels, indices, _ = next(iter(loader.epoch(0, with_indices=True)))
+    assert images.shape == (100, 3, 32, 32) and images.dtype == torch.float32
+    for j in (0, 17, 99):
+        want = ((pil_rgb(rows[int(indices[j])][0]).astype(np.float32) - CIFAR_MEAN) / CIFAR_STD).transpose(2, 0, 1)
+        np.testing.assert_allclose(images[j].numpy(), want, rtol=0, atol=1e-5)
+
+
+def test_batches_are_the_dsc_programs(small, dsc_binary, tmp_path):
+    """Same file, preset, batch size and seed: the samples of each batch equal `dsc bench`'s, over 3 epochs."""
+    path, _ = small
+    out = tmp_path / "idx.txt"
+    subprocess.run([dsc_binary, "bench", str(path), "--preset", "cifar-train", "--batch-size", "64", "--seed", "7",
+                    "--epochs", "3", "--threads", "1", "--indices-out", str(out)], check=True, capture_output=True)
+    cli = [[int(x) for x in line.split()] for line in out.read_text().splitlines()]
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=64, seed=7, threads=2)
+    py = []
+    for _ in range(3):
+        for _, _, indices, _ in loader.epoch(loader._next_epoch, with_indices=True):
+            py.append(indices.tolist())
+    assert py == cli
+    assert len(py) == 3 * 16 and py[0] != py[16]  # epochs are shuffled differently
+
+
+def test_default_iteration_is_epoch_after_epoch(small):
+    path, _ = small
+    a = dsc.Loader(path, preset="cifar-train", batch_size=128, seed=1, threads=1)
+    b = dsc.Loader(path, preset="cifar-train", batch_size=128, seed=1, threads=2)
+    for e in range(2):
+        got = [x.clone() for x, _ in a]
+        want = [x.clone() for x, _ in b.epoch(e)]
+        assert len(got) == len(want) == 8
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+
+
+def test_keeping_every_batch_alive(small):
+    """Views of every batch of an epoch, all held: each equals the copied batch, all distinct; dropped,
+    their buffers are reused (no new allocation in the next epochs)."""
+    path, _ = small
+    n = 16
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=64, seed=2, threads=2, max_leases=n)
+    kept = list(loader.epoch(0))
+    assert len(kept) == n
+    assert loader.leased() == n
+    ref = dsc.Loader(path, preset="cifar-train", batch_size=64, seed=2, threads=1)
+    copies = list(ref.epoch(0, copy=True))
+    for (x, y), (cx, cy) in zip(kept, copies):
+        assert torch.equal(x, cx) and torch.equal(y, cy)
+    pointers = {x.data_ptr() for x, _ in kept}
+    assert len(pointers) == n  # distinct memory
+    for i in range(n - 1):
+        assert not torch.equal(kept[i][0][:8], kept[i + 1][0][:8])
+    allocated = loader.buffers_allocated()
+    assert allocated <= 3 + 1 + n
+    del kept, x, y
+    gc.collect()
+    assert loader.leased() == 0
+    for e in (1, 2):
+        for x, y in loader.epoch(e):
+            pass
+        assert loader.buffers_allocated() == allocated
+    # The copied batches own their memory: nothing leased.
+    assert ref.leased() == 0
+
+
+def test_ordinary_loop_stays_within_bound(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=32, seed=0, threads=2, prefetch=2, max_leases=2)
+    peak = 0
+    for x, y in loader:  # the previous batch is still bound to x while the next is fetched
+        peak = max(peak, loader.buffers_allocated())
+    assert peak <= 2 + 1 + 2
+
+
+def test_view_outlives_loader(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=50, seed=4, threads=1)
+    it = loader.epoch(0)
+    x, y = next(it)
+    want = dsc.Loader(path, preset="cifar-train", batch_size=50, seed=4, threads=1)
+    wx, wy = next(iter(want.epoch(0, copy=True)))
+    del it, loader
+    gc.collect()
+    assert torch.equal(x, wx) and torch.equal(y, wy)
+
+
+def test_state_dict_resumes_exactly(small):
+    path, _ = small
+    opts = dict(preset="cifar-train", global_batch_size=64, seed=5, threads=1)
+    full = [x.clone() for e in range(2) for x, _ in dsc.Loader(path, **opts).epoch(e)]
+    a = dsc.Loader(path, **opts)
+    got = []
+    for x, _ in a:  # epoch 0, stopped after 5 batches
+        got.append(x.clone())
+        if len(got) == 5:
+            break
+    state = a.state_dict()
+    b = dsc.Loader(path, **opts)
+    b.load_state_dict(state)
+    got += [x.clone() for x, _ in b]  # the rest of epoch 0
+    got += [x.clone() for x, _ in b]  # then epoch 1
+    assert len(got) == len(full) == 32
+    for g, w in zip(got, full):
+        assert torch.equal(g, w)
+    # Another world size: ranks 0 and 1 of 2 split each remaining global batch.
+    halves = []
+    for r in range(2):
+        c = dsc.Loader(path, rank=r, world_size=2, **opts)
+        c.load_state_dict(state)
+        halves.append([x.clone() for x, _ in c])
+    for k, (h0, h1) in enumerate(zip(*halves)):
+        assert torch.equal(torch.cat([h0, h1]), full[5 + k])
+    # Another run's state is refused, naming what differs.
+    other = dsc.Loader(path, preset="cifar-train", global_batch_size=64, seed=6, threads=1)
+    with pytest.raises(dsc.Error, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_rank_and_world_size_from_environment(small, monkeypatch):
+    path, _ = small
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    loader = dsc.Loader(path, preset="cifar-test", global_batch_size=100)
+    assert (loader.rank, loader.world_size, loader.batch_size) == (1, 4, 25)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    loader = dsc.Loader(path, preset="cifar-test", global_batch_size=100)
+    assert (loader.rank, loader.world_size) == (0, 1)
+
+
+def test_option_errors_list_accepted_values(small):
+    path, _ = small
+    with pytest.raises(TypeError, match="unknown Loader option 'batchsize'; accepted: .*batch_size"):
+        dsc.Loader(path, batchsize=3)
+    with pytest.raises(ValueError, match="'random', 'quasi_random', 'sequential'"):
+        dsc.Loader(path, order="shuffled")
+    with pytest.raises(ValueError, match="cifar-train, cifar-test, imagenet-train"):
+        dsc.Loader(path, preset="cifar")
+    with pytest.raises(TypeError, match="flip must be a bool"):
+        dsc.Loader(path, flip=1)
+    with pytest.raises(dsc.OptionError, match="translate = 40"):
+        dsc.Loader(path, preset="cifar-train", translate=40)
+    with pytest.raises(ValueError, match="uint8 output must be NHWC"):
+        dsc.Loader(path, dtype="uint8", layout="NCHW")
+    # Every field has a name, and the stubs name every one.
+    stub = open(os.path.join(os.path.dirname(dsc.__file__), "__init__.pyi")).read()
+    for name in dsc.LOADER_OPTIONS:
+        assert f"        {name}: " in stub, name
+
+
+def test_damaged_sample_names_file_and_sample(small, tmp_path):
+    path, _ = small
+    info = dsc.info(path)
+    data = next(s for s in info["sections"] if s["name"] == "data")
+    bad = tmp_path / "bad.beton"
+    raw = bytearray(open(path, "rb").read())
+    mid = data["offset"] + data["size"] // 2
+    raw[mid:mid + 64] = bytes(64)
+    bad.write_bytes(bytes(raw))
+    loader = dsc.Loader(bad, preset="cifar-test", batch_size=100, verify=True, threads=1)
+    with pytest.raises(dsc.Error, match="bad.beton.*sample|sample.*bad.beton"):
+        for _ in loader.epoch(0):
+            pass
+
+
+def test_pin_memory_without_cuda_warns_and_copies(small):
+    path, _ = small
+    if torch.cuda.is_available():
+        pytest.skip("CUDA torch: pin_memory pins")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        loader = dsc.Loader(path, preset="cifar-test", batch_size=100, pin_memory=True)
+    assert any("pin_memory" in str(x.message) for x in w)
+    x, _ = next(iter(loader))
+    assert loader.leased() == 0 and x.shape == (100, 3, 32, 32)
+
+
+CHILD_WAIT = """
+import sys, dsc
+loader = dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=100, threads=1, prefetch=0, max_leases=0)
+held = []
+try:
+    for batch in loader:
+        held.append(batch)  # the second batch needs a buffer that only a dropped batch frees
+        print("holding", len(held), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(0)
+"""
+
+
+def test_ctrl_c_stops_a_waiting_epoch(small):
+    path, _ = small
+    p = subprocess.Popen([sys.executable, "-c", CHILD_WAIT, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "holding 1"
+        time.sleep(0.5)  # now waiting for a batch that cannot come
+        assert p.poll() is None
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out.strip() == "interrupted" and p.returncode == 0
+
+
+def test_loader_in_forked_child_raises(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-test", batch_size=100, threads=2)
+    next(iter(loader))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: must raise, not hang
+        code = 1
+        try:
+            for _ in loader.epoch(0):
+                pass
+        except dsc.Error as e:
+            os.write(w, str(e).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child hung")
+    msg = os.read(r, 4096).decode()
+    os.close(r)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "create the Loader after fork" in msg
+    # The parent's loader still works.
+    assert sum(1 for _ in loader.epoch(1)) == 10
+
+
+def test_numpy_without_torch(small):
+    path, _ = small
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # import torch fails
+        import dsc, numpy as np
+        x, y = next(iter(dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=10)))
+        assert type(x) is np.ndarray and x.shape == (10, 3, 32, 32) and x.dtype == np.float32 and y.dtype == np.int32
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "ok"
+
+
+def test_a_new_epoch_ends_the_old_iterator(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=1)
+    a = loader.epoch(0)
+    next(a)
+    b = loader.epoch(1)
+    assert list(a) == []  # ended, not reading epoch 1's batches
+    got = [x.clone() for x, _ in b]
+    want = [x.clone() for x, _ in dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=2).epoch(1)]
+    assert len(got) == 10 and all(torch.equal(g, w) for g, w in zip(got, want))

@@ -1,0 +1,31 @@
+// What `dsc info` reports about a dsc file, as data and as JSON; shared by the CLI and the Python
+// module (dsc.info), so both describe a file the same way.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reader/dataset.h"
+
+namespace dsc {
+
+struct DatasetSummary {
+  std::vector<std::vector<uint64_t>> label_counts;  // per label field, per value
+  std::map<std::string, std::pair<uint64_t, uint64_t>> encodings;  // name -> (samples, bytes)
+  uint64_t payload_bytes = 0;
+  uint32_t min_w = UINT32_MAX, max_w = 0, min_h = UINT32_MAX, max_h = 0;
+};
+
+// One pass over the index (no payload is read).
+DatasetSummary Summarize(const Dataset& ds);
+
+// The JSON object of `dsc info --json` (file, format_version, samples, classes, label_counts, fields,
+// encodings, image_size, build_options, sections...), newline-terminated.
+std::string InfoJson(const Dataset& ds, const DatasetSummary& s);
+
+// A JSON string literal with escapes.
+std::string JsonString(const std::string& s);
+
+}  // namespace dsc
