@@ -196,6 +196,9 @@ TEST(PhotoLoader, RandomResizedCropIsPilsCropThenResize) {
   o.augment.out_w = 97;  // odd, non-square outputs, upscaling some crops
   o.augment.out_h = 61;
   EXPECT_LE(AgainstPil(o, true).worst, 1);
+  o.augment.out_w = 1;  // degenerate: one column (the scalar horizontal pass), 300 rows
+  o.augment.out_h = 300;
+  EXPECT_LE(AgainstPil(o, true).worst, 1);
   // JPEG payloads decoded at full size with PIL's fancy upsampling: the region decoder's edge rows and
   // columns (libjpeg's cropped / skipped-scanline upsampling) differ from a full decode by a few levels
   // (measured: max 4, PSNR >= 67 dB); everything else is the same arithmetic.
