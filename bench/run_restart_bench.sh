@@ -4,7 +4,7 @@
 # on CIFAR-10; dsc build images/s with 1 and 2 threads, with and without transcoding (median of ROUNDS;
 # wall clock, and CPU seconds per image, which the shared machine disturbs less); then the restart
 # target trade-off (bench/restart_bench: size, decode and marker-scan cost, RandomResizedCrop coverage).
-# usage: bench/run_restart_bench.sh [BUILD_DIR] [ROUNDS]
+# usage: bench/run_restart_bench.sh [BUILD_DIR] [ROUNDS]    (SKIP_T=1: without the restart_bench part)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 rounds=${2:-3}
@@ -45,5 +45,6 @@ for t in 1 2; do
     printf "%-10s %8s %10.1f %12.2f\n" $mode "$t" "$(med "${rates[@]}")" "$(med "${cpus[@]}")"
   done
 done
+[ "${SKIP_T:-0}" = 1 ] && exit 0
 echo "== restart target T (bench/restart_bench, thread CPU time, median of 7 rounds)"
 "$build/bench/restart_bench" "$photos" 7 2 3 4 6 8 16
