@@ -62,8 +62,6 @@ Encoder::Encoder(const EncodeOptions& options)
   if (opt_.restart_enabled()) policy_ = opt_.restart_policy();
 }
 
-// rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
-// work on RGB and a gray image stays gray.
 int Encoder::CropSide(int w, int h) const {
   return opt_.center_crop > 0 ? std::max(1, int(std::lround(opt_.center_crop * std::min(w, h)))) : 0;
 }
@@ -76,6 +74,8 @@ bool Encoder::Transforms(int w, int h) const {
   return ow != w || oh != h;
 }
 
+// rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
+// work on RGB and a gray image stays gray.
 bool Encoder::Transform(int* w, int* h) {
   const int channels = 3;
   bool changed = false;
@@ -117,6 +117,8 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     SetRestart(r, Encoded::kReencoded, out);
   } else if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload)) {
     throw Error(where + ": JPEG encode failed: " + codec_.error());
+  } else {
+    SetRestart(kernels::RestartResult(), Encoded::kReencoded, out);
   }
   out->encoding = uint8_t(Encoding::kJpeg);
   out->channels = uint8_t(channels);
