@@ -8,6 +8,8 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <ctime>
 #include <random>
@@ -98,7 +100,11 @@ int main(int argc, char** argv) {
   Files sources;
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1]))
-    if (e.is_regular_file()) paths.push_back(e.path());
+    if (e.is_regular_file()) {
+      std::string ext = e.path().extension().string();
+      for (auto& c : ext) c = char(std::tolower(c));
+      if (ext == ".jpg" || ext == ".jpeg") paths.push_back(e.path());
+    }
   std::sort(paths.begin(), paths.end());
   for (const auto& p : paths) {
     std::ifstream in(p, std::ios::binary);
@@ -129,7 +135,7 @@ int main(int argc, char** argv) {
       dsc::kernels::RestartResult r;
       if (!w.Transcode(f.data(), f.size(), p, &out, &r)) {
         std::fprintf(stderr, "transcode failed: %s\n", w.error().c_str());
-        return;
+        std::exit(1);
       }
       int W = 0, H = 0, sub, cs;
       tjhandle th = tjInitDecompress();

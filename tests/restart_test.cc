@@ -345,6 +345,28 @@ TEST(Restart, OptionNoneAndFixedAndInvalid) {
   EXPECT_NE(text.find("restart: restart checksum mismatch"), std::string::npos) << text;
 }
 
+// A damaged photo on the transcode path (which skips the pixel decode) is still refused, naming the file,
+// and no output is left behind.
+TEST(Restart, CorruptPhotoOnTheTranscodePathIsAnError) {
+  const auto files = Files(PhotoSubset(1));
+  const std::string dir = ScratchDir();
+  auto bytes = ReadFile(files[0]);
+  for (const bool truncate : {true, false}) {
+    auto bad = bytes;
+    if (truncate) bad.resize(bad.size() / 2);
+    else std::fill(bad.begin() + long(bad.size() / 2), bad.begin() + long(bad.size() / 2) + 64, uint8_t(0xFF));
+    fs::create_directories(dir + "/src/c");
+    WriteFile(dir + "/src/c/bad.jpg", bad);
+    try {
+      writer::Build(dir + "/src", dir + "/out.beton", Opts());
+      ADD_FAILURE() << "accepted a " << (truncate ? "truncated" : "damaged") << " JPEG";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.jpg: corrupt JPEG"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir + "/out.beton"));
+  }
+}
+
 // A payload's RST markers are found by scanning; the count is what the interval implies.
 TEST(Restart, ScanFindsEveryMarker) {
   const auto files = Files(PhotoSubset(10));

@@ -62,13 +62,25 @@ Encoder::Encoder(const EncodeOptions& options)
   if (opt_.restart_enabled()) policy_ = opt_.restart_policy();
 }
 
+int Encoder::CropSide(int w, int h) const {
+  return opt_.center_crop > 0 ? std::max(1, int(std::lround(opt_.center_crop * std::min(w, h)))) : 0;
+}
+
+bool Encoder::Transforms(int w, int h) const {
+  const int side = CropSide(w, h);
+  if (side && (side != w || side != h)) return true;
+  int ow, oh;
+  kernels::FitLongestSide(w, h, opt_.max_resolution, &ow, &oh);
+  return ow != w || oh != h;
+}
+
 // rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
 // work on RGB and a gray image stays gray.
 bool Encoder::Transform(int* w, int* h) {
   const int channels = 3;
   bool changed = false;
   if (opt_.center_crop > 0) {
-    int side = std::max(1, int(std::lround(opt_.center_crop * std::min(*w, *h))));
+    const int side = CropSide(*w, *h);
     if (side != *w || side != *h) {
       tmp_.resize(size_t(side) * side * channels);
       kernels::CropCopy(rgb_.data(), *w, channels, (*w - side) / 2, (*h - side) / 2, side, side, tmp_.data());
@@ -105,6 +117,8 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     SetRestart(r, Encoded::kReencoded, out);
   } else if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload)) {
     throw Error(where + ": JPEG encode failed: " + codec_.error());
+  } else {
+    SetRestart(kernels::RestartResult(), Encoded::kReencoded, out);
   }
   out->encoding = uint8_t(Encoding::kJpeg);
   out->channels = uint8_t(channels);
@@ -115,6 +129,13 @@ void Encoder::SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* 
   out->restart = r.interval ? how : uint8_t(Encoded::kNoRestart);
   out->restart_interval = r.interval;
   out->mcus_per_row = r.mcus_per_row;
+}
+
+void Encoder::StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out) {
+  SetRestart(r, Encoded::kTranscoded, out);
+  out->encoding = uint8_t(Encoding::kJpeg);
+  out->channels = uint8_t(channels);
+  out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
 }
 
 void Encoder::StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out) {
@@ -156,8 +177,9 @@ void CheckPixels(const std::string& where, uint64_t w, uint64_t h, uint64_t max_
 void Encoder::Encode(const SourceItem& item, Encoded* out) {
   const std::string& enc = opt_.encoding;
   int w, h, channels = 3;
-  bool must_change = false;
+  bool must_change = false, tried_transcode = false;
   kernels::JpegInfo info;
+  kernels::RestartResult transcoded;
   // PNG files are pixel sources too: stored raw by default (lossless in, lossless out).
   const bool png = !item.is_pixels && kernels::IsPng(item.bytes.data(), item.bytes.size());
   if (item.is_pixels) {
@@ -178,11 +200,23 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     w = info.width;
     h = info.height;
     channels = info.is_gray() ? 1 : 3;
+    must_change = opt_.reencode || info.is_cmyk();
+    // A JPEG stored as a restart-indexed transcode needs no pixels: reading its coefficients
+    // entropy-decodes every scan with warnings as errors, which proves the data as a decode does.
+    if (!must_change && !Transforms(w, h) && (enc == "default" || enc == "jpeg") && opt_.restart_enabled()) {
+      if (!restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &transcoded))
+        throw Error(item.where + ": corrupt JPEG: " + restart_.error());
+      tried_transcode = true;
+      if (transcoded.interval > 0) {
+        out->width = uint16_t(w);
+        out->height = uint16_t(h);
+        return StoreTranscoded(transcoded, channels, out);
+      }
+    }
     rgb_.resize(size_t(w) * h * 3);
     // Decoding every source JPEG proves it is readable before it is stored, even when passed through.
     if (!codec_.DecodeRGB(item.bytes.data(), item.bytes.size(), info, rgb_.data()))
       throw Error(item.where + ": corrupt JPEG: " + codec_.error());
-    must_change = opt_.reencode || info.is_cmyk();
   }
   must_change |= Transform(&w, &h);
   out->width = uint16_t(w);
@@ -193,14 +227,11 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   if (enc == "raw" || (enc == "default" && pixel_source)) return StoreRaw(w, h, false, item.where, out);
   if (enc == "raw-zstd") return StoreRaw(w, h, true, item.where, out);
   if (pass_through_ok) {
-    kernels::RestartResult r;
-    if (opt_.restart_enabled() && !restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &r))
-      throw Error(item.where + ": JPEG transcode (restart markers) failed: " + restart_.error());
-    if (r.interval == 0) out->payload = item.bytes;
-    SetRestart(r, Encoded::kTranscoded, out);
-    out->encoding = uint8_t(Encoding::kJpeg);
-    out->channels = uint8_t(channels);
-    out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
+    if (opt_.restart_enabled() && !tried_transcode &&
+        !restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &transcoded))
+      throw Error(item.where + ": corrupt JPEG: " + restart_.error());
+    if (transcoded.interval == 0) out->payload = item.bytes;
+    StoreTranscoded(transcoded, channels, out);
   } else {
     EncodeJpeg(w, h, channels, item.where, out);
   }

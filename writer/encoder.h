@@ -60,6 +60,10 @@ class Encoder {
 
  private:
   bool Transform(int* w, int* h);  // applies crop / resize to the RGB in rgb_; true when changed
+  bool Transforms(int w, int h) const;  // whether Transform would change a w x h image
+  int CropSide(int w, int h) const;     // --center-crop's square side, 0 when off
+  // The payload in out->payload is the source or its transcode (r.interval > 0): fills the rest.
+  void StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out);
   void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);
   void StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out);
   static void SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* out);
