@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
   }
+  if (!std::filesystem::exists(src)) {
+    std::fprintf(stderr, "%s: no such file or folder\n", src.c_str());
+    return 1;
+  }
   std::vector<Item> items;
   std::vector<std::vector<uint8_t>> files;
   std::unique_ptr<dsc::Dataset> ds;
@@ -61,13 +65,20 @@ int main(int argc, char** argv) {
       files.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     }
     for (const auto& f : files) items.push_back({nullptr, 0, f.data(), f.size()});
-  } else {
+  } else try {
     ds = std::make_unique<dsc::Dataset>(src);
     scratch.resize(ds->size());
     for (uint64_t i = 0; i < ds->size(); ++i) {
       const auto p = ds->ReadPayloadParts(i, &scratch[i]);
       items.push_back({p.head.data, p.head.size, p.body.data, p.body.size});
     }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  if (items.empty()) {
+    std::fprintf(stderr, "%s: no payloads\n", src.c_str());
+    return 1;
   }
   size_t max_body = 0;
   for (const auto& it : items) max_body = std::max(max_body, it.body_size);

@@ -123,7 +123,7 @@ bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w
 enum class Recode { kRestart, kProgressive, kArithmetic };
 
 // Lossless transcode with libjpeg's coefficient API. For kRestart, `restart` MCUs per interval.
-std::vector<uint8_t> Transcode(const std::vector<uint8_t>& in, Recode how, unsigned restart = 0, int* mcus_x = nullptr) {
+std::vector<uint8_t> Transcode(const std::vector<uint8_t>& in, Recode how, unsigned restart = 0) {
   jpeg_decompress_struct src;
   jpeg_compress_struct dst;
   JErr e1, e2;
@@ -146,10 +146,7 @@ std::vector<uint8_t> Transcode(const std::vector<uint8_t>& in, Recode how, unsig
   jpeg_read_header(&src, TRUE);
   jvirt_barray_ptr* coefs = jpeg_read_coefficients(&src);
   jpeg_copy_critical_parameters(&src, &dst);
-  const int mx = src.num_components == 1 ? int((src.image_width + 7) / 8)
-                                         : int((src.image_width + 8 * src.max_h_samp_factor - 1) / (8 * src.max_h_samp_factor));
-  if (mcus_x) *mcus_x = mx;
-  if (how == Recode::kRestart) dst.restart_interval = restart ? restart : unsigned(mx);
+  if (how == Recode::kRestart) dst.restart_interval = restart;
   if (how == Recode::kProgressive) jpeg_simple_progression(&dst);
   if (how == Recode::kArithmetic) dst.arith_code = TRUE;
   jpeg_mem_dest(&dst, &out, &out_size);
