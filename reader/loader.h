@@ -76,7 +76,7 @@ struct LoaderOptions {
   // 0 = no readahead (the kernel's own).
   uint64_t cache_budget = 256ull << 20;
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
-  bool collect_stats = false;         // per-stage timings (dsc bench)
+  bool collect_stats = false;         // per-stage timings (dsc bench, dsc train's verdict)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is
   // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,
   // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
@@ -196,7 +196,7 @@ struct LoaderState {
   static LoaderState Merge(const std::vector<LoaderState>& ranks);
 };
 
-// Per-stage time summed over worker threads (nanoseconds), for `dsc bench`.
+// Per-stage time summed over worker threads (nanoseconds), for `dsc bench` and reader/bottleneck.h.
 struct StageStats {
   uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;
   uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch

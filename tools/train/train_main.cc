@@ -506,8 +506,12 @@ int Run(Config c) {
   }
   if (!c.trace.empty()) {
     if (!tracer.Write(c.trace)) throw Error(c.trace + ": cannot write the trace: " + std::strerror(errno));
-    std::printf("trace of steps %llu..%llu: %s (open in https://ui.perfetto.dev)\n", (unsigned long long)window.first,
-                (unsigned long long)window.last - 1, c.trace.c_str());
+    if (window.first < step)
+      std::printf("trace of steps %llu..%llu: %s (open in https://ui.perfetto.dev)\n", (unsigned long long)window.first,
+                  (unsigned long long)std::min(window.last, step) - 1, c.trace.c_str());
+    else
+      std::printf("trace: %s holds no step: the run ended at step %llu, before the window\n", c.trace.c_str(),
+                  (unsigned long long)step);
   }
   batch_log.Close();
   const uint64_t params = ParamChecksum(model);
