@@ -126,7 +126,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     tree = pathlib.Path(args.build).resolve() / "testdata" / "cifar10"
     if not (tree / ".unpacked").exists():
-        sh(["sh", "tests/unpack_cifar.sh", str(pathlib.Path(args.shared) / "cifar10-jpg.tar.zst"), str(tree)])
+        sh(["sh", str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "unpack_cifar.sh"), str(pathlib.Path(args.shared) / "cifar10-jpg.tar.zst"), str(tree)])
     train = work / "cifar10-train.beton"
     if not train.exists():
         dsc.build(tree, train, split="train")

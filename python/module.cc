@@ -249,9 +249,20 @@ class PyLoader {
   PyLoader(const std::string& path, const std::optional<std::string>& preset, const py::dict& kwargs)
       : generation_(g_fork_generation.load()) {
     dsc::LoaderOptions o = MakeLoaderOptions(preset, kwargs);
-    o.wait_poll = [] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw SignalRaised{};
+    max_leases_ = o.max_leases;
+    // Runs on the thread in Next (this outlives loader_): Ctrl-C, and a wait that only Python can end.
+    o.wait_poll = [this] {
+      {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) throw SignalRaised{};
+      }
+      // More batches held than max_leases: a ring slot has no buffer, and the wait ends only when one
+      // is dropped. Python code that holds them itself never will; say so instead of hanging (a
+      // thread that drops them within the grace period is still waited for).
+      if (++polls_ >= kHeldGracePolls && loader_->leased() > max_leases_)
+        throw dsc::Error("the loader is waiting for a batch buffer, but Python holds " + std::to_string(loader_->leased()) +
+                         " batches and max_leases is " + std::to_string(max_leases_) +
+                         ": drop batches sooner, raise max_leases, or iterate with copy=True");
     };
     o.wait_poll_ms = 100;
     py::gil_scoped_release nogil;  // opening the file and starting the threads
@@ -308,6 +319,7 @@ class PyLoader {
     }
     if (!range_) return py::none();
     const dsc::Batch* b = nullptr;
+    polls_ = 0;
     try {
       py::gil_scoped_release nogil;
       if (!started_) {
@@ -393,6 +405,9 @@ class PyLoader {
   dsc::Loader::Iterator it_;
   bool started_ = false;
   std::mutex mu_;  // guards range_, it_ and started_
+  static constexpr int kHeldGracePolls = 30;  // x 100 ms
+  int polls_ = 0;
+  uint32_t max_leases_ = 0;
 };
 
 // ---- build ----

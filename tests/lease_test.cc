@@ -307,5 +307,36 @@ TEST(Lease, OutliveEpochRestartAndLoader) {
   EXPECT_EQ(counts->frees.load(), counts->allocs.load());
 }
 
+// LoaderOptions::wait_poll runs while the consumer waits and may abandon the wait by throwing (the
+// Python module's Ctrl-C): here the wait can never end (the one buffer is leased, no spare allowed),
+// the hook's exception comes out of ++it, and the loader starts the next epoch normally afterwards.
+TEST(Lease, WaitPollAbandonsAWait) {
+  struct Stop {};
+  std::atomic<int> polls{0};
+  LoaderOptions o = Opts(/*prefetch=*/0, /*max_leases=*/0);
+  o.wait_poll_ms = 10;
+  o.wait_poll = [&] {
+    if (++polls == 5) throw Stop{};
+  };
+  Loader loader(File(), o);
+  Copy first;
+  {
+    auto range = loader.epoch(0);
+    auto it = range.begin();
+    first = Take(*it);
+    BatchLease held = it.lease();
+    EXPECT_THROW(++it, Stop);
+    EXPECT_EQ(polls.load(), 5);
+    EXPECT_TRUE(Take(*held) == first);  // the leased batch is untouched
+  }
+  EXPECT_EQ(loader.leased(), 0u);
+  auto range = loader.epoch(0);
+  auto it = range.begin();
+  EXPECT_TRUE(Take(*it) == first);
+  int n = 1;
+  for (++it; it != range.end(); ++it) ++n;
+  EXPECT_EQ(n, 25);
+}
+
 }  // namespace
 }  // namespace dsc::test

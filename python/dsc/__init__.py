@@ -112,7 +112,8 @@ class Loader:
     valid as long as Python holds any of its tensors (or a view of them); meanwhile the loader prepares
     the next batches in other buffers, up to max_leases buffers beyond its ring of prefetch + 1, so
     memory is at most (prefetch + 1 + max_leases) batches. Holding more batches than max_leases at once
-    makes the loader wait for one to be dropped: raise max_leases (or use copy=True) to keep many.
+    makes the loader wait for one to be dropped; after 3 s of such a wait it raises dsc.Error saying
+    so (rather than hanging): raise max_leases (or use copy=True) to keep many.
     copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
     CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
 

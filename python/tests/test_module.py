@@ -339,3 +339,17 @@ def test_a_new_epoch_ends_the_old_iterator(small):
     got = [x.clone() for x, _ in b]
     want = [x.clone() for x, _ in dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=2).epoch(1)]
     assert len(got) == 10 and all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_holding_more_than_max_leases_raises_instead_of_hanging(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-test", batch_size=100, threads=1, prefetch=0, max_leases=1)
+    it = iter(loader)
+    held = [next(it), next(it)]  # two batches held, one spare allowed: the third has no buffer
+    t0 = time.time()
+    with pytest.raises(dsc.Error, match="Python holds 2 batches and max_leases is 1"):
+        next(it)
+    assert time.time() - t0 < 15
+    del held
+    gc.collect()
+    assert sum(1 for _ in loader.epoch(1)) == 10  # usable again
