@@ -301,6 +301,8 @@ int Run(Config c) {
   Distributed dist(env, std::chrono::milliseconds(int64_t(c.dist_timeout * 1000)));
   if (!dist.lead() && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
     throw Error("cannot silence rank " + std::to_string(dist.rank()) + "'s output");
+  // Every rank traces its own trainer and loader: one file per rank, or they would overwrite each other.
+  if (!c.trace.empty() && dist.world_size() > 1) c.trace += ".rank" + std::to_string(dist.rank());
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const bool cuda = UseCuda(c);
