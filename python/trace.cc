@@ -52,6 +52,16 @@ class Phase {
   std::vector<uint64_t> starts_;
 };
 
+// dsc.trace.default(): made on first use, never destroyed (loaders hold their own reference).
+const std::shared_ptr<PyTracer>& DefaultTracer() {
+  static auto* t = new std::shared_ptr<PyTracer>(std::make_shared<PyTracer>(500000));
+  return *t;
+}
+
+std::shared_ptr<Phase> MakePhase(const std::shared_ptr<PyTracer>& t, std::string_view name, int64_t n) {
+  return std::make_shared<Phase>(t, t->tracer().Intern(name), n < 0 ? -1 : n);
+}
+
 }  // namespace
 
 uint64_t PyTracer::NextSerial() {
@@ -120,9 +130,7 @@ void BindTrace(py::module_& m) {
            "Each row keeps at most max_events_per_row events; later ones are dropped.")
       .def(
           "phase",
-          [](const std::shared_ptr<PyTracer>& t, std::string_view name, int64_t n) {
-            return std::make_shared<Phase>(t, t->tracer().Intern(name), n < 0 ? -1 : n);
-          },
+          &MakePhase,
           py::arg("name"), py::arg("n") = -1,
           "A span named `name` on the calling thread's row ('trainer'): `with tracer.phase('forward'):` or "
           "`@tracer.phase('forward')`. n >= 0 is shown as the span's 'n' argument (a step number). Nothing is "
@@ -141,6 +149,13 @@ void BindTrace(py::module_& m) {
           "Recording on or off (for a window of steps); the loaders' workers see it within a sample.")
       .def_property_readonly(
           "events", [](PyTracer& t) { return t.tracer().size(); }, "Spans and counter values recorded so far.");
+
+  // The default tracer's functions in C++: `with dsc.trace.phase(...)` then costs no Python frame.
+  m.def("default_tracer", &DefaultTracer, "The process's default Tracer (dsc.trace.default()).");
+  m.def(
+      "default_phase", [](std::string_view name, int64_t n) { return MakePhase(DefaultTracer(), name, n); }, py::arg("name"),
+      py::arg("n") = -1, "`with dsc.trace.phase('forward'):` or `@dsc.trace.phase('forward')`: tracer.phase(name, n) on the default "
+      "Tracer (dsc.trace.default()).");
 }
 
 }  // namespace dsc::python

@@ -166,6 +166,19 @@ def test_module_level_phase_uses_the_default_tracer(tmp_path):
     assert counters[("python", "module counter")] == [7.0]
 
 
+def test_rows_keep_at_most_max_events_per_row(tmp_path):
+    tracer = dsc.Tracer(max_events_per_row=3)
+    for k in range(5):
+        with tracer.phase("p", k):
+            pass
+        tracer.counter("c", k)
+    assert tracer.events == 6
+    tracer.write(tmp_path / "cap.json")
+    got, counters = read_trace(tmp_path / "cap.json")
+    assert [e["args"]["n"] for e in got[("python", "trainer")]] == [0, 1, 2]  # the later ones dropped
+    assert counters[("python", "c")] == [0.0, 1.0, 2.0]
+
+
 def test_loader_keeps_its_tracer_alive(small):
     path, _ = small
     loader = dsc.Loader(path, preset="cifar-test", batch_size=500, threads=2, tracer=dsc.Tracer())
