@@ -11,7 +11,9 @@ schedule and batches as `dsc train` (tools/train/train_main.cc), whose per-epoch
 
 With --init-weights (from `dsc train --save-init`) and the same --seed, --limit and --batch-size it
 trains on exactly the batches `dsc train` does; --steps-out writes the same per-step digest lines as
-`dsc train --steps-out`, to check that.
+`dsc train --steps-out`, to check that. --trace FILE writes the steps of --trace-steps (default: the
+first 50) as a Chrome/Perfetto trace with dsc.trace: the step's phases on the "trainer" row, the
+loader's read / decode / augment / collate on its worker rows.
 """
 import argparse
 import contextlib
@@ -139,6 +141,8 @@ def main(argv=None):
     p.add_argument("--init-weights", default="", help="weights from `dsc train --save-init`")
     p.add_argument("--steps-out", default="", help="per-step batch digests and losses, as `dsc train --steps-out`")
     p.add_argument("--json", default="")
+    p.add_argument("--trace", default="", help="write a Chrome/Perfetto trace of --trace-steps to this file")
+    p.add_argument("--trace-steps", default="0:50", help="FIRST:END global steps traced (END excluded)")
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
@@ -150,8 +154,14 @@ def main(argv=None):
     test_size = dsc.info(args.test)["samples"]
     # NHWC batches, viewed as channels_last NCHW; on CUDA copied from pinned memory.
     subset = dsc.random_subset(train_size, args.limit, args.seed)
+    # Without --trace the phases below record into a disabled tracer (well under a microsecond each).
+    tracer = dsc.trace.default()
+    first, end = (int(x) for x in args.trace_steps.split(":"))
+    tracer.enabled = bool(args.trace) and first <= 0 < end
     train = dsc.Loader(args.train, preset="cifar-train", batch_size=args.batch_size, seed=args.seed,
-                       threads=args.loader_threads, layout="NHWC", subset=subset, pin_memory=cuda)
+                       threads=args.loader_threads, layout="NHWC", subset=subset, pin_memory=cuda,
+                       tracer=tracer if args.trace else None)
+    phase = dsc.trace.phase
     test = dsc.Loader(args.test, preset="cifar-test", batch_size=500, threads=args.loader_threads, layout="NHWC",
                       subset=sorted(dsc.random_subset(test_size, args.test_limit, args.seed + 1)), pin_memory=cuda)
 
@@ -182,18 +192,24 @@ def main(argv=None):
         tw = t0
         for images, labels, _, padding in train.epoch(epoch, with_indices=True):
             wait += time.perf_counter() - tw
+            if args.trace:
+                tracer.enabled = first <= step < end
             for g in opt.param_groups:
                 g["lr"] = learning_rate(args, step, total)
-            x = nchw(images, device)
-            y = labels.to(device, non_blocking=True).long()
-            keep = (~padding).to(device, torch.float32)
-            with autocast():
-                logits = model(x).float()
-            loss = (criterion(logits, y) * keep).sum() / keep.sum()
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+            with phase("copy to device"):
+                x = nchw(images, device)
+                y = labels.to(device, non_blocking=True).long()
+                keep = (~padding).to(device, torch.float32)
+            with phase("forward"):
+                with autocast():
+                    logits = model(x).float()
+                loss = (criterion(logits, y) * keep).sum() / keep.sum()
+            with phase("backward"):
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+            with phase("optimizer step"):
+                scaler.step(opt)
+                scaler.update()
             value = loss.item()
             if steps_out:
                 steps_out.write(f"{epoch} {batches} {dsc.checksum(images.numpy()):016x} "
@@ -210,7 +226,8 @@ def main(argv=None):
         log = {"images_per_second": images_seen / seconds, "data_wait_share": wait / seconds,
                "train_loss": loss_sum / max(1, batches), "test_accuracy": -1, "seconds": seconds}
         if not stopped or not args.max_steps:
-            log["test_accuracy"] = evaluate(model, test, device, autocast)
+            with phase("evaluation"):
+                log["test_accuracy"] = evaluate(model, test, device, autocast)
         line = (f"epoch {epoch}: {log['images_per_second']:.1f} images/s, data wait {100 * log['data_wait_share']:.2f}%, "
                 f"train loss {log['train_loss']:.4f}")
         if log["test_accuracy"] >= 0:
@@ -219,6 +236,8 @@ def main(argv=None):
         logs.append(log)
     if steps_out:
         steps_out.close()
+    if args.trace:
+        tracer.write(args.trace)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"steps": step, "epochs": logs}, f, indent=2)

@@ -25,6 +25,7 @@
 #include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/limits.h"
+#include "python/trace.h"
 #include "reader/info.h"
 #include "reader/loader.h"
 #include "writer/build.h"
@@ -246,9 +247,11 @@ struct LeaseHolder {
 
 class PyLoader {
  public:
-  PyLoader(const std::string& path, const std::optional<std::string>& preset, const py::dict& kwargs)
-      : generation_(g_fork_generation.load()) {
+  PyLoader(const std::string& path, const std::optional<std::string>& preset, const py::dict& kwargs,
+           std::shared_ptr<dsc::python::PyTracer> tracer)
+      : generation_(g_fork_generation.load()), tracer_(std::move(tracer)) {
     dsc::LoaderOptions o = MakeLoaderOptions(preset, kwargs);
+    if (tracer_) o.tracer = &tracer_->tracer();  // worker rows "loader worker N"; kept alive by tracer_
     max_leases_ = o.max_leases;
     // Runs on the thread in Next (this outlives loader_): Ctrl-C, and a wait that only Python can end.
     o.wait_poll = [this] {
@@ -400,6 +403,7 @@ class PyLoader {
   }
 
   uint64_t generation_;
+  std::shared_ptr<dsc::python::PyTracer> tracer_;  // before loader_: its workers record into it until they stop
   std::unique_ptr<dsc::Loader> loader_;
   std::unique_ptr<dsc::Loader::EpochRange> range_;
   dsc::Loader::Iterator it_;
@@ -506,9 +510,11 @@ PYBIND11_MODULE(_dsc, m) {
     return py::bytes(dsc::LoaderState::Merge(v).Serialize());
   });
 
+  dsc::python::BindTrace(m);
+
   py::class_<PyLoader>(m, "Loader")
-      .def(py::init<const std::string&, const std::optional<std::string>&, const py::dict&>(), py::arg("path"),
-           py::arg("preset"), py::arg("options"))
+      .def(py::init<const std::string&, const std::optional<std::string>&, const py::dict&, std::shared_ptr<dsc::python::PyTracer>>(),
+           py::arg("path"), py::arg("preset"), py::arg("options"), py::arg("tracer") = nullptr)
       .def("__len__", [](PyLoader& l) { return l.loader().batches_per_epoch(); })
       .def("start", &PyLoader::Start, py::arg("epoch"), py::arg("first_batch") = 0)
       .def("resume", &PyLoader::Resume)

@@ -16,6 +16,8 @@ import sys as _sys
 import warnings as _warnings
 
 from . import _dsc
+from . import trace
+from .trace import Tracer
 
 Error = _dsc.Error
 OptionError = _dsc.OptionError
@@ -27,7 +29,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "info", "Loader", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "info", "Loader", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -117,15 +119,21 @@ class Loader:
     copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
     CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
 
+    tracer: a dsc.Tracer (e.g. dsc.trace.default()) to record the workers' read / decode / augment /
+    collate spans into, next to the training loop's own phases (see dsc.trace); None records nothing.
+
     Errors: a damaged sample raises dsc.Error naming the file and the sample index. Ctrl-C interrupts
     a wait for a batch within 100 ms (KeyboardInterrupt). A Loader created before fork() raises
     dsc.Error("create the Loader after fork ...") in the child: create it inside the worker instead.
     """
 
-    def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, **options):
+    def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
+                 **options):
         rank, world_size = _distributed(rank, world_size)
         self._path = _os.fspath(path)
-        self._core = _dsc.Loader(self._path, preset, dict(options, rank=rank, world_size=world_size))
+        if tracer is not None and not isinstance(tracer, Tracer):
+            raise TypeError(f"tracer must be a dsc.Tracer, got {type(tracer).__name__}")
+        self._core = _dsc.Loader(self._path, preset, dict(options, rank=rank, world_size=world_size), tracer)
         self.copy = bool(copy)
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not (_torch is not None and _torch.cuda.is_available()):

@@ -1,5 +1,7 @@
 # Type stubs for the dsc package (see __init__.py for the documentation).
 import os
+from . import trace as trace
+from .trace import Tracer as Tracer
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 PathLike = Union[str, os.PathLike]
@@ -47,6 +49,7 @@ class Loader:
         world_size: Optional[int] = ...,
         copy: bool = ...,
         pin_memory: bool = ...,
+        tracer: Optional[Tracer] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,

@@ -1,8 +1,10 @@
 """examples/train_cifar.py against `dsc train`: the same batches (digests of every batch's bytes) and the
 same losses (within 2%) from the same initial weights, seed, subset and batch size."""
+import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
@@ -47,3 +49,20 @@ def test_same_batches_and_losses_as_dsc_train(cifar, tmp_path):
                         subset=dsc.random_subset(50000, 320, 3))
     images, labels = next(iter(loader))
     assert f"{dsc.checksum(images.numpy()):016x}" == cxx[0][2]
+
+
+def test_trace_flag_writes_the_loops_phases_and_the_loaders_rows(small, tmp_path):
+    """examples/train_cifar.py --trace: 3 steps of 16 real CIFAR-10 images and an evaluation of 50."""
+    path, _ = small
+    script = os.path.join(os.environ["DSC_SOURCE_DIR"], "examples", "train_cifar.py")
+    subprocess.run([sys.executable, script, str(path), "--test", str(path), "--epochs", "1", "--limit", "48",
+                    "--batch-size", "16", "--test-limit", "50", "--torch-threads", "1", "--trace", str(tmp_path / "t.json")],
+                   check=True, capture_output=True, text=True)
+    events = json.load(open(tmp_path / "t.json"))["traceEvents"]
+    rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = Counter((rows[(e["pid"], e["tid"])], e["name"]) for e in events if e["ph"] == "X")
+    for phase in ("copy to device", "forward", "backward", "optimizer step"):
+        assert names[("trainer", phase)] == 3, phase
+    assert names[("trainer", "evaluation")] == 1
+    for stage in ("read", "decode", "augment", "collate"):
+        assert names[("loader worker 0", stage)] == 48, stage
