@@ -35,13 +35,8 @@ using kernels::JpegDecoder;
 // The 500 photos, unpacked once into the build tree; paths sorted.
 const std::vector<std::string>& PhotoPaths() {
   static const std::vector<std::string> paths = [] {
-    const std::string dir = std::string(DSC_TESTDATA) + "/crop_photos";
-    struct stat st;
-    if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
-      const std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "' && zstd -dc '" + DSC_PHOTOS +
-                              "' | tar -x -C '" + dir + "' && touch '" + dir + "/.unpacked'";
-      if (std::system(cmd.c_str()) != 0) return std::vector<std::string>{};
-    }
+    const std::string dir = PhotosTree(DSC_PHOTOS);
+    if (dir.empty()) return std::vector<std::string>{};
     std::vector<std::string> out;
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
       if (e.is_regular_file() && e.path().extension() == ".JPEG") out.push_back(e.path().string());

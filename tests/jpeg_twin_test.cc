@@ -228,18 +228,7 @@ std::string BuildDsc(const std::string& tree, const std::string& name, int max_r
 }
 
 // Unpacked once into the build tree; concurrent test processes each unpack privately and rename.
-std::string PhotoTree() {
-  const std::string dir = std::string(DSC_TESTDATA) + "/twin_photos";
-  struct stat st;
-  if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
-    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
-    const std::string cmd = "rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" +
-                            tmp + "' && touch '" + tmp + "/.unpacked' && (mv -T '" + tmp + "' '" + dir + "' 2>/dev/null || rm -rf '" +
-                            tmp + "')";
-    if (std::system(cmd.c_str()) != 0 || ::stat((dir + "/.unpacked").c_str(), &st) != 0) return "";
-  }
-  return dir + "/imagenet-photos-500";
-}
+std::string PhotoTree() { return PhotosTree(DSC_PHOTOS); }
 
 // The photos' dsc file (built with --max-resolution 512, shared tables).
 const std::string& PhotoFile() {

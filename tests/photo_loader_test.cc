@@ -39,15 +39,10 @@ struct Photos {
 const Photos& Built() {
   static Photos p = [] {
     Photos p;
-    const std::string dir = std::string(DSC_TESTDATA) + "/photos";
-    struct stat st;
-    if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
-      const std::string cmd = "mkdir -p '" + dir + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" + dir +
-                              "' && touch '" + dir + "/.unpacked'";
-      if (std::system(cmd.c_str()) != 0) return p;
-    }
+    const std::string dir = PhotosTree(DSC_PHOTOS);
+    if (dir.empty()) return p;
     std::vector<fs::path> classes;
-    for (const auto& e : fs::directory_iterator(dir + "/imagenet-photos-500")) classes.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(dir)) classes.push_back(e.path());
     std::sort(classes.begin(), classes.end());
     classes.resize(std::min<size_t>(classes.size(), kPhotos));
     const std::string scratch = ScratchDir("-photos");

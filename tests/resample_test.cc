@@ -34,22 +34,15 @@ struct Image {
 // A few real photos, unpacked once into the build tree and decoded with TurboJPEG.
 const std::vector<Image>& Photos() {
   static const std::vector<Image> photos = [] {
-    const std::string dir = std::string(DSC_TESTDATA) + "/resample_photos";
+    const std::string dir = dsc::test::PhotosTree(DSC_PHOTOS);
+    if (dir.empty()) return std::vector<Image>{};
     const char* names[] = {"n01440764/n01440764_tench.JPEG", "n01484850/n01484850_great_white_shark.JPEG",
                            "n01514859/n01514859_hen.JPEG"};
-    std::string list;
-    for (const char* n : names) list += std::string(" 'imagenet-photos-500/") + n + "'";
-    struct stat st;
-    if (::stat((dir + "/.unpacked").c_str(), &st) != 0) {
-      const std::string cmd = "mkdir -p '" + dir + "' && zstd -dc '" + DSC_PHOTOS + "' | tar -x -C '" + dir + "'" +
-                              list + " && touch '" + dir + "/.unpacked'";
-      if (std::system(cmd.c_str()) != 0) return std::vector<Image>{};
-    }
     std::vector<Image> out;
     for (const char* n : names) {
       Image im;
       im.name = n;
-      im.rgb = dsc::test::ReferenceDecode(dsc::test::ReadFile(dir + "/imagenet-photos-500/" + n), &im.w, &im.h);
+      im.rgb = dsc::test::ReferenceDecode(dsc::test::ReadFile(dir + "/" + n), &im.w, &im.h);
       if (im.rgb.empty()) return std::vector<Image>{};
       out.push_back(std::move(im));
     }

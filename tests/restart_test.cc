@@ -69,16 +69,9 @@ Parsed Parse(const std::vector<uint8_t>& b) {
 
 // All 500 real ImageNet photos, unpacked once into the build tree.
 std::string AllPhotos() {
-  const fs::path root = fs::path(DSC_TESTDATA) / "photos500";
-  if (!fs::exists(root / ".unpacked")) {
-    const std::string tmp = ScratchDir("photos500");
-    const std::string cmd = std::string("tar --zstd -xf '") + DSC_PHOTOS + "' -C '" + tmp + "'";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    WriteFile(tmp + "/.unpacked", "", 0);
-    std::error_code ec;
-    fs::rename(tmp, root, ec);  // a parallel test may have won the race: either copy is complete
-  }
-  return (root / "imagenet-photos-500").string();
+  const std::string tree = PhotosTree(DSC_PHOTOS);
+  EXPECT_FALSE(tree.empty()) << "could not unpack " << DSC_PHOTOS;
+  return tree;
 }
 
 // The first `n` photos (by class folder) as a tree of symlinks.

@@ -21,6 +21,20 @@ namespace fs = std::filesystem;
 
 std::string CifarJpegRoot() { return std::string(DSC_TESTDATA) + "/cifar10"; }
 
+std::string PhotosTree(const std::string& archive) {
+  const std::string dir = std::string(DSC_TESTDATA) + "/photos500";
+  std::error_code ec;
+  if (!fs::exists(dir + "/.unpacked", ec)) {
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+    const std::string cmd = "rm -rf '" + tmp + "' && mkdir -p '" + tmp + "' && zstd -dc '" + archive + "' | tar -x -C '" +
+                            tmp + "' && touch '" + tmp + "/.unpacked'";
+    if (std::system(cmd.c_str()) == 0) fs::rename(tmp, dir, ec);  // fails when another process won the race
+    fs::remove_all(tmp, ec);
+    if (!fs::exists(dir + "/.unpacked", ec)) return "";
+  }
+  return dir + "/imagenet-photos-500";
+}
+
 std::string ScratchDir(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   // Outside a test (suite set-up) the folder is per process: ctest runs each test as its own process,

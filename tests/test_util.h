@@ -12,6 +12,10 @@ std::string CifarJpegRoot();
 // A fresh, empty folder for this test (removed at the start of the next run, not at exit). Outside a
 // test it is per process; remove it with RemoveScratch when done.
 std::string ScratchDir(const std::string& tag = "");
+// The real ImageNet photos of `archive` (../shared/data/imagenet-photos-500.tar.zst), unpacked once
+// into the build tree; returns the "imagenet-photos-500" folder, or "" when unpacking failed. Test
+// processes running at once each unpack privately and rename, so none sees a half-unpacked tree.
+std::string PhotosTree(const std::string& archive);
 void RemoveScratch(const std::string& dir);
 // A class-per-folder tree holding the first `per_class` images of each class of `split`, as symlinks
 // to the real files (fast to make; the writer reads through them).
