@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include <torch/utils.h>  // NoGradGuard
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 

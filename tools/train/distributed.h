@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>  // torch::Tensor without the nn / optim headers
 
 #include "reader/loader.h"
 
