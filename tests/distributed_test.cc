@@ -20,20 +20,9 @@
 namespace dsc::test {
 namespace {
 
-struct Files {
-  std::string train, test;
-};
-
+using Files = CifarFiles;
 const Files& Built() {
-  static const Files f = [] {
-    auto dir = ScratchDir("-dist");
-    writer::BuildOptions o;
-    o.log = [](const std::string&) {};
-    Files f{dir + "/train.beton", dir + "/test.beton"};
-    writer::Build(CifarJpegRoot() + "/train", f.train, o);
-    writer::Build(CifarJpegRoot() + "/test", f.test, o);
-    return f;
-  }();
+  static const Files f = BuildCifarFiles("-dist");
   return f;
 }
 

@@ -14,12 +14,23 @@
 
 #include "format/layout.h"
 #include "tests/fuzz/fixup_checksums.h"
+#include "writer/build.h"
 
 namespace dsc::test {
 
 namespace fs = std::filesystem;
 
 std::string CifarJpegRoot() { return std::string(DSC_TESTDATA) + "/cifar10"; }
+
+CifarFiles BuildCifarFiles(const std::string& tag) {
+  const std::string dir = ScratchDir(tag);
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  CifarFiles f{dir + "/train.beton", dir + "/test.beton"};
+  writer::Build(CifarJpegRoot() + "/train", f.train, o);
+  writer::Build(CifarJpegRoot() + "/test", f.test, o);
+  return f;
+}
 
 std::string PhotosTree(const std::string& archive) {
   const std::string dir = std::string(DSC_TESTDATA) + "/photos500";

@@ -9,6 +9,11 @@ namespace dsc::test {
 
 // Root of the unpacked real CIFAR-10 ("<root>/train/<class>/NNNN.jpg", "<root>/test/...").
 std::string CifarJpegRoot();
+// The real CIFAR-10 train and test splits, built with dsc build's defaults into a new scratch folder.
+struct CifarFiles {
+  std::string train, test;
+};
+CifarFiles BuildCifarFiles(const std::string& tag);
 // A fresh, empty folder for this test (removed at the start of the next run, not at exit). Outside a
 // test it is per process; remove it with RemoveScratch when done.
 std::string ScratchDir(const std::string& tag = "");

@@ -12,19 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Files {
-  std::string train, test;
-};
-
-Files Build() {
-  auto dir = ScratchDir("-train");
-  writer::BuildOptions o;
-  o.log = [](const std::string&) {};
-  Files f{dir + "/train.beton", dir + "/test.beton"};
-  writer::Build(CifarJpegRoot() + "/train", f.train, o);
-  writer::Build(CifarJpegRoot() + "/test", f.test, o);
-  return f;
-}
+using Files = CifarFiles;
+Files Build() { return BuildCifarFiles("-train"); }
 
 std::string Json(const std::string& path) {
   auto b = ReadFile(path);
