@@ -39,6 +39,40 @@
 namespace dsc {
 
 enum class DType : uint8_t { kFloat32, kFloat16, kUint8 };
+class RemoteExecutor;
+struct RemoteContext;
+struct RemoteOptions;
+using RemoteConnector =
+    std::function<std::unique_ptr<RemoteExecutor>(const std::string& address, const RemoteOptions&, const RemoteContext&)>;
+
+// Auxiliary CPU workers (`dsc serve`) that decode and augment for this loader over the network,
+// beside its own threads (docs/remote.md, reader/executor.h). Batches stay byte-identical to a local
+// run's whatever the mix of executors and whatever fails.
+struct RemoteOptions {
+  std::vector<std::string> addresses;  // "host:port" of each worker
+  std::string token;                   // sent with every call; workers off loopback require one
+  std::string tls_root;                // PEM of the CA of the workers' certificates; empty: plaintext
+  // Local decode threads beside the workers: -1 = LoaderOptions::threads; 0 = none while a worker is
+  // reachable (one thread stands by and decodes while none is).
+  int local_threads = -1;
+  uint32_t in_flight = 2;     // requests in flight per worker
+  uint32_t chunk = 64;        // samples per request (at most a batch)
+  bool compression = false;   // zstd on the wire
+  // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
+  uint32_t deadline_ms = 0;
+  uint32_t connect_timeout_ms = 3000;
+  // Makes the executors: dsc::remote::Connector() (link dsc::remote). Required with addresses.
+  RemoteConnector connect;
+};
+
+// One worker's share, for dsc bench and logs.
+struct RemoteWorkerStats {
+  std::string address;
+  bool up = false;             // connected now
+  uint64_t samples = 0;        // delivered by it
+  uint64_t requests = 0, failures = 0;  // failures: requests given to another executor
+  uint64_t wire_bytes = 0;
+};
 enum class Layout : uint8_t { kNCHW, kNHWC };
 size_t DTypeSize(DType t);
 
@@ -86,6 +120,7 @@ struct LoaderOptions {
   // hooks are copied, and what they capture must stay usable until the last lease is released.
   std::function<void*(size_t)> allocate;
   std::function<void(void*)> release;
+  RemoteOptions remote;               // auxiliary CPU workers (none by default)
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
   // Called every `wait_poll_ms` while the consumer waits for a batch, on the consumer's thread with no
   // lock held; it may throw to abandon the wait (the Python module checks for Ctrl-C there).
@@ -256,6 +291,8 @@ class Loader {
   // many of them are leased now.
   size_t buffers_allocated() const;
   size_t leased() const;
+  // Remote workers (LoaderOptions::remote), in address order; empty without them.
+  std::vector<RemoteWorkerStats> remote_stats() const;
 
  private:
   std::unique_ptr<Pipeline> p_;

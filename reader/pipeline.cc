@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -16,9 +17,11 @@
 #include <utility>
 
 #include "format/error.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
 #include "reader/sample_processor.h"
+#include "reader/sample_work.h"
 #include "reader/trace.h"
 
 namespace dsc {
@@ -215,17 +218,8 @@ class Pipeline {
     order_.quasi_window = o.quasi_window;
     order_.subset = o.subset;
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
-    kernels::MakeNormalizeTable(o.augment, table_);
-    for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
-    format_ = {o.dtype, o.layout, width_, height_, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
-               o.dct_scaling};
-    if (o.defer_augment) {  // the CPU stage writes plain pixels
-      kernels::AugmentSpec plain;
-      kernels::MakeNormalizeTable(plain, table_);
-      kernels::NormalizeCoefficients(plain, format_.scale, format_.bias);
-    }
-    kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
-    sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(o.dtype);
+    work_ = std::make_shared<SampleWork>(opt_, width_, height_);
+    sample_bytes_ = work_->sample_bytes();
     slots_.resize(size_t(o.prefetch) + 1);
     pool_ = std::make_shared<BufferPool>();
     pool_->limit = slots_.size() + o.max_leases;
@@ -238,6 +232,11 @@ class Pipeline {
       ++pool_->allocated;
     }
     threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+    if (!o.remote.addresses.empty()) {
+      if (o.remote.local_threads >= 0) threads_ = o.remote.local_threads;
+      standby_ = threads_ == 0;  // remote only: one local thread decodes while no worker is reachable
+      threads_ = std::max(threads_, 1);
+    }
     if (o.tracer) {  // rows "loader worker N" and "loader consumer" (reader/trace.h)
       consumer_track_ = o.tracer->AddTrack("loader consumer", "loader");
       for (int t = 0; t < threads_; ++t) worker_tracks_.push_back(o.tracer->AddTrack("loader worker " + std::to_string(t), "loader"));
@@ -245,6 +244,7 @@ class Pipeline {
     stats_.resize(size_t(threads_));
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
       readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
+    if (!o.remote.addresses.empty()) StartRemote();
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
 
@@ -256,6 +256,7 @@ class Pipeline {
     }
     work_cv_.notify_all();
     for (auto& w : workers_) w.join();
+    for (auto& d : drivers_) d.join();
     std::vector<std::unique_ptr<BatchBuffer>> spare;
     {
       std::lock_guard<std::mutex> l(pool_->mu);
@@ -291,14 +292,20 @@ class Pipeline {
     epoch_ = epoch;
     next_deliver_ = first_batch;
     released_ = first_batch;
-    chunk_ = std::max<uint32_t>(1, std::min<uint32_t>(16, opt_.batch_size));
+    chunk_ = std::max<uint32_t>(1, std::min<uint32_t>(kChunk, opt_.batch_size));
     chunks_per_batch_ = (opt_.batch_size + chunk_ - 1) / chunk_;
     next_task_.store(first_batch * chunks_per_batch_);
     total_tasks_ = plan_.batches * chunks_per_batch_;
     for (auto& s : slots_) ResetSlot(s.get());
     if (readahead_) readahead_->Start(plan_, first_batch);
+    {
+      std::lock_guard<std::mutex> rl(retry_mu_);
+      retry_.clear();
+      retry_size_.store(0);
+      remote_inflight_ = 0;
+    }
     cancel_.store(false);
-    active_ = threads_;
+    active_ = threads_ + int(drivers_.size());
     ++job_;
     holding_ = false;
     work_cv_.notify_all();
@@ -408,6 +415,11 @@ class Pipeline {
       std::lock_guard<std::mutex> pl(pool_->mu);  // no lost wake-up for a worker waiting for a spare
     }
     pool_->cv.notify_all();
+    {
+      std::lock_guard<std::mutex> rl(retry_mu_);
+    }
+    retry_cv_.notify_all();
+    for (auto& r : remotes_) r->ex->CancelAll();
     idle_cv_.wait(l, [&] { return active_ == 0; });
     if (holding_) {  // the batch the consumer held was handed out
       ++next_deliver_;
@@ -541,9 +553,8 @@ class Pipeline {
       pending_w_ = pending_h_ = 0;
       opt_.augment.out_w = int(width_);
       opt_.augment.out_h = int(height_);
-      format_.width = width_;
-      format_.height = height_;
-      sample_bytes_ = size_t(3) * width_ * height_ * DTypeSize(opt_.dtype);
+      work_ = std::make_shared<SampleWork>(opt_, width_, height_);
+      sample_bytes_ = work_->sample_bytes();
       ++geometry_;
     }
     std::lock_guard<std::mutex> pl(pool_->mu);
@@ -599,10 +610,10 @@ class Pipeline {
   }
 
   void WorkerLoop(int t) {
+    std::shared_ptr<const SampleWork> work;  // what `proc` reads its tables from
     auto make = [&] {
-      return std::make_unique<SampleProcessor>(ds_, opt_.augment, format_, opt_.collect_stats, opt_.tracer,
-                                               opt_.tracer ? worker_tracks_[size_t(t)] : 0,
-                                               opt_.defer_augment);
+      work = work_;
+      return work->NewProcessor(ds_, opt_.collect_stats, opt_.tracer, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
     };
     std::unique_ptr<SampleProcessor> proc;
     uint64_t geometry = 0;
@@ -627,7 +638,7 @@ class Pipeline {
           geometry = geometry_;
         }
       }
-      RunJob(proc.get(), epoch, seed, &local, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
+      RunJob(t, proc.get(), epoch, seed, &local, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
       std::lock_guard<std::mutex> l(mu_);
       if (opt_.collect_stats) {
         stats_[size_t(t)] += local;
@@ -637,73 +648,391 @@ class Pipeline {
     }
   }
 
-  void RunJob(SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
-    const size_t nslots = slots_.size();
-    const bool timed = opt_.collect_stats || opt_.tracer;
-    while (!cancel_.load(std::memory_order_relaxed)) {
-      const uint64_t task = next_task_.fetch_add(1);
-      if (task >= total_tasks_) return;
-      const uint64_t k = task / chunks_per_batch_;
-      if (k >= released_.load(std::memory_order_acquire) + nslots) {
-        std::unique_lock<std::mutex> l(mu_);
-        work_cv_.wait(l, [&] { return cancel_.load() || k < released_.load() + nslots; });
-        if (cancel_.load()) return;
+  // Whether local thread t takes work now: a standby thread (remote only) works while no worker is up.
+  bool MayWork(int t) const { return !(standby_ && t == 0) || remote_up_.load(std::memory_order_relaxed) == 0; }
+
+  // Nothing left to claim and nothing in flight elsewhere that could come back (retry_mu_ held).
+  bool DrainedLocked() const { return next_task_.load() >= total_tasks_ && retry_.empty() && remote_inflight_ == 0; }
+
+  // A local thread's next task: the front of the retry queue (chunks a failed executor gave back), else
+  // the counter's next one. false: nothing to claim now.
+  bool TakeLocal(uint64_t* task) {
+    if (retry_size_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      if (!retry_.empty()) {
+        auto& r = retry_.front();
+        *task = r.first++;
+        if (r.first == r.second) retry_.pop_front();
+        retry_size_.store(retry_.size());
+        return true;
       }
-      Slot* s = slots_[k % nslots].get();
-      const uint32_t len = plan_.batch_length(k);
-      const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
-      const uint32_t to = std::min(len, from + chunk_);
-      if (from >= to) continue;
-      BatchBuffer* b = s->buf.load(std::memory_order_acquire);
-      if (!b && !(b = WaitForBuffer(s))) return;  // its last batch is leased and no spare is free
-      if (!b->images || b->bytes < sample_bytes_ * opt_.batch_size) {  // a failed Ensure
-        std::lock_guard<std::mutex> l(s->error_mu);
-        if (s->error.empty()) s->error = "cannot allocate a batch buffer of " + std::to_string(BufferBytes()) + " bytes";
-        if (s->done.fetch_add(to - from) + (to - from) >= len) {
-          std::lock_guard<std::mutex> ml(mu_);
-          done_cv_.notify_all();
-        }
+    }
+    if (next_task_.load(std::memory_order_relaxed) >= total_tasks_) return false;
+    *task = next_task_.fetch_add(1);
+    return *task < total_tasks_;
+  }
+
+  // Waits a little for work that may come back (or for a standby thread's turn). false: the job is done.
+  bool WaitForMore() {
+    std::unique_lock<std::mutex> l(retry_mu_);
+    if (DrainedLocked() || cancel_.load()) return false;
+    retry_cv_.wait_for(l, std::chrono::milliseconds(20));
+    return true;
+  }
+
+  void RunJob(int t, SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
+    while (!cancel_.load(std::memory_order_relaxed)) {
+      uint64_t task;
+      if (!MayWork(t) || !TakeLocal(&task)) {
+        if (!WaitForMore()) return;
         continue;
       }
-      const uint64_t b0 = opt_.tracer ? NowNs() : 0;
-      for (uint32_t j = from; j < to; ++j) {
-        const uint64_t pos = k * opt_.batch_size + j;
-        const uint32_t sample = plan_.samples[pos];
-        const uint64_t c0 = timed ? NowNs() : 0;
-        b->indices[j] = sample;
-        b->padding[j] = plan_.padding[pos];
-        const auto e = ds_.entry(sample);
-        b->labels[0][j] = e.label[0];
-        b->labels[1][j] = e.label[1];
-        if (timed) {
-          const uint64_t c1 = NowNs();
-          st->collate_ns += c1 - c0;
-          if (opt_.tracer) opt_.tracer->Add(track, "collate", c0, c1, sample);
-        }
-        try {
-          proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
-        } catch (const std::exception& ex) {
-          std::lock_guard<std::mutex> l(s->error_mu);
-          if (s->error.empty()) s->error = ex.what();
-        }
-      }
-      if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
-      if (s->done.fetch_add(to - from) + (to - from) >= len) {
-        std::lock_guard<std::mutex> l(mu_);
-        done_cv_.notify_all();
-      }
+      RunTask(task, proc, epoch, seed, st, track);
     }
   }
 
+  // Waits until batch k may be written (k < released + slots). false when cancelled.
+  bool WaitForSlot(uint64_t k) {
+    if (k < released_.load(std::memory_order_acquire) + slots_.size()) return true;
+    std::unique_lock<std::mutex> l(mu_);
+    work_cv_.wait(l, [&] { return cancel_.load() || k < released_.load() + slots_.size(); });
+    return !cancel_.load();
+  }
+
+  // Marks `n` samples of slot s done; wakes the consumer when its batch is complete.
+  void Done(Slot* s, uint32_t n, uint32_t len) {
+    if (s->done.fetch_add(n) + n >= len) {
+      std::lock_guard<std::mutex> l(mu_);
+      done_cv_.notify_all();
+    }
+  }
+
+  void SetError(Slot* s, const std::string& e) {
+    std::lock_guard<std::mutex> l(s->error_mu);
+    if (s->error.empty()) s->error = e;
+  }
+
+  // The slot's buffer for writing batch k, or nullptr (cancelled, or the allocation failed: the
+  // slot's error says so and the chunk counts as done).
+  BatchBuffer* WritableBuffer(Slot* s, uint32_t n, uint32_t len) {
+    BatchBuffer* b = s->buf.load(std::memory_order_acquire);
+    if (!b && !(b = WaitForBuffer(s))) return nullptr;  // its last batch is leased and no spare is free
+    if (!b->images || b->bytes < sample_bytes_ * opt_.batch_size) {  // a failed Ensure
+      SetError(s, "cannot allocate a batch buffer of " + std::to_string(BufferBytes()) + " bytes");
+      Done(s, n, len);
+      return nullptr;
+    }
+    return b;
+  }
+
+  // Labels, index and padding flag of position j of batch k (cheap: from the index).
+  void Collate(BatchBuffer* b, uint64_t k, uint32_t j) {
+    const uint64_t pos = k * opt_.batch_size + j;
+    const uint32_t sample = plan_.samples[pos];
+    b->indices[j] = sample;
+    b->padding[j] = plan_.padding[pos];
+    const auto e = ds_.entry(sample);
+    b->labels[0][j] = e.label[0];
+    b->labels[1][j] = e.label[1];
+  }
+
+  void RunTask(uint64_t task, SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
+    const bool timed = opt_.collect_stats || opt_.tracer;
+    const uint64_t k = task / chunks_per_batch_;
+    if (!WaitForSlot(k)) return;
+    Slot* s = slots_[k % slots_.size()].get();
+    const uint32_t len = plan_.batch_length(k);
+    const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
+    const uint32_t to = std::min(len, from + chunk_);
+    if (from >= to) return;
+    BatchBuffer* b = WritableBuffer(s, to - from, len);
+    if (!b) return;
+    const uint64_t b0 = opt_.tracer ? NowNs() : 0;
+    for (uint32_t j = from; j < to; ++j) {
+      const uint64_t c0 = timed ? NowNs() : 0;
+      Collate(b, k, j);
+      const uint32_t sample = b->indices[j];
+      if (timed) {
+        const uint64_t c1 = NowNs();
+        st->collate_ns += c1 - c0;
+        if (opt_.tracer) opt_.tracer->Add(track, "collate", c0, c1, sample);
+      }
+      try {
+        proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
+      } catch (const std::exception& ex) {
+        SetError(s, ex.what());
+      }
+    }
+    if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
+    Done(s, to - from, len);
+  }
+
+  // ---- Remote workers (LoaderOptions::remote) ----
+
+  struct Remote {
+    std::unique_ptr<RemoteExecutor> ex;
+    std::mutex mu;  // guards the fields below
+    bool up = false;
+    bool connecting = false;
+    bool warned = false;  // about its current outage
+    std::chrono::steady_clock::time_point next_try{};
+    int backoff_ms = 100;
+    uint64_t samples = 0, requests = 0, failures = 0;
+  };
+
+  RemoteContext MakeRemoteContext() const {
+    RemoteContext c;
+    c.path = ds_.path();
+    c.file_size = ds_.view().header().file_size;
+    c.header_checksum = ds_.view().header().header_checksum;
+    c.options = opt_;
+    c.width = width_;
+    c.height = height_;
+    c.run_fingerprint = RunIdentity::Of(ds_, opt_).Fingerprint();
+    return c;
+  }
+
+  // Makes the executors and connects them: a worker that refuses this run is a user error (thrown);
+  // one that is unreachable is retried with back-off while the loader runs.
+  void StartRemote() {
+    const RemoteOptions& r = opt_.remote;
+    if (!r.connect)
+      throw OptionError("remote: LoaderOptions::remote.connect is not set (link dsc::remote and set it to dsc::remote::Connector())");
+    if (r.in_flight == 0 || r.in_flight > 64) throw OptionError("remote.in_flight must be 1 to 64, not " + std::to_string(r.in_flight));
+    if (r.chunk == 0) throw OptionError("remote.chunk must be at least 1");
+    remote_chunks_ = std::max<uint32_t>(1, (std::min(r.chunk, opt_.batch_size) + kChunk - 1) / kChunk);
+    const RemoteContext ctx = MakeRemoteContext();
+    for (const auto& a : r.addresses) {
+      auto rm = std::make_unique<Remote>();
+      rm->ex = r.connect(a, r, ctx);
+      std::string why;
+      const ConnectResult c = rm->ex->Connect(int(r.connect_timeout_ms), &why);
+      if (c == ConnectResult::kRefused) throw Error(why);
+      if (c == ConnectResult::kReady) {
+        rm->up = true;
+        remote_up_.fetch_add(1);
+      } else {
+        std::fprintf(stderr, "dsc: warning: %s; retrying in the background\n", why.c_str());
+        rm->warned = true;
+        rm->next_try = std::chrono::steady_clock::now() + std::chrono::milliseconds(rm->backoff_ms);
+      }
+      remotes_.push_back(std::move(rm));
+    }
+    if (remote_up_.load() == 0 && standby_)
+      std::fprintf(stderr, "dsc: warning: no remote worker is reachable; decoding on 1 local thread until one is\n");
+    for (size_t w = 0; w < remotes_.size(); ++w)
+      for (uint32_t i = 0; i < r.in_flight; ++i) drivers_.emplace_back([this, w] { DriverLoop(w); });
+  }
+
+  void DriverLoop(size_t w) {
+    uint64_t seen = 0;
+    std::vector<uint32_t> samples;
+    while (true) {
+      uint64_t epoch, seed;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        work_cv_.wait(l, [&] { return stop_ || job_ != seen; });
+        if (stop_) return;
+        seen = job_;
+        epoch = epoch_;
+        seed = opt_.seed;
+      }
+      RunRemote(*remotes_[w], epoch, seed, &samples);
+      std::lock_guard<std::mutex> l(mu_);
+      if (--active_ == 0) idle_cv_.notify_all();
+    }
+  }
+
+  // Claims up to remote_chunks_ tasks of one batch for a worker: a range given back by a failed
+  // executor first, else the counter's next. Counts the claim in flight, so that local threads wait
+  // for it instead of ending the job.
+  bool TakeRemote(uint64_t* t0, uint64_t* t1) {
+    {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      ++remote_inflight_;
+      if (!retry_.empty()) {
+        auto& r = retry_.front();
+        *t0 = r.first;
+        *t1 = std::min(r.second, r.first + remote_chunks_);
+        r.first = *t1;
+        if (r.first == r.second) retry_.pop_front();
+        retry_size_.store(retry_.size());
+        return true;
+      }
+    }
+    uint64_t cur = next_task_.load();
+    while (cur < total_tasks_) {
+      const uint64_t end = std::min({cur + remote_chunks_, (cur / chunks_per_batch_ + 1) * chunks_per_batch_, total_tasks_});
+      if (next_task_.compare_exchange_weak(cur, end)) {
+        *t0 = cur;
+        *t1 = end;
+        return true;
+      }
+    }
+    FinishRemote();
+    return false;
+  }
+
+  void FinishRemote() {
+    {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      --remote_inflight_;
+    }
+    retry_cv_.notify_all();
+  }
+
+  void GiveBack(uint64_t t0, uint64_t t1) {
+    {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      retry_.emplace_back(t0, t1);
+      retry_size_.store(retry_.size());
+      --remote_inflight_;
+    }
+    retry_cv_.notify_all();
+  }
+
+  // The deadline of one request: max(1 s, 10 x the median of recent requests), generous until timed.
+  int Deadline() {
+    if (opt_.remote.deadline_ms) return int(opt_.remote.deadline_ms);
+    std::lock_guard<std::mutex> l(times_mu_);
+    if (request_ms_.size() < 3) return 30000;
+    std::vector<double> v(request_ms_.begin(), request_ms_.end());
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return int(std::min(600000.0, std::max(1000.0, 10 * v[v.size() / 2])));
+  }
+
+  void MarkDown(Remote& rm, const std::string& why) {
+    std::lock_guard<std::mutex> l(rm.mu);
+    ++rm.failures;
+    if (!rm.up) return;
+    rm.up = false;
+    rm.next_try = std::chrono::steady_clock::now() + std::chrono::milliseconds(rm.backoff_ms);
+    if (remote_up_.fetch_sub(1) == 1 && standby_)
+      std::fprintf(stderr, "dsc: warning: no remote worker is reachable; decoding on 1 local thread until one is\n");
+    if (!rm.warned) std::fprintf(stderr, "dsc: warning: %s; its work goes to other executors, reconnecting\n", why.c_str());
+    rm.warned = true;
+  }
+
+  // A down worker: one of its drivers reconnects when the back-off has passed, the others wait.
+  void Reconnect(Remote& rm) {
+    {
+      std::lock_guard<std::mutex> l(rm.mu);
+      if (rm.up || rm.connecting || std::chrono::steady_clock::now() < rm.next_try) return;
+      rm.connecting = true;
+    }
+    std::string why;
+    const ConnectResult c = rm.ex->Connect(int(opt_.remote.connect_timeout_ms), &why);
+    std::lock_guard<std::mutex> l(rm.mu);
+    rm.connecting = false;
+    if (c == ConnectResult::kReady) {
+      rm.up = true;
+      rm.backoff_ms = 100;
+      if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
+      rm.warned = false;
+      remote_up_.fetch_add(1);
+    } else {
+      rm.backoff_ms = std::min(rm.backoff_ms * 2, 2000);
+      rm.next_try = std::chrono::steady_clock::now() + std::chrono::milliseconds(rm.backoff_ms);
+    }
+  }
+
+  void RunRemote(Remote& rm, uint64_t epoch, uint64_t seed, std::vector<uint32_t>* samples) {
+    while (!cancel_.load(std::memory_order_relaxed)) {
+      bool up;
+      {
+        std::lock_guard<std::mutex> l(rm.mu);
+        up = rm.up;
+      }
+      if (!up) {
+        Reconnect(rm);
+        if (!WaitForMore()) return;
+        continue;
+      }
+      uint64_t t0, t1;
+      if (!TakeRemote(&t0, &t1)) {
+        if (!WaitForMore()) return;
+        continue;
+      }
+      const uint64_t k = t0 / chunks_per_batch_;
+      const uint32_t len = plan_.batch_length(k);
+      const uint32_t from = std::min(len, uint32_t(t0 % chunks_per_batch_) * chunk_);
+      const uint32_t to = std::min<uint64_t>(len, (t1 - k * chunks_per_batch_) * chunk_);
+      if (from >= to) {  // past the short last batch's end
+        FinishRemote();
+        continue;
+      }
+      if (!WaitForSlot(k)) {
+        GiveBack(t0, t1);
+        return;
+      }
+      Slot* s = slots_[k % slots_.size()].get();
+      BatchBuffer* b = WritableBuffer(s, to - from, len);
+      if (!b) {
+        if (cancel_.load()) GiveBack(t0, t1);
+        else FinishRemote();
+        continue;
+      }
+      samples->resize(to - from);
+      for (uint32_t j = from; j < to; ++j) (*samples)[j - from] = plan_.samples[k * opt_.batch_size + j];
+      ChunkTask task;
+      task.epoch = epoch;
+      task.seed = seed;
+      task.samples = samples->data();
+      task.count = to - from;
+      task.images = b->images + size_t(from) * sample_bytes_;
+      task.params = b->params.data() + from;
+      task.cancel = &cancel_;
+      std::string why;
+      const auto c0 = std::chrono::steady_clock::now();
+      const RunResult r = rm.ex->Run(task, Deadline(), &why);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+      if (r == RunResult::kRetry) {
+        GiveBack(t0, t1);
+        if (!cancel_.load()) MarkDown(rm, why);
+        continue;
+      }
+      if (r == RunResult::kSampleError) SetError(s, why);
+      for (uint32_t j = from; j < to; ++j) Collate(b, k, j);
+      {
+        std::lock_guard<std::mutex> l(rm.mu);
+        rm.samples += to - from;
+        ++rm.requests;
+      }
+      {
+        std::lock_guard<std::mutex> l(times_mu_);
+        request_ms_.push_back(ms);
+        if (request_ms_.size() > 64) request_ms_.pop_front();
+      }
+      Done(s, to - from, len);
+      FinishRemote();
+    }
+  }
+
+ public:
+  std::vector<RemoteWorkerStats> RemoteStats() {
+    std::vector<RemoteWorkerStats> v;
+    for (auto& rm : remotes_) {
+      RemoteWorkerStats w;
+      w.address = rm->ex->address();
+      w.wire_bytes = rm->ex->wire_bytes();
+      std::lock_guard<std::mutex> l(rm->mu);
+      w.up = rm->up;
+      w.samples = rm->samples;
+      w.requests = rm->requests;
+      w.failures = rm->failures;
+      v.push_back(w);
+    }
+    return v;
+  }
+
+ private:
   LoaderOptions opt_;
   Dataset ds_;
   OrderOptions order_;
   uint32_t width_ = 0, height_ = 0;
   uint32_t pending_w_ = 0, pending_h_ = 0;  // set_output_size's, for the next Start
   uint64_t geometry_ = 0;                   // counts applied output sizes (workers rebuild their processor)
-  float table_[3 * 256];
-  uint16_t half_[3 * 256];
-  OutputFormat format_;
+  std::shared_ptr<const SampleWork> work_;  // replaced by set_output_size; workers keep theirs alive
   size_t sample_bytes_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::shared_ptr<BufferPool> pool_;
@@ -733,6 +1062,22 @@ class Pipeline {
   std::atomic<uint64_t> next_task_{0};
   uint64_t total_tasks_ = 0;
   uint32_t chunk_ = 1, chunks_per_batch_ = 1;
+  static constexpr uint32_t kChunk = 16;  // samples per local task
+
+  // Remote workers. Threads: `in_flight` drivers per worker, each running one request at a time.
+  std::vector<std::unique_ptr<Remote>> remotes_;
+  std::vector<std::thread> drivers_;
+  bool standby_ = false;              // remote only: local thread 0 works while no worker is up
+  std::atomic<int> remote_up_{0};     // workers connected now
+  uint64_t remote_chunks_ = 1;        // local tasks per request
+  // Task ranges a failed executor gave back, taken before the counter's; and claims not yet finished.
+  std::mutex retry_mu_;
+  std::condition_variable retry_cv_;
+  std::deque<std::pair<uint64_t, uint64_t>> retry_;
+  std::atomic<size_t> retry_size_{0};
+  uint64_t remote_inflight_ = 0;
+  std::mutex times_mu_;
+  std::deque<double> request_ms_;     // recent successful requests, for the deadline
 };
 
 Loader::Loader(const std::string& path, const LoaderOptions& options) : p_(new Pipeline(path, WithRankBatch(options))) {}
@@ -756,6 +1101,7 @@ StageStats Loader::stats() const { return p_->Stats(); }
 BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
 size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }
 size_t Loader::leased() const { return p_->Leased(); }
+std::vector<RemoteWorkerStats> Loader::remote_stats() const { return p_->RemoteStats(); }
 void Loader::reset_stats() { p_->ResetStats(); }
 
 Loader::EpochRange::EpochRange(EpochRange&& o) noexcept : p_(o.p_), job_(o.job_) { o.p_ = nullptr; }

@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 #include <fstream>
 #include <sstream>
+#include <sys/resource.h>
 #include <thread>
 
 #include "format/error.h"
@@ -16,6 +17,7 @@
 #include "reader/readahead.h"
 #include "reader/trace.h"
 #include "tools/commands.h"
+#include "tools/remote_cli.h"
 
 namespace dsc::tools {
 
@@ -35,8 +37,15 @@ struct EpochResult {
   StageStats stages;
   uint64_t peak_anon = 0;
   uint64_t storage_bytes = 0;  // read from storage during the epoch (/proc/self/io)
+  double cpu_seconds = 0;      // this process's CPU time (user + system, all threads) during the epoch
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak,
@@ -44,6 +53,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   loader.reset_stats();
   EpochResult r;
   const uint64_t io0 = StorageReadBytes();
+  const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t n = 0;
   for (const Batch& b : loader.epoch(epoch)) {
@@ -57,6 +67,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
     if (max_batches && n >= max_batches) break;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   r.stages = loader.stats();
   r.storage_bytes = StorageReadBytes() - io0;
   *peak = std::max(*peak, AnonRssBytes());
@@ -124,6 +135,13 @@ int CmdBench(int argc, char** argv) {
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
       ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
        cxxopts::value<std::string>()->default_value("256M"))
+      ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,ADDR:PORT...] that decode beside the local threads",
+       cxxopts::value<std::string>()->default_value(""))
+      ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
+      ("tls-root", "PEM of the CA that signed the workers' certificates (TLS)", cxxopts::value<std::string>()->default_value(""))
+      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable; default --threads)",
+       cxxopts::value<int>()->default_value("-1"))
+      ("wire-compression", "with --remote: zstd the images on the wire")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -181,6 +199,8 @@ int CmdBench(int argc, char** argv) {
     else if (unit == "G") o.cache_budget <<= 30;
     else if (!unit.empty()) throw cxxopts::exceptions::exception("--cache-budget " + budget + ": expected bytes with an optional K, M or G");
     json = r.count("json") > 0;
+    ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
+                     r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
@@ -225,6 +245,7 @@ int CmdBench(int argc, char** argv) {
       if (!json) std::printf("autotune:%s -> threads %d, prefetch %u\n", autotune.c_str(), o.threads, o.prefetch);
     }
     Tracer tracer;
+    std::vector<RemoteWorkerStats> remote;
     std::vector<EpochResult> results;
     peak = 0;
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> indices(nullptr, &std::fclose);
@@ -256,6 +277,7 @@ int CmdBench(int argc, char** argv) {
       }
       o.threads = loader.threads();
       o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
+      remote = loader.remote_stats();
     }
     if (indices && (std::fflush(indices.get()) != 0 || std::ferror(indices.get())))
       throw Error(indices_path + ": write failed");
@@ -266,6 +288,13 @@ int CmdBench(int argc, char** argv) {
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
     const double median = Median(rates);
     uint64_t decoded = 0;
+    std::vector<double> cpu;  // per delivered image, microseconds
+    for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i)
+      cpu.push_back(results[i].images ? results[i].cpu_seconds * 1e6 / double(results[i].images) : 0);
+    const double cpu_us = Median(cpu);
+    uint64_t delivered = 0, remote_samples = 0, wire = 0;
+    for (const auto& r : results) delivered += r.images;
+    for (const auto& w : remote) remote_samples += w.samples, wire += w.wire_bytes;
     for (const auto& r : results) decoded += r.stages.samples;
     const EpochResult& last = results.back();
     const std::string verdict = Verdict(last, o.threads, consumer_ms);
@@ -275,6 +304,16 @@ int CmdBench(int argc, char** argv) {
         << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"batch_size\": " << o.batch_size << ",\n  \"consumer_ms\": " << consumer_ms
         << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
       if (!autotune.empty()) j << ",\n  \"autotune\": " << JsonString(autotune);
+      j << ",\n  \"cpu_us_per_image\": " << cpu_us;
+      if (!remote.empty()) {
+        j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
+          << ",\n  \"remote_share\": " << (delivered ? double(remote_samples) / double(delivered) : 0) << ",\n  \"remote\": [";
+        for (size_t i = 0; i < remote.size(); ++i)
+          j << (i ? ", " : "") << "{\"address\": " << JsonString(remote[i].address) << ", \"up\": " << (remote[i].up ? "true" : "false")
+            << ", \"samples\": " << remote[i].samples << ", \"requests\": " << remote[i].requests << ", \"failures\": "
+            << remote[i].failures << ", \"wire_bytes\": " << remote[i].wire_bytes << "}";
+        j << "]";
+      }
       if (cold) j << ",\n  \"cold\": true,\n  \"sequential_bytes_per_second\": " << sequential;
       j << ",\n  \"epochs\": [";
       for (size_t i = 0; i < results.size(); ++i) {
@@ -286,7 +325,7 @@ int CmdBench(int argc, char** argv) {
           << r.stages.consumer_wait_ns << ", \"consumer_wait_share\": " << r.stages.consumer_wait_ns / (r.seconds * 1e9)
           << ", \"storage_bytes\": " << r.storage_bytes << ", \"storage_bytes_per_second\": " << r.storage_bytes / r.seconds
           << ", \"advised_bytes\": " << r.stages.advised_bytes << ", \"payload_bytes\": " << r.stages.payload_bytes
-          << ", \"images_decoded\": " << r.stages.samples << "}";
+          << ", \"images_decoded\": " << r.stages.samples << ", \"cpu_seconds\": " << r.cpu_seconds << "}";
       }
       j << "\n  ]\n}\n";
       std::fputs(j.str().c_str(), stdout);
@@ -299,6 +338,13 @@ int CmdBench(int argc, char** argv) {
                   last.stages.collate_ns * per / 1e3);
       std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
                   100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
+      std::printf("this process's CPU time per delivered image: %.1f us (all threads, median of epochs after the first)\n", cpu_us);
+      for (const auto& w : remote)
+        std::printf("remote %s: %s, %llu images in %llu requests, %llu failed requests, %.0f wire bytes per image\n",
+                    w.address.c_str(), w.up ? "up" : "down", (unsigned long long)w.samples, (unsigned long long)w.requests,
+                    (unsigned long long)w.failures, w.samples ? double(w.wire_bytes) / double(w.samples) : 0.0);
+      if (!remote.empty())
+        std::printf("remote workers delivered %.1f%% of the images\n", delivered ? 100.0 * double(remote_samples) / double(delivered) : 0.0);
       std::printf("verdict: %s\n", verdict.c_str());
       if (cold) {
         std::vector<double> cold_rates;

@@ -17,7 +17,8 @@ int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdGenerate(int argc, char** argv);
-int CmdTrain(int argc, char** argv);  // runs dsc-train, so that dsc itself never loads libtorch
+int CmdTrain(int argc, char** argv);
+int CmdServe(int argc, char** argv);  // needs gRPC (remote/)  // runs dsc-train, so that dsc itself never loads libtorch
 
 using ::dsc::JsonString;
 

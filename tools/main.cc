@@ -24,6 +24,7 @@ const char* kUsage =
     "  export FILE        write samples as PNG files plus a labels file\n"
     "  bench FILE         measure loader throughput and name the bottleneck\n"
     "  generate OUT       write a synthetic class-per-folder JPEG dataset to try dsc on\n"
+    "  serve FILE...      decode and augment for loaders on other machines (their --remote)\n"
     "  train FILE         train ResNet-9 on CIFAR-10 (when built with libtorch: runs dsc-train)\n"
     "  --version          print the version\n";
 
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   if (cmd == "export") return dsc::tools::CmdExport(argc - 1, argv + 1);
   if (cmd == "bench") return dsc::tools::CmdBench(argc - 1, argv + 1);
   if (cmd == "generate") return dsc::tools::CmdGenerate(argc - 1, argv + 1);
+  if (cmd == "serve") return dsc::tools::CmdServe(argc - 1, argv + 1);
   if (cmd == "train") return dsc::tools::CmdTrain(argc - 1, argv + 1);
   std::fprintf(stderr, "dsc: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return dsc::tools::kExitUsage;

@@ -1,0 +1,64 @@
+// Executors other than the loader's own threads: remote workers (`dsc serve`; remote/ implements this
+// interface over gRPC). dsc::reader knows only the interface, so its users never link gRPC.
+//
+// The loader hands an executor chunks of consecutive samples of one batch (ChunkTask). A sample's
+// output depends only on the file, the options, the seed, the epoch and its index, so a chunk is
+// stateless, idempotent work: when an executor fails, stalls or disappears the loader gives its
+// unfinished chunks to another executor (or to its own threads) and the batches stay byte-identical
+// to a local run's (docs/remote.md).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "kernels/augment.h"
+#include "reader/loader.h"
+
+namespace dsc {
+
+// What an executor must know to produce a loader's samples.
+struct RemoteContext {
+  std::string path;  // the loader's file, for messages
+  uint64_t file_size = 0, header_checksum = 0;  // the file's identity: a worker must serve the same bytes
+  LoaderOptions options;                        // as the loader normalised them
+  uint32_t width = 0, height = 0;               // the output size (Loader::set_output_size included)
+  uint64_t run_fingerprint = 0;                 // RunIdentity, for logs
+};
+
+// Consecutive samples of one batch to fill in place.
+struct ChunkTask {
+  uint64_t epoch = 0, seed = 0;
+  const uint32_t* samples = nullptr;  // dataset indices
+  uint32_t count = 0;
+  uint8_t* images = nullptr;                // count x the output's sample bytes
+  kernels::SampleParams* params = nullptr;  // count
+  const std::atomic<bool>* cancel = nullptr;  // set before CancelAll: the loader is stopping
+};
+
+enum class ConnectResult {
+  kReady,        // the handshake succeeded
+  kUnreachable,  // try again later
+  kRefused,      // the worker cannot serve this run (another file or version, a bad token): a user error
+};
+
+enum class RunResult {
+  kOk,           // the chunk is filled
+  kRetry,        // the executor failed (down, stalled, overloaded): the loader gives the chunk to another
+  kSampleError,  // a sample is damaged (`why` names it): the loader raises it as a local decode would
+};
+
+class RemoteExecutor {
+ public:
+  virtual ~RemoteExecutor() = default;
+  virtual const std::string& address() const = 0;
+  // The handshake; `why` names the worker and the reason when not kReady.
+  virtual ConnectResult Connect(int timeout_ms, std::string* why) = 0;
+  // Fills `t`, within `deadline_ms`. Anything but kOk leaves `t`'s bytes unspecified. Called by several
+  // threads at once.
+  virtual RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) = 0;
+  // Makes every Run in progress return kRetry soon (the loader is stopping mid-epoch).
+  virtual void CancelAll() = 0;
+  virtual uint64_t wire_bytes() const = 0;  // bytes sent and received by Run so far (messages, not framing)
+};
+
+}  // namespace dsc

@@ -1,0 +1,28 @@
+#include "reader/sample_work.h"
+
+namespace dsc {
+
+SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
+    : augment_(o.augment), defer_(o.defer_augment) {
+  if (o.augment.crop != kernels::CropMode::kNone) {  // Loader::set_output_size may have changed it
+    augment_.out_w = int(width);
+    augment_.out_h = int(height);
+  }
+  kernels::MakeNormalizeTable(o.augment, table_);
+  for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
+  format_ = {o.dtype, o.layout, width, height, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
+             o.dct_scaling};
+  if (o.defer_augment) {  // the CPU stage writes plain pixels
+    kernels::AugmentSpec plain;
+    kernels::MakeNormalizeTable(plain, table_);
+  }
+  kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
+  sample_bytes_ = size_t(3) * width * height * DTypeSize(o.dtype);
+}
+
+std::unique_ptr<SampleProcessor> SampleWork::NewProcessor(const Dataset& ds, bool stats, Tracer* tracer,
+                                                          uint32_t track) const {
+  return std::make_unique<SampleProcessor>(ds, augment_, format_, stats, tracer, track, defer_);
+}
+
+}  // namespace dsc

@@ -1,0 +1,37 @@
+// The per-sample work a loader's options ask for, set up once: normalisation tables and the output
+// format its SampleProcessors share. The loader's threads and a remote worker (remote/) build their
+// processors from it, so a sample comes out byte-identical wherever it is decoded.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "reader/loader.h"
+#include "reader/sample_processor.h"
+
+namespace dsc {
+
+class SampleWork {
+ public:
+  // `o` as the loader normalised it; the output is width x height (the crop size, or the image size).
+  SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height);
+  SampleWork(const SampleWork&) = delete;
+  SampleWork& operator=(const SampleWork&) = delete;
+
+  // A processor for `ds` that must not outlive this object (it reads its tables).
+  std::unique_ptr<SampleProcessor> NewProcessor(const Dataset& ds, bool stats, class Tracer* tracer = nullptr,
+                                                uint32_t track = 0) const;
+  size_t sample_bytes() const { return sample_bytes_; }  // one output image
+  uint32_t width() const { return format_.width; }
+  uint32_t height() const { return format_.height; }
+
+ private:
+  kernels::AugmentSpec augment_;
+  bool defer_ = false;
+  float table_[3 * 256];
+  uint16_t half_[3 * 256];
+  OutputFormat format_;
+  size_t sample_bytes_ = 0;
+};
+
+}  // namespace dsc

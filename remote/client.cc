@@ -1,0 +1,345 @@
+#include "remote/client.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <zstd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "format/error.h"
+#include "remote/wire.h"
+#include "remote/worker.grpc.pb.h"
+
+namespace dsc::remote {
+
+namespace {
+
+constexpr const char* kProcessMethod = "/dsc.remote.Worker/Process";
+
+// Reads a protobuf message's fields from gRPC's slices without gathering them first.
+class SliceReader {
+ public:
+  explicit SliceReader(grpc::ByteBuffer* bb) {
+    if (!bb->Dump(&slices_).ok()) slices_.clear();
+  }
+  bool done() {
+    Settle();
+    return i_ == slices_.size();
+  }
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  // Hands the next n bytes to fn(ptr, len) piece by piece.
+  template <typename Fn>
+  bool Take(uint64_t n, Fn fn) {
+    while (n) {
+      Settle();
+      if (i_ == slices_.size()) return false;
+      const size_t k = size_t(std::min<uint64_t>(n, slices_[i_].size() - off_));
+      if (!fn(slices_[i_].begin() + off_, k)) return false;
+      off_ += k;
+      n -= k;
+    }
+    return true;
+  }
+  bool Skip(uint64_t n) {
+    return Take(n, [](const uint8_t*, size_t) { return true; });
+  }
+
+ private:
+  void Settle() {
+    while (i_ < slices_.size() && off_ == slices_[i_].size()) {
+      ++i_;
+      off_ = 0;
+    }
+  }
+  bool Byte(uint8_t* b) {
+    Settle();
+    if (i_ == slices_.size()) return false;
+    *b = slices_[i_].begin()[off_++];
+    return true;
+  }
+  std::vector<grpc::Slice> slices_;
+  size_t i_ = 0, off_ = 0;
+};
+
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments a;
+  a.SetMaxReceiveMessageSize(-1);  // a photo batch is far above gRPC's 4 MiB default; the loader bounds it
+  a.SetMaxSendMessageSize(16 << 20);
+  // A channel of its own per connection, reconnecting fast: the loader does its own back-off.
+  a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  a.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  a.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  a.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return a;
+}
+
+class GrpcExecutor : public RemoteExecutor {
+ public:
+  GrpcExecutor(const std::string& address, const RemoteOptions& o, const RemoteContext& c)
+      : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), ctx_(c) {
+    ToSpec(c.options, c.width, c.height, &spec_);
+    sample_bytes_ = size_t(3) * c.width * c.height * DTypeSize(c.options.dtype);
+  }
+
+  const std::string& address() const override { return address_; }
+
+  ConnectResult Connect(int timeout_ms, std::string* why) override {
+    std::shared_ptr<grpc::ChannelCredentials> creds =
+        tls_root_.empty() ? grpc::InsecureChannelCredentials()
+                          : grpc::SslCredentials(grpc::SslCredentialsOptions{tls_root_, "", ""});
+    auto channel = grpc::CreateCustomChannel(address_, creds, ChannelArgs());
+    auto stub = Worker::NewStub(channel);
+    HelloRequest req;
+    req.set_protocol(kProtocol);
+    req.set_dsc_version(DscVersion());
+    req.set_jpeg_version(JpegVersion());
+    req.set_file_size(ctx_.file_size);
+    req.set_header_checksum(ctx_.header_checksum);
+    req.set_path(ctx_.path);
+    *req.mutable_spec() = spec_;
+    req.set_run_fingerprint(ctx_.run_fingerprint);
+    grpc::ClientContext cc;
+    cc.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    if (!token_.empty()) cc.AddMetadata(kTokenKey, token_);
+    HelloReply rep;
+    const grpc::Status st = stub->Hello(&cc, req, &rep);
+    const std::string who = "remote worker " + address_;
+    if (!st.ok()) {
+      const auto code = st.error_code();
+      *why = who + ": " + st.error_message();
+      if (code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::FAILED_PRECONDITION ||
+          code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::INVALID_ARGUMENT) {
+        return ConnectResult::kRefused;
+      }
+      *why = who + " is unreachable (" + st.error_message() + ")";
+      return ConnectResult::kUnreachable;
+    }
+    if (rep.protocol() != kProtocol || rep.dsc_version() != DscVersion() || rep.jpeg_version() != JpegVersion()) {
+      *why = who + " runs protocol " + std::to_string(rep.protocol()) + ", dsc " + rep.dsc_version() + ", libjpeg-turbo " +
+             std::to_string(rep.jpeg_version()) + "; this loader protocol " + std::to_string(kProtocol) + ", dsc " +
+             DscVersion() + ", libjpeg-turbo " + std::to_string(JpegVersion()) + ": its bytes could differ";
+      return ConnectResult::kRefused;
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    channel_ = channel;
+    stub_ = std::make_shared<grpc::GenericStub>(channel);
+    file_id_ = rep.file_id();
+    max_samples_ = std::max<uint32_t>(1, rep.max_samples());
+    return ConnectResult::kReady;
+  }
+
+  RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) override {
+    std::shared_ptr<grpc::GenericStub> stub;
+    ProcessRequest req;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stub = stub_;
+      req.set_file_id(file_id_);
+      if (!stub || t.count > max_samples_) {
+        *why = "remote worker " + address_ + (stub ? " takes fewer samples per request" : " is not connected");
+        return RunResult::kRetry;
+      }
+    }
+    req.set_header_checksum(ctx_.header_checksum);
+    *req.mutable_spec() = spec_;
+    req.set_seed(t.seed);
+    req.set_epoch(t.epoch);
+    req.mutable_samples()->Add(t.samples, t.samples + t.count);
+    req.set_compress(compress_);
+    grpc::ByteBuffer send, reply;
+    bool own = false;
+    if (!grpc::SerializationTraits<ProcessRequest>::Serialize(req, &send, &own).ok()) {
+      *why = "cannot serialise a request";
+      return RunResult::kRetry;
+    }
+    grpc::ClientContext cc;
+    cc.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+    if (!token_.empty()) cc.AddMetadata(kTokenKey, token_);
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    grpc::Status status;
+    stub->UnaryCall(&cc, kProcessMethod, grpc::StubOptions(), &send, &reply, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> l(m);
+      status = std::move(s);
+      finished = true;
+      cv.notify_all();
+    });
+    {
+      // TryCancel only works on a started call. The loader sets t.cancel before CancelAll, so a call
+      // registered after CancelAll ran sees the flag here.
+      std::lock_guard<std::mutex> l(mu_);
+      active_.insert(&cc);
+      if (t.cancel && t.cancel->load()) cc.TryCancel();
+    }
+    {
+      std::unique_lock<std::mutex> l(m);
+      cv.wait(l, [&] { return finished; });
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      active_.erase(&cc);
+    }
+    wire_bytes_.fetch_add(send.Length() + reply.Length());
+    if (!status.ok()) {
+      *why = "remote worker " + address_ + ": " +
+             (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                  ? "no reply within " + std::to_string(deadline_ms) + " ms"
+                  : status.error_message());
+      return RunResult::kRetry;
+    }
+    return Parse(&reply, t, why);
+  }
+
+  void CancelAll() override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (grpc::ClientContext* c : active_) c->TryCancel();
+  }
+
+  uint64_t wire_bytes() const override { return wire_bytes_.load(); }
+
+ private:
+  // Reads a ProcessReply from the received slices into the task's slots.
+  RunResult Parse(grpc::ByteBuffer* bb, const ChunkTask& t, std::string* why) {
+    const std::string who = "remote worker " + address_;
+    auto bad = [&](const std::string& what) {
+      *why = who + ": malformed reply (" + what + ")";
+      return RunResult::kRetry;
+    };
+    SliceReader r(bb);
+    bool compressed = false, got_images = false, got_params = false;
+    uint64_t images_size = 0;
+    std::string sample_error;
+    const size_t want = sample_bytes_ * t.count;
+    while (!r.done()) {
+      uint64_t key, n;
+      if (!r.Varint(&key)) return bad("truncated field key");
+      const uint32_t field = uint32_t(key >> 3), type = uint32_t(key & 7);
+      if (type == 0) {
+        uint64_t v;
+        if (!r.Varint(&v)) return bad("truncated varint");
+        if (field == 1) compressed = v != 0;
+        if (field == 2) images_size = v;
+        continue;
+      }
+      if (type == 1 || type == 5) {
+        if (!r.Skip(type == 1 ? 8 : 4)) return bad("truncated fixed field");
+        continue;
+      }
+      if (type != 2 || !r.Varint(&n)) return bad("unexpected wire type");
+      if (field == 3) {
+        if (n > 65536) return bad("error message too long");
+        if (!r.Take(n, [&](const uint8_t* p, size_t k) { return sample_error.append(reinterpret_cast<const char*>(p), k), true; }))
+          return bad("truncated error");
+      } else if (field == 4) {
+        if (n != uint64_t(t.count) * kParamBytes) return bad("params of " + std::to_string(n) + " bytes");
+        uint8_t one[kParamBytes];
+        size_t fill = 0, i = 0;
+        if (!r.Take(n, [&](const uint8_t* p, size_t k) {
+              while (k) {
+                const size_t c = std::min(k, kParamBytes - fill);
+                std::memcpy(one + fill, p, c);
+                fill += c, p += c, k -= c;
+                if (fill == kParamBytes) t.params[i++] = GetParams(one), fill = 0;
+              }
+              return true;
+            }))
+          return bad("truncated params");
+        got_params = true;
+      } else if (field == 5) {
+        if (images_size != want) return bad("images of " + std::to_string(images_size) + " bytes, expected " + std::to_string(want));
+        if (!compressed) {
+          if (n != want) return bad("images of " + std::to_string(n) + " bytes");
+          uint8_t* out = t.images;
+          if (!r.Take(n, [&](const uint8_t* p, size_t k) { return std::memcpy(out, p, k), out += k, true; }))
+            return bad("truncated images");
+        } else {
+          ZSTD_DCtx* z = Dctx();
+          ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
+          ZSTD_outBuffer out{t.images, want, 0};
+          bool ok = r.Take(n, [&](const uint8_t* p, size_t k) {
+            ZSTD_inBuffer in{p, k, 0};
+            while (in.pos < in.size) {
+              const size_t rc = ZSTD_decompressStream(z, &out, &in);
+              if (ZSTD_isError(rc) || (out.pos == out.size && in.pos < in.size && rc != 0)) return false;
+            }
+            return true;
+          });
+          if (!ok || out.pos != want) return bad("bad zstd frame");
+        }
+        got_images = true;
+      } else if (!r.Skip(n)) {
+        return bad("truncated field");
+      }
+    }
+    if (!sample_error.empty()) {
+      *why = who + ": " + sample_error;
+      return RunResult::kSampleError;
+    }
+    if (!got_images || !got_params) return bad("missing images or params");
+    return RunResult::kOk;
+  }
+
+  // One decompression context per calling thread (Run is called by several at once).
+  static ZSTD_DCtx* Dctx() {
+    struct Holder {
+      ZSTD_DCtx* z = ZSTD_createDCtx();
+      ~Holder() { ZSTD_freeDCtx(z); }
+    };
+    thread_local Holder h;
+    return h.z;
+  }
+
+  const std::string address_, token_, tls_root_;
+  const bool compress_;
+  const RemoteContext ctx_;
+  WorkSpec spec_;
+  size_t sample_bytes_ = 0;
+  std::mutex mu_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::GenericStub> stub_;
+  uint32_t file_id_ = 0, max_samples_ = 1;
+  std::set<grpc::ClientContext*> active_;
+  std::atomic<uint64_t> wire_bytes_{0};
+};
+
+}  // namespace
+
+RemoteConnector Connector() {
+  return [](const std::string& address, const RemoteOptions& o, const RemoteContext& c) -> std::unique_ptr<RemoteExecutor> {
+    return std::make_unique<GrpcExecutor>(address, o, c);
+  };
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot read");
+  std::ostringstream s;
+  s << f.rdbuf();
+  if (f.bad()) throw Error(path + ": cannot read");
+  return s.str();
+}
+
+std::string ReadTokenFile(const std::string& path) {
+  std::string t = ReadFile(path);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) throw Error(path + ": the token file is empty");
+  return t;
+}
+
+}  // namespace dsc::remote

@@ -1,0 +1,389 @@
+#include "remote/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "format/error.h"
+#include "reader/dataset.h"
+#include "reader/sample_work.h"
+#include "remote/wire.h"
+#include "remote/worker.grpc.pb.h"
+
+namespace dsc::remote {
+
+namespace {
+
+// Constant-time comparison: the time taken does not tell how much of a guess was right.
+bool SameToken(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < n; ++i)
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+// One Process call's work, split over the decode pool.
+struct Call {
+  const Dataset* ds = nullptr;
+  std::shared_ptr<const SampleWork> work;
+  std::string key;  // the processors' cache key: file, verify, spec
+  uint64_t seed = 0, epoch = 0;
+  const uint32_t* samples = nullptr;
+  uint8_t* images = nullptr;
+  uint8_t* params = nullptr;
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t pending = 0;  // pieces not yet done
+  std::string error;
+};
+
+struct Piece {
+  Call* call;
+  uint32_t from, to;
+};
+
+// The decode threads. Each keeps a few SampleProcessors (by file and spec), as a loader thread keeps one.
+class Pool {
+ public:
+  explicit Pool(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  size_t size() const { return threads_.size(); }
+
+  // Runs the call's samples and returns when all are done (or skipped after cancellation).
+  void Run(Call* c, uint32_t count, const std::function<bool()>& cancelled) {
+    const uint32_t per = std::max<uint32_t>(1, std::min<uint32_t>(8, (count + uint32_t(size()) - 1) / uint32_t(size())));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (uint32_t f = 0; f < count; f += per) {
+        queue_.push_back({c, f, std::min(count, f + per)});
+        ++c->pending;
+      }
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> l(c->mu);
+    while (!c->cv.wait_for(l, std::chrono::milliseconds(20), [&] { return c->pending == 0; }))
+      if (!c->cancelled.load() && cancelled()) c->cancelled.store(true);  // pieces not started are skipped
+  }
+
+ private:
+  struct Cached {
+    std::shared_ptr<const SampleWork> work;
+    std::unique_ptr<SampleProcessor> proc;
+  };
+
+  void Loop() {
+    std::map<std::string, Cached> procs;
+    while (true) {
+      Piece p;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        p = queue_.front();
+        queue_.pop_front();
+      }
+      Call* c = p.call;
+      std::string error;
+      if (!c->cancelled.load()) {
+        auto it = procs.find(c->key);
+        if (it == procs.end()) {
+          if (procs.size() >= 4) procs.clear();
+          it = procs.emplace(c->key, Cached{c->work, c->work->NewProcessor(*c->ds, false)}).first;
+        }
+        const size_t bytes = c->work->sample_bytes();
+        for (uint32_t i = p.from; i < p.to && !c->cancelled.load(); ++i) {
+          kernels::SampleParams sp;
+          try {
+            it->second.proc->Process(c->samples[i], c->seed, c->epoch, c->images + bytes * i, nullptr, &sp);
+          } catch (const std::exception& e) {
+            if (error.empty()) error = e.what();
+          }
+          PutParams(sp, c->params + kParamBytes * i);
+        }
+      }
+      std::lock_guard<std::mutex> l(c->mu);
+      if (!error.empty() && c->error.empty()) c->error = error;
+      if (--c->pending == 0) c->cv.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Piece> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class WorkerService final : public Worker::Service {
+ public:
+  explicit WorkerService(const ServeOptions& o)
+      : o_(o), pool_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))) {
+    for (const auto& f : o.files) {
+      files_.push_back({std::make_unique<Dataset>(f), nullptr});
+      files_.back().verified = std::make_unique<Dataset>(f, DatasetOptions{true, false});
+    }
+  }
+
+  grpc::Status Hello(grpc::ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
+    if (auto s = Authenticate(ctx); !s.ok()) return s;
+    rep->set_protocol(kProtocol);
+    rep->set_dsc_version(DscVersion());
+    rep->set_jpeg_version(JpegVersion());
+    rep->set_threads(uint32_t(pool_.size()));
+    rep->set_max_samples(kMaxRequestSamples);
+    if (req->protocol() != kProtocol || req->dsc_version() != DscVersion() || req->jpeg_version() != JpegVersion())
+      return rep->set_file_id(0), grpc::Status::OK;  // the client compares versions and explains
+    for (size_t i = 0; i < files_.size(); ++i) {
+      const auto& h = files_[i].plain->view().header();
+      if (h.file_size == req->file_size() && h.header_checksum == req->header_checksum()) {
+        uint32_t w, hgt;
+        try {
+          FromSpec(req->spec(), &w, &hgt);
+        } catch (const std::exception& e) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string("options refused: ") + e.what());
+        }
+        rep->set_file_id(uint32_t(i));
+        return grpc::Status::OK;
+      }
+    }
+    std::string served;
+    for (const auto& f : o_.files) served += (served.empty() ? "" : ", ") + f;
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "serves no file with the identity of " + req->path() + " (size " + std::to_string(req->file_size()) +
+                            ", header checksum " + std::to_string(req->header_checksum()) + "); it serves " + served);
+  }
+
+  grpc::Status Status(grpc::ServerContext* ctx, const StatusRequest*, StatusReply* rep) override {
+    if (auto s = Authenticate(ctx); !s.ok()) return s;
+    std::lock_guard<std::mutex> l(mu_);
+    rep->set_in_flight(in_flight_);
+    rep->set_reserved_bytes(reserved_);
+    rep->set_requests(requests_);
+    rep->set_cancelled(cancelled_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Process(grpc::ServerContext* ctx, const ProcessRequest* req, ProcessReply* rep) override {
+    if (auto s = Authenticate(ctx); !s.ok()) return s;
+    const uint64_t n = calls_.fetch_add(1) + 1;
+    if (o_.die_after && n > o_.die_after) ::raise(SIGKILL);  // test hook: as kill -9
+    if (o_.fail_after && n > o_.fail_after) return grpc::Status(grpc::StatusCode::INTERNAL, "failing on purpose (--fail-after)");
+    if (o_.stall_after && n > o_.stall_after) {  // test hook: until the client gives up, or stall_ms
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.stall_ms ? o_.stall_ms : 3600000);
+      while (!ctx->IsCancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    }
+    if (req->file_id() >= files_.size())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown file id " + std::to_string(req->file_id()));
+    FileEntry& f = files_[req->file_id()];
+    if (req->header_checksum() != f.plain->view().header().header_checksum)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "file id " + std::to_string(req->file_id()) + " is another file");
+    const uint32_t count = uint32_t(req->samples_size());
+    if (req->samples_size() > int(kMaxRequestSamples))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::to_string(req->samples_size()) + " samples in one request; at most " +
+                                                                  std::to_string(kMaxRequestSamples));
+    for (uint32_t i = 0; i < count; ++i)
+      if (req->samples(int(i)) >= f.plain->size())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sample " + std::to_string(req->samples(int(i))) + " is past the file's " +
+                                                                    std::to_string(f.plain->size()));
+    std::shared_ptr<const SampleWork> work;
+    std::string key;
+    try {
+      work = Work(req->file_id(), req->spec(), &key);
+    } catch (const std::exception& e) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string("options refused: ") + e.what());
+    }
+    const uint64_t image_bytes = uint64_t(work->sample_bytes()) * count;
+    const uint64_t reserve = image_bytes * (req->compress() ? 2 : 1) + uint64_t(kParamBytes) * count;
+    const std::string peer = ctx->peer();
+    if (auto s = Admit(peer, reserve); !s.ok()) return s;
+    struct Release {
+      WorkerService* s;
+      std::string peer;
+      uint64_t bytes;
+      ~Release() { s->Leave(peer, bytes); }
+    } release{this, peer, reserve};
+
+    Call c;
+    c.ds = req->spec().verify() ? f.verified.get() : f.plain.get();
+    c.work = work;
+    c.key = key;
+    c.seed = req->seed();
+    c.epoch = req->epoch();
+    c.samples = req->samples().data();
+    std::string raw;
+    std::string* images = rep->mutable_images();
+    std::string* target = req->compress() ? &raw : images;
+    target->resize(image_bytes);
+    rep->mutable_params()->resize(size_t(kParamBytes) * count);
+    c.images = reinterpret_cast<uint8_t*>(target->data());
+    c.params = reinterpret_cast<uint8_t*>(rep->mutable_params()->data());
+    pool_.Run(&c, count, [&] { return ctx->IsCancelled(); });
+    if (c.cancelled.load()) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++cancelled_;
+      return grpc::Status::CANCELLED;
+    }
+    if (!c.error.empty()) {
+      rep->clear_images();
+      rep->clear_params();
+      rep->set_sample_error(c.error);
+      return grpc::Status::OK;
+    }
+    rep->set_images_size(image_bytes);
+    if (req->compress()) {
+      images->resize(ZSTD_compressBound(raw.size()));
+      const size_t z = ZSTD_compress(images->data(), images->size(), raw.data(), raw.size(), 1);
+      if (ZSTD_isError(z)) return grpc::Status(grpc::StatusCode::INTERNAL, ZSTD_getErrorName(z));
+      images->resize(z);
+      rep->set_compressed(true);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    ++requests_;
+    return grpc::Status::OK;
+  }
+
+ private:
+  struct FileEntry {
+    std::unique_ptr<Dataset> plain, verified;  // the client's LoaderOptions::verify picks one
+  };
+
+  grpc::Status Authenticate(grpc::ServerContext* ctx) const {
+    if (o_.token.empty()) return grpc::Status::OK;
+    const auto& md = ctx->client_metadata();
+    const auto it = md.find(kTokenKey);
+    const std::string got = it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+    if (it == md.end() || !SameToken(got, o_.token))
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, it == md.end() ? "this worker needs a token (--token-file)" : "wrong token");
+    return grpc::Status::OK;
+  }
+
+  // The SampleWork of a (file, spec), shared by calls that send the same spec.
+  std::shared_ptr<const SampleWork> Work(uint32_t file, const WorkSpec& spec, std::string* key) {
+    *key = std::to_string(file) + ":" + SpecKey(spec);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = works_.find(*key);
+    if (it != works_.end()) return it->second;
+    uint32_t w, h;
+    const LoaderOptions o = FromSpec(spec, &w, &h);
+    if (works_.size() >= 16) works_.clear();  // calls in progress keep theirs alive
+    auto work = std::make_shared<const SampleWork>(o, w, h);
+    works_.emplace(*key, work);
+    return work;
+  }
+
+  grpc::Status Admit(const std::string& peer, uint64_t bytes) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (per_peer_[peer] >= o_.max_in_flight)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "more than " + std::to_string(o_.max_in_flight) + " calls in flight from " + peer);
+    if (reserved_ + bytes > o_.max_memory)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "a reply of " + std::to_string(bytes) + " bytes is over the worker's memory limit (" +
+                                                                    std::to_string(o_.max_memory - reserved_) + " bytes free)");
+    ++per_peer_[peer];
+    ++in_flight_;
+    reserved_ += bytes;
+    return grpc::Status::OK;
+  }
+
+  void Leave(const std::string& peer, uint64_t bytes) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--per_peer_[peer] == 0) per_peer_.erase(peer);
+    --in_flight_;
+    reserved_ -= bytes;
+  }
+
+  const ServeOptions o_;
+  Pool pool_;
+  std::vector<FileEntry> files_;
+  std::atomic<uint64_t> calls_{0};
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const SampleWork>> works_;
+  std::map<std::string, uint32_t> per_peer_;
+  uint32_t in_flight_ = 0;
+  uint64_t reserved_ = 0, requests_ = 0, cancelled_ = 0;
+};
+
+std::string HostOf(const std::string& listen) {
+  if (!listen.empty() && listen[0] == '[') return listen.substr(0, listen.find(']') + 1);
+  return listen.substr(0, listen.rfind(':'));
+}
+
+}  // namespace
+
+std::string ValidateServeOptions(const ServeOptions& o, std::string* warning) {
+  if (o.files.empty()) return "name at least one dsc file to serve";
+  if (o.listen.find(':') == std::string::npos) return "--listen needs ADDR:PORT, not '" + o.listen + "'";
+  if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
+  if (o.threads < 0 || o.threads > 1024) return "--threads must be 0 (all cores) to 1024";
+  if (!IsLoopback(o.listen)) {
+    if (o.token.empty())
+      return "listening on " + o.listen + " (not loopback) needs --token-file: anyone who can reach the port could use this worker";
+    if (o.tls_cert.empty() && !o.insecure_plaintext)
+      return "listening on " + o.listen + " (not loopback) needs TLS (--tls-cert, --tls-key), or --insecure-plaintext";
+    if (o.tls_cert.empty())
+      *warning = "no TLS: the token and the images cross the network in clear (--insecure-plaintext)";
+  }
+  return "";
+}
+
+int Serve(const ServeOptions& o) {
+  // SIGTERM/SIGINT go to one thread that shuts the server down; block them before gRPC starts threads.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  WorkerService service(o);
+  grpc::ServerBuilder b;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (o.tls_cert.empty()) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    grpc::SslServerCredentialsOptions so;
+    so.pem_key_cert_pairs.push_back({o.tls_key, o.tls_cert});
+    creds = grpc::SslServerCredentials(so);
+  }
+  int port = 0;
+  b.AddListeningPort(o.listen, creds, &port);
+  b.RegisterService(&service);
+  b.SetMaxReceiveMessageSize(1 << 20);  // requests are small: samples and options
+  b.SetMaxSendMessageSize(-1);          // replies are bounded by max_memory instead
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  if (!server || port == 0) throw Error("cannot listen on " + o.listen + " (address in use or not local?)");
+  std::printf("listening on %s:%d\n", HostOf(o.listen).c_str(), port);
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "dsc serve: signal %d: finishing calls in progress\n", sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  });
+  server->Wait();
+  waiter.join();
+  return 0;
+}
+
+}  // namespace dsc::remote

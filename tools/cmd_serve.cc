@@ -1,0 +1,79 @@
+// dsc serve: decode and augment for remote loaders (docs/remote.md).
+#include <cxxopts.hpp>
+
+#include <cstdio>
+
+#include "format/error.h"
+#include "tools/commands.h"
+#ifdef DSC_HAVE_REMOTE
+#include "remote/client.h"
+#include "remote/server.h"
+#endif
+
+namespace dsc::tools {
+
+int CmdServe(int argc, char** argv) {
+  cxxopts::Options opts("dsc serve",
+                        "Decode and augment batches of FILE... for loaders on other machines (their --remote).\n\n"
+                        "  dsc serve train.beton --listen 127.0.0.1:7000 --threads 8\n"
+                        "  dsc serve train.beton --listen 0.0.0.0:7000 --token-file token --tls-cert c.pem --tls-key k.pem\n");
+  opts.positional_help("FILE [FILE...]");
+  opts.add_options()
+      ("listen", "ADDR:PORT to listen on; port 0 picks a free one (printed)", cxxopts::value<std::string>()->default_value("127.0.0.1:0"))
+      ("threads", "decode threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+      ("token-file", "callers must send the token in this file (required off loopback)", cxxopts::value<std::string>()->default_value(""))
+      ("tls-cert", "PEM certificate chain (TLS)", cxxopts::value<std::string>()->default_value(""))
+      ("tls-key", "PEM private key (TLS)", cxxopts::value<std::string>()->default_value(""))
+      ("insecure-plaintext", "allow a non-loopback address without TLS")
+      ("max-in-flight", "calls at once per client connection", cxxopts::value<uint32_t>()->default_value("8"))
+      ("max-memory-mb", "reply memory held by all calls together", cxxopts::value<uint64_t>()->default_value("2048"))
+      ("fail-after", "test hook: fail every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
+      ("stall-after", "test hook: stall every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
+      ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cxxopts::value<uint64_t>()->default_value("0"))
+      ("die-after", "test hook: die as kill -9 would at call N + 1", cxxopts::value<uint64_t>()->default_value("0"))
+      ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
+  opts.parse_positional({"files"});
+#ifndef DSC_HAVE_REMOTE
+  (void)argc, (void)argv;
+  std::fprintf(stderr, "dsc serve: this dsc was built without gRPC (install libgrpc++-dev, protobuf-compiler-grpc and rebuild)\n");
+  return kExitUsage;
+#else
+  remote::ServeOptions so;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) {
+      std::fputs(opts.help().c_str(), stdout);
+      return kExitOk;
+    }
+    if (r.count("files")) so.files = r["files"].as<std::vector<std::string>>();
+    so.listen = r["listen"].as<std::string>();
+    so.threads = r["threads"].as<int>();
+    const std::string token_file = r["token-file"].as<std::string>();
+    if (!token_file.empty()) so.token = remote::ReadTokenFile(token_file);
+    if (!r["tls-cert"].as<std::string>().empty()) so.tls_cert = remote::ReadFile(r["tls-cert"].as<std::string>());
+    if (!r["tls-key"].as<std::string>().empty()) so.tls_key = remote::ReadFile(r["tls-key"].as<std::string>());
+    so.insecure_plaintext = r.count("insecure-plaintext") > 0;
+    so.max_in_flight = std::max<uint32_t>(1, r["max-in-flight"].as<uint32_t>());
+    so.max_memory = r["max-memory-mb"].as<uint64_t>() << 20;
+    so.fail_after = r["fail-after"].as<uint64_t>();
+    so.stall_after = r["stall-after"].as<uint64_t>();
+    so.stall_ms = r["stall-ms"].as<uint64_t>();
+    so.die_after = r["die-after"].as<uint64_t>();
+    std::string warning;
+    const std::string bad = remote::ValidateServeOptions(so, &warning);
+    if (!bad.empty()) throw Error(bad);
+    if (!warning.empty()) std::fprintf(stderr, "dsc serve: warning: %s\n", warning.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsc serve: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  try {
+    return remote::Serve(so);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsc serve: %s\n", e.what());
+    return kExitBad;
+  }
+#endif
+}
+
+}  // namespace dsc::tools
