@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "reader/bottleneck.h"
+#include "reader/digest.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
 #include "reader/trace.h"
@@ -35,12 +37,13 @@ struct EpochResult {
   StageStats stages;
   uint64_t peak_anon = 0;
   uint64_t storage_bytes = 0;  // read from storage during the epoch (/proc/self/io)
+  std::string digest;          // --digest: BatchDigest of the epoch
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak,
-                     std::FILE* indices = nullptr) {
+                     std::FILE* indices = nullptr, BatchDigest* digest = nullptr) {
   loader.reset_stats();
   EpochResult r;
   const uint64_t io0 = StorageReadBytes();
@@ -48,6 +51,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   uint64_t n = 0;
   for (const Batch& b : loader.epoch(epoch)) {
     r.images += b.size - b.padding_count;
+    if (digest) digest->Add(b);
     if (indices) {
       for (uint32_t i = 0; i < b.size; ++i) std::fprintf(indices, i ? " %u" : "%u", b.indices[i]);
       std::fputc('\n', indices);
@@ -59,6 +63,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.stages = loader.stats();
   r.storage_bytes = StorageReadBytes() - io0;
+  if (digest) r.digest = digest->Hex();
   *peak = std::max(*peak, AnonRssBytes());
   r.peak_anon = *peak;
   return r;
@@ -121,6 +126,10 @@ int CmdBench(int argc, char** argv) {
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
       ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
+      ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
+                 "= identical data, whatever the threads, prefetch or machine")
+      ("scalar", "turn every SIMD path off (dsc's AVX2 kernels and libjpeg-turbo's SIMD; also DSC_FORCE_SCALAR=1 in the "
+                 "environment): with --digest, checks that the SIMD paths give the same bits")
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
       ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
        cxxopts::value<std::string>()->default_value("256M"))
@@ -131,7 +140,7 @@ int CmdBench(int argc, char** argv) {
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
-  bool json = false, cold = false;
+  bool json = false, cold = false, digest = false;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -181,6 +190,8 @@ int CmdBench(int argc, char** argv) {
     else if (unit == "G") o.cache_budget <<= 30;
     else if (!unit.empty()) throw cxxopts::exceptions::exception("--cache-budget " + budget + ": expected bytes with an optional K, M or G");
     json = r.count("json") > 0;
+    digest = r.count("digest") > 0;
+    if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
@@ -236,20 +247,22 @@ int CmdBench(int argc, char** argv) {
       Loader loader(file, o);
       for (int e = 0; e < epochs; ++e) {
         if (cold) DropCachedPages(loader.dataset());
+        BatchDigest epoch_digest;
         if (!trace_path.empty() && e == epochs - 1) {
           // Trace only the last epoch: a fresh loader with the tracer attached, same options.
           LoaderOptions t = o;
           t.tracer = &tracer;
           Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         }
         const auto& r = results.back();
         if (!json)
           std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
+        if (!json && digest) std::printf("epoch %d digest %s\n", e, r.digest.c_str());
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
                       r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
@@ -276,6 +289,11 @@ int CmdBench(int argc, char** argv) {
         << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
       if (!autotune.empty()) j << ",\n  \"autotune\": " << JsonString(autotune);
       if (cold) j << ",\n  \"cold\": true,\n  \"sequential_bytes_per_second\": " << sequential;
+      if (digest) {
+        j << ",\n  \"digests\": [";
+        for (size_t i = 0; i < results.size(); ++i) j << (i ? ", " : "") << JsonString(results[i].digest);
+        j << "]";
+      }
       j << ",\n  \"epochs\": [";
       for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
