@@ -107,7 +107,8 @@ std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
 int CmdBench(int argc, char** argv) {
   cxxopts::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
                         "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
-                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n");
+                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n"
+                        "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
   opts.positional_help("FILE");
   opts.add_options()
       ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cxxopts::value<std::string>()->default_value("cifar-train"))
