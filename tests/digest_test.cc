@@ -167,7 +167,10 @@ std::string EpochDigest(const std::string& file, LoaderOptions o, int threads, u
   o.seed = 11;
   Loader loader(file, o);
   BatchDigest d;
-  for (const Batch& b : loader.epoch(epoch)) d.Add(b);
+  for (const Batch& b : loader.epoch(epoch)) {
+    EXPECT_EQ(b.deferred, o.defer_augment);  // what tells the digest to hash params
+    d.Add(b);
+  }
   EXPECT_EQ(d.batches(), loader.batches_per_epoch());
   return d.Hex();
 }
@@ -184,6 +187,16 @@ void ExpectSameForThreadsAndPrefetch(const std::string& file, LoaderOptions o) {
 TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrain) {
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.batch_size = 64;  // 300 images: 5 batches, the last one short
+  ExpectSameForThreadsAndPrefetch(Built().cifar, o);
+}
+
+// Deferred batches (uint8, augmentation left to the GPU): the params are part of what is delivered.
+TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferred) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 64;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.defer_augment = true;
   ExpectSameForThreadsAndPrefetch(Built().cifar, o);
 }
 
