@@ -1,6 +1,7 @@
 #include "kernels/color.h"
 
 #include "kernels/augment.h"
+#include "kernels/cpu.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,11 +21,6 @@ void NormalizePlaneRowScalar(const uint8_t* in, size_t w, float* out, float scal
 #if defined(__x86_64__)
 
 namespace {
-
-bool Avx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
 
 __attribute__((target("avx2"))) inline __m128i Pack8(__m256i v) {
   // 8 int32 in 0..255 -> 8 bytes in the low half.
@@ -87,12 +83,12 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
                      uint8_t* g, uint8_t* b) {
-  if (Avx2() && hshift <= 1) return ColorConvertRowAvx2(y, cb, cr, w, hshift, r, g, b);
+  if (UseAvx2() && hshift <= 1) return ColorConvertRowAvx2(y, cb, cr, w, hshift, r, g, b);
   ColorConvertRowScalar(y, cb, cr, w, hshift, r, g, b);
 }
 
 void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse) {
-  if (Avx2()) return NormalizePlaneRowAvx2(in, w, out, scale, bias, reverse);
+  if (UseAvx2()) return NormalizePlaneRowAvx2(in, w, out, scale, bias, reverse);
   NormalizePlaneRowScalar(in, w, out, scale, bias, reverse);
 }
 

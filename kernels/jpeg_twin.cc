@@ -1,5 +1,7 @@
 #include "kernels/jpeg_twin.h"
 
+#include "kernels/cpu.h"
+
 #include <cstring>
 #include <vector>
 
@@ -144,8 +146,7 @@ __attribute__((target("avx2"))) size_t FindMarkerAvx2(const uint8_t* d, size_t i
 #endif
 size_t FindMarker(const uint8_t* d, size_t i, size_t n) {
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return FindMarkerAvx2(d, i, n);
+  if (UseAvx2()) return FindMarkerAvx2(d, i, n);
 #endif
   return FindMarkerScalar(d, i, n);
 }

@@ -1,6 +1,7 @@
 #include "kernels/normalize_row.h"
 
 #include "kernels/augment.h"
+#include "kernels/cpu.h"
 
 
 #if defined(__x86_64__)
@@ -75,14 +76,9 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
 
 }  // namespace
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
-
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                         const float bias[3], bool reverse) {
-  if (HaveAvx2()) return NormalizeRowPlanarAvx2(rgb, w, r, g, b, scale, bias, reverse);
+  if (UseAvx2()) return NormalizeRowPlanarAvx2(rgb, w, r, g, b, scale, bias, reverse);
   NormalizeRowPlanarScalar(rgb, w, r, g, b, scale, bias, reverse);
 }
 
@@ -91,8 +87,6 @@ void StreamFence() { _mm_sfence(); }
 #else
 
 void StreamFence() {}
-
-bool HaveAvx2() { return false; }
 
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                         const float bias[3], bool reverse) {

@@ -16,6 +16,5 @@ void StreamFence();
 // The portable version (tests compare the two).
 void NormalizeRowPlanarScalar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                               const float bias[3], bool reverse = false);
-bool HaveAvx2();
 
 }  // namespace dsc::kernels

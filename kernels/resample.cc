@@ -5,6 +5,7 @@
 #include <string>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -459,7 +460,7 @@ void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
                      uint8_t* dst, std::vector<uint8_t>* scratch) {
 #if defined(__x86_64__)
-  if (ResampleHaveAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, true, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, true, HorizontalAvx2, VerticalAvx2);
 #endif
   RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
 }
@@ -474,19 +475,10 @@ void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw,
   Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalScalar, VerticalScalarAll);
 }
 
-bool ResampleHaveAvx2() {
-#if defined(__x86_64__)
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-#else
-  return false;
-#endif
-}
-
 void ResampleRgb(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                  ResampleBox box, std::vector<uint8_t>* scratch) {
 #if defined(__x86_64__)
-  if (ResampleHaveAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, VerticalAvx2);
 #endif
   ResampleRgbScalar(src, sw, sh, dst, dw, dh, f, box, scratch);
 }

@@ -131,7 +131,5 @@ void ResampleRgb(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int d
 // The scalar reference (tests compare the two).
 void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                        ResampleBox box = {}, std::vector<uint8_t>* scratch = nullptr);
-// Whether ResampleRgb takes the AVX2 path on this CPU.
-bool ResampleHaveAvx2();
 
 }  // namespace dsc::kernels

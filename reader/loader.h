@@ -165,6 +165,7 @@ struct Batch {
   // Each sample's augmentation parameters. With defer_augment they describe the work left to do on
   // the uint8 images (source region = the whole image); otherwise what was already applied.
   const kernels::SampleParams* params = nullptr;
+  bool deferred = false;  // LoaderOptions::defer_augment: images un-augmented, params say what is left
   template <typename T>
   const T* images_as() const { return static_cast<const T*>(images); }
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }

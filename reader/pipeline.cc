@@ -358,6 +358,7 @@ class Pipeline {
     b.size = len;
     b.images = buf->images;
     b.params = buf->params.data();
+    b.deferred = opt_.defer_augment;
     b.dtype = opt_.dtype;
     b.layout = opt_.layout;
     b.height = height_;

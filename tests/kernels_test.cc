@@ -11,6 +11,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/color.h"
+#include "kernels/cpu.h"
 #include "kernels/normalize_row.h"
 #include "kernels/random.h"
 
@@ -60,7 +61,7 @@ TEST(NormalizeRow, FollowsTheTextbookFormula) {
 }
 
 TEST(NormalizeRow, Avx2EqualsScalarBitForBit) {
-  if (!HaveAvx2()) GTEST_SKIP() << "this CPU has no AVX2: NormalizeRowPlanar is the scalar code itself";
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 here (or DSC_FORCE_SCALAR=1): NormalizeRowPlanar is the scalar code itself";
   std::mt19937 rng(2);
   const float scale[3] = {1 / 51.5865f, 1 / 50.847f, 1 / 51.255f};
   const float bias[3] = {-125.307f / 51.5865f, -122.961f / 50.847f, -113.8575f / 51.255f};
@@ -107,7 +108,7 @@ TEST(Color, RowsFollowTheLibjpegFormula) {
 
 TEST(Color, Avx2RowsEqualScalar) {
   // color.cc picks its AVX2 rows with the same CPU check as normalize_row.cc.
-  if (!HaveAvx2()) GTEST_SKIP() << "this CPU has no AVX2: the colour rows are the scalar code itself";
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 here (or DSC_FORCE_SCALAR=1): the colour rows are the scalar code itself";
   std::mt19937 rng(3);
   for (size_t w : {1u, 7u, 8u, 32u, 33u, 250u}) {
     for (int hshift : {0, 1}) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -171,7 +172,7 @@ TEST(Resample, ScalarMatchesPil) {
 // Many geometries, including the awkward ones for the SIMD path (taps past the row end, sources
 // narrower than the tap count, big downscale factors, bicubic lobes), against the scalar reference.
 TEST(Resample, Avx2MatchesScalar) {
-  if (!dsc::kernels::ResampleHaveAvx2()) GTEST_SKIP() << "this CPU has no AVX2: only the scalar path runs here";
+  if (!dsc::kernels::UseAvx2()) GTEST_SKIP() << "no AVX2 here (or DSC_FORCE_SCALAR=1): only the scalar path runs here";
   ASSERT_FALSE(Photos().empty());
   const Image& im = Photos()[0];
   Lcg g{42};

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "reader/bottleneck.h"
+#include "reader/digest.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
 #include "reader/trace.h"
@@ -38,6 +40,7 @@ struct EpochResult {
   uint64_t peak_anon = 0;
   uint64_t storage_bytes = 0;  // read from storage during the epoch (/proc/self/io)
   double cpu_seconds = 0;      // this process's CPU time (user + system, all threads) during the epoch
+  std::string digest;          // --digest: BatchDigest of the epoch
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
 
@@ -49,7 +52,7 @@ double ProcessCpuSeconds() {
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak,
-                     std::FILE* indices = nullptr) {
+                     std::FILE* indices = nullptr, BatchDigest* digest = nullptr) {
   loader.reset_stats();
   EpochResult r;
   const uint64_t io0 = StorageReadBytes();
@@ -58,6 +61,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   uint64_t n = 0;
   for (const Batch& b : loader.epoch(epoch)) {
     r.images += b.size - b.padding_count;
+    if (digest) digest->Add(b);
     if (indices) {
       for (uint32_t i = 0; i < b.size; ++i) std::fprintf(indices, i ? " %u" : "%u", b.indices[i]);
       std::fputc('\n', indices);
@@ -70,6 +74,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   r.stages = loader.stats();
   r.storage_bytes = StorageReadBytes() - io0;
+  if (digest) r.digest = digest->Hex();
   *peak = std::max(*peak, AnonRssBytes());
   r.peak_anon = *peak;
   return r;
@@ -113,7 +118,8 @@ std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
 int CmdBench(int argc, char** argv) {
   cxxopts::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
                         "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
-                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n");
+                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n"
+                        "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
   opts.positional_help("FILE");
   opts.add_options()
       ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cxxopts::value<std::string>()->default_value("cifar-train"))
@@ -132,6 +138,10 @@ int CmdBench(int argc, char** argv) {
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
       ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
+      ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
+                 "= identical data, whatever the threads, prefetch or machine")
+      ("scalar", "turn every SIMD path off (dsc's AVX2 kernels and libjpeg-turbo's SIMD; also DSC_FORCE_SCALAR=1 in the "
+                 "environment): with --digest, checks that the SIMD paths give the same bits")
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
       ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
        cxxopts::value<std::string>()->default_value("256M"))
@@ -149,7 +159,7 @@ int CmdBench(int argc, char** argv) {
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
-  bool json = false, cold = false;
+  bool json = false, cold = false, digest = false;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -201,6 +211,8 @@ int CmdBench(int argc, char** argv) {
     json = r.count("json") > 0;
     ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
                      r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
+    digest = r.count("digest") > 0;
+    if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
@@ -257,20 +269,22 @@ int CmdBench(int argc, char** argv) {
       Loader loader(file, o);
       for (int e = 0; e < epochs; ++e) {
         if (cold) DropCachedPages(loader.dataset());
+        BatchDigest epoch_digest;
         if (!trace_path.empty() && e == epochs - 1) {
           // Trace only the last epoch: a fresh loader with the tracer attached, same options.
           LoaderOptions t = o;
           t.tracer = &tracer;
           Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get()));
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         }
         const auto& r = results.back();
         if (!json)
           std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
+        if (!json && digest) std::printf("epoch %d digest %s\n", e, r.digest.c_str());
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
                       r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
@@ -315,6 +329,11 @@ int CmdBench(int argc, char** argv) {
         j << "]";
       }
       if (cold) j << ",\n  \"cold\": true,\n  \"sequential_bytes_per_second\": " << sequential;
+      if (digest) {
+        j << ",\n  \"digests\": [";
+        for (size_t i = 0; i < results.size(); ++i) j << (i ? ", " : "") << JsonString(results[i].digest);
+        j << "]";
+      }
       j << ",\n  \"epochs\": [";
       for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];

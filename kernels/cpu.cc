@@ -1,0 +1,41 @@
+#include "kernels/cpu.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace dsc::kernels {
+
+namespace {
+
+std::atomic<bool> g_scalar{false};
+
+bool CpuHasAvx2() {
+#if defined(__x86_64__)
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+#else
+  return false;
+#endif
+}
+
+// DSC_FORCE_SCALAR in the environment: applied before main (and so before any decode or thread), and
+// this file is always linked in, since every SIMD dispatch calls UseAvx2().
+[[maybe_unused]] const bool g_env_scalar = [] {
+  const char* v = std::getenv("DSC_FORCE_SCALAR");
+  if (v && *v && std::strcmp(v, "0") != 0) ForceScalar();
+  return true;
+}();
+
+}  // namespace
+
+bool UseAvx2() { return CpuHasAvx2() && !g_scalar.load(std::memory_order_relaxed); }
+
+void ForceScalar() {
+  setenv("JSIMD_FORCENONE", "1", 1);
+  g_scalar.store(true, std::memory_order_relaxed);
+}
+
+bool ScalarForced() { return g_scalar.load(std::memory_order_relaxed); }
+
+}  // namespace dsc::kernels

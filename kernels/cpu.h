@@ -1,0 +1,23 @@
+// Which SIMD code paths run. Every fast path has a scalar twin that gives the same bits; forcing the
+// scalar paths checks that (dsc bench --digest --scalar against a normal run) and reproduces a run on a
+// machine without the instructions.
+//
+// Forcing scalar turns off our AVX2 kernels (UseAvx2() is false) and libjpeg-turbo's SIMD (it sets
+// JSIMD_FORCENONE=1). Two ways:
+// - the environment variable DSC_FORCE_SCALAR=1 (any value but empty or "0"), read when the program
+//   starts (a static initialiser in kernels/cpu.cc);
+// - ForceScalar(), e.g. `dsc bench --scalar`: call it before the first JPEG decode and before other
+//   threads run. libjpeg-turbo (2.1+) reads JSIMD_FORCENONE once per thread, at that thread's first
+//   SIMD query, and keeps the answer: a thread that has already decoded keeps its SIMD choice.
+#pragma once
+
+namespace dsc::kernels {
+
+// True when the CPU has AVX2 and the scalar paths are not forced.
+bool UseAvx2();
+// Turns every SIMD path off for the rest of the process (see above). setenv is not thread-safe: call it
+// while the process has one thread.
+void ForceScalar();
+bool ScalarForced();
+
+}  // namespace dsc::kernels

@@ -1,0 +1,81 @@
+#include "reader/digest.h"
+
+#include <xxhash.h>
+
+#include <cstddef>
+#include <new>
+#include <string>
+
+#include "format/error.h"
+
+namespace dsc {
+
+struct BatchDigest::State {
+  XXH3_state_t* xxh = nullptr;
+  uint64_t batches = 0;
+  ~State() { XXH3_freeState(xxh); }
+  void Bytes(const void* p, size_t n) { XXH3_128bits_update(xxh, p, n); }
+  template <typename T>
+  void Value(T v) {
+    Bytes(&v, sizeof v);
+  }
+  void Array(const void* p, size_t n, uint64_t batch, const char* what) {
+    if (n == 0) return;
+    if (!p) throw Error("BatchDigest: batch " + std::to_string(batch) + " has no " + what);
+    Bytes(p, n);
+  }
+};
+
+BatchDigest::BatchDigest() : s_(std::make_unique<State>()) {
+  s_->xxh = XXH3_createState();
+  if (!s_->xxh) throw std::bad_alloc();
+  XXH3_128bits_reset(s_->xxh);
+}
+
+BatchDigest::~BatchDigest() = default;
+
+void BatchDigest::Add(const Batch& b) {
+  State& s = *s_;
+  const size_t n = b.size;
+  // Fixed-width header: a field boundary can never shift bytes from one field into another.
+  s.Value<uint64_t>(b.index);
+  s.Value<uint32_t>(b.size);
+  s.Value<uint8_t>(uint8_t(b.dtype));
+  s.Value<uint8_t>(uint8_t(b.layout));
+  s.Value<uint8_t>(b.deferred ? 1 : 0);
+  s.Value<uint32_t>(b.channels);
+  s.Value<uint32_t>(b.height);
+  s.Value<uint32_t>(b.width);
+  s.Value<uint64_t>(b.label_fields);
+  s.Array(b.images, b.image_bytes() * n, b.index, "images");
+  for (size_t f = 0; f < b.label_fields; ++f)
+    s.Array(f < 2 ? b.labels[f] : nullptr, n * sizeof(int32_t), b.index, "labels");
+  s.Array(b.indices, n * sizeof(uint32_t), b.index, "indices");
+  s.Array(b.padding, n, b.index, "padding flags");
+  if (b.deferred) {
+    if (n && !b.params) throw Error("BatchDigest: deferred batch " + std::to_string(b.index) + " has no params");
+    // Field by field: the struct's own layout (and any padding bytes) is not part of the digest.
+    for (size_t i = 0; i < n; ++i) {
+      const kernels::SampleParams& p = b.params[i];
+      for (int64_t v : {p.src_x, p.src_y, p.src_w, p.src_h}) s.Value<int64_t>(v);
+      for (int32_t v : {p.dx, p.dy, p.cut_x, p.cut_y, p.flip}) s.Value<int32_t>(v);
+    }
+  }
+  ++s.batches;
+}
+
+std::string BatchDigest::Hex() const {
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s_->xxh));
+  std::string hex(32, '0');
+  static const char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < 16; ++i) {
+    hex[2 * i] = kDigits[c.digest[i] >> 4];
+    hex[2 * i + 1] = kDigits[c.digest[i] & 15];
+  }
+  return hex;
+}
+
+uint64_t BatchDigest::batches() const { return s_->batches; }
+
+}  // namespace dsc
