@@ -56,7 +56,7 @@ struct RemoteOptions {
   // reachable (one thread stands by and decodes while none is).
   int local_threads = -1;
   uint32_t in_flight = 2;     // requests in flight per worker
-  uint32_t chunk = 64;        // samples per request (at most a batch)
+  uint32_t chunk = 128;       // samples per request (at most a batch): larger amortises a call's cost
   bool compression = false;   // zstd on the wire
   // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
   uint32_t deadline_ms = 0;

@@ -326,6 +326,10 @@ class Pipeline {
       holding_ = false;
       held_lease_.reset();
       work_cv_.notify_all();
+      {
+        std::lock_guard<std::mutex> rl(retry_mu_);  // no lost wake-up in WaitForMore
+      }
+      retry_cv_.notify_all();
     }
     if (next_deliver_ >= plan_.batches) return nullptr;
     const uint64_t k = next_deliver_;
@@ -655,40 +659,75 @@ class Pipeline {
   // Nothing left to claim and nothing in flight elsewhere that could come back (retry_mu_ held).
   bool DrainedLocked() const { return next_task_.load() >= total_tasks_ && retry_.empty() && remote_inflight_ == 0; }
 
-  // A local thread's next task: the front of the retry queue (chunks a failed executor gave back), else
-  // the counter's next one. false: nothing to claim now.
-  bool TakeLocal(uint64_t* task) {
-    if (retry_size_.load(std::memory_order_acquire) > 0) {
-      std::lock_guard<std::mutex> l(retry_mu_);
-      if (!retry_.empty()) {
-        auto& r = retry_.front();
-        *task = r.first++;
-        if (r.first == r.second) retry_.pop_front();
-        retry_size_.store(retry_.size());
+  // Whether the counter's next task belongs to a batch that may be written now (k < released + slots).
+  bool Claimable() const {
+    const uint64_t cur = next_task_.load();
+    return cur < total_tasks_ && cur / chunks_per_batch_ < released_.load() + slots_.size();
+  }
+
+  // Claims up to `max` tasks of one batch from the counter, only while that batch may be written: an
+  // executor never holds a task it cannot run yet, so a chunk given back by a failed executor always
+  // finds a free one (no executor sits on a later batch's task waiting for the ring).
+  bool ClaimFromCounter(uint64_t max, uint64_t* t0, uint64_t* t1) {
+    uint64_t cur = next_task_.load();
+    while (cur < total_tasks_) {
+      const uint64_t k = cur / chunks_per_batch_;
+      if (k >= released_.load(std::memory_order_acquire) + slots_.size()) return false;
+      const uint64_t end = std::min({cur + max, (k + 1) * chunks_per_batch_, total_tasks_});
+      if (next_task_.compare_exchange_weak(cur, end)) {
+        *t0 = cur;
+        *t1 = end;
         return true;
       }
     }
-    if (next_task_.load(std::memory_order_relaxed) >= total_tasks_) return false;
-    *task = next_task_.fetch_add(1);
-    return *task < total_tasks_;
+    return false;
   }
 
-  // Waits a little for work that may come back (or for a standby thread's turn). false: the job is done.
-  bool WaitForMore() {
+  // A range a failed executor gave back, at most `max` tasks of it (retry_mu_ held).
+  bool TakeRetryLocked(uint64_t max, uint64_t* t0, uint64_t* t1) {
+    if (retry_.empty()) return false;
+    auto& r = retry_.front();
+    *t0 = r.first;
+    *t1 = std::min(r.second, r.first + max);
+    r.first = *t1;
+    if (r.first == r.second) retry_.pop_front();
+    retry_size_.store(retry_.size());
+    return true;
+  }
+
+  // A local thread's next task: given-back chunks first, else the counter's next. false: none now.
+  bool TakeLocal(uint64_t* task) {
+    uint64_t t1;
+    if (retry_size_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      if (TakeRetryLocked(1, task, &t1)) return true;
+    }
+    return ClaimFromCounter(1, task, &t1);
+  }
+
+  // Waits for work to claim: a given-back chunk, a batch slot freed, or (park: a thread that may not
+  // work now) a little while. false: the job is done.
+  bool WaitForMore(bool park) {
     std::unique_lock<std::mutex> l(retry_mu_);
     if (DrainedLocked() || cancel_.load()) return false;
-    retry_cv_.wait_for(l, std::chrono::milliseconds(20));
+    if (park)
+      retry_cv_.wait_for(l, std::chrono::milliseconds(20));
+    else
+      retry_cv_.wait_for(l, std::chrono::milliseconds(20),
+                         [&] { return cancel_.load() || !retry_.empty() || DrainedLocked() || Claimable(); });
     return true;
   }
 
   void RunJob(int t, SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
     while (!cancel_.load(std::memory_order_relaxed)) {
       uint64_t task;
-      if (!MayWork(t) || !TakeLocal(&task)) {
-        if (!WaitForMore()) return;
-        continue;
+      if (!MayWork(t)) {
+        if (!WaitForMore(true)) return;
+      } else if (!TakeLocal(&task)) {
+        if (!WaitForMore(false)) return;
+      } else {
+        RunTask(task, proc, epoch, seed, st, track);
       }
-      RunTask(task, proc, epoch, seed, st, track);
     }
   }
 
@@ -851,25 +890,9 @@ class Pipeline {
     {
       std::lock_guard<std::mutex> l(retry_mu_);
       ++remote_inflight_;
-      if (!retry_.empty()) {
-        auto& r = retry_.front();
-        *t0 = r.first;
-        *t1 = std::min(r.second, r.first + remote_chunks_);
-        r.first = *t1;
-        if (r.first == r.second) retry_.pop_front();
-        retry_size_.store(retry_.size());
-        return true;
-      }
+      if (TakeRetryLocked(remote_chunks_, t0, t1)) return true;
     }
-    uint64_t cur = next_task_.load();
-    while (cur < total_tasks_) {
-      const uint64_t end = std::min({cur + remote_chunks_, (cur / chunks_per_batch_ + 1) * chunks_per_batch_, total_tasks_});
-      if (next_task_.compare_exchange_weak(cur, end)) {
-        *t0 = cur;
-        *t1 = end;
-        return true;
-      }
-    }
+    if (ClaimFromCounter(remote_chunks_, t0, t1)) return true;
     FinishRemote();
     return false;
   }
@@ -912,6 +935,7 @@ class Pipeline {
       std::fprintf(stderr, "dsc: warning: no remote worker is reachable; decoding on 1 local thread until one is\n");
     if (!rm.warned) std::fprintf(stderr, "dsc: warning: %s; its work goes to other executors, reconnecting\n", why.c_str());
     rm.warned = true;
+    rm.backoff_ms = std::min(rm.backoff_ms * 2, 2000);  // reset by a request that succeeds
   }
 
   // A down worker: one of its drivers reconnects when the back-off has passed, the others wait.
@@ -927,9 +951,6 @@ class Pipeline {
     rm.connecting = false;
     if (c == ConnectResult::kReady) {
       rm.up = true;
-      rm.backoff_ms = 100;
-      if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
-      rm.warned = false;
       remote_up_.fetch_add(1);
     } else {
       rm.backoff_ms = std::min(rm.backoff_ms * 2, 2000);
@@ -946,12 +967,12 @@ class Pipeline {
       }
       if (!up) {
         Reconnect(rm);
-        if (!WaitForMore()) return;
+        if (!WaitForMore(true)) return;
         continue;
       }
       uint64_t t0, t1;
       if (!TakeRemote(&t0, &t1)) {
-        if (!WaitForMore()) return;
+        if (!WaitForMore(false)) return;
         continue;
       }
       const uint64_t k = t0 / chunks_per_batch_;
@@ -998,6 +1019,9 @@ class Pipeline {
         std::lock_guard<std::mutex> l(rm.mu);
         rm.samples += to - from;
         ++rm.requests;
+        rm.backoff_ms = 100;
+        if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
+        rm.warned = false;
       }
       {
         std::lock_guard<std::mutex> l(times_mu_);

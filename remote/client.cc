@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <zstd.h>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -85,6 +87,10 @@ grpc::ChannelArguments ChannelArgs() {
   a.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   a.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   a.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Read buffers below malloc's mmap threshold: gRPC's default grows them to megabytes, which malloc
+  // maps fresh for every read, and the page faults cost more CPU than the copy itself.
+  a.SetInt(GRPC_ARG_TCP_READ_CHUNK_SIZE, 64 << 10);
+  a.SetInt(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 64 << 10);
   return a;
 }
 
@@ -321,6 +327,11 @@ class GrpcExecutor : public RemoteExecutor {
 }  // namespace
 
 RemoteConnector Connector() {
+  // gRPC frees each reply's receive buffers at the top of a thread's heap; with malloc's default
+  // 128 KiB trim threshold their pages go back to the kernel and fault in again for the next reply,
+  // which cost 8x the CPU of the copy itself on CIFAR (docs/remote.md). Keep up to 256 MiB instead.
+  static const bool tuned = mallopt(M_TRIM_THRESHOLD, 256 << 20) != 0;
+  (void)tuned;
   return [](const std::string& address, const RemoteOptions& o, const RemoteContext& c) -> std::unique_ptr<RemoteExecutor> {
     return std::make_unique<GrpcExecutor>(address, o, c);
   };

@@ -8,7 +8,8 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       clang-14 libclang-rt-14-dev   # libFuzzer (scripts/fuzz.sh)
       libtorch-dev                  # the torch adapter and dsc train (CPU-only libtorch 1.13)
       libgloo-dev                   # headers of c10d's Gloo process group (dsc train on several ranks)
-      python3-dev pybind11-dev python3-pytest python3-torch python3-torchvision)  # import dsc and its tests
+      python3-dev pybind11-dev python3-pytest python3-torch python3-torchvision  # import dsc and its tests
+      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl)  # dsc serve, remote workers
 # Ubuntu names libjpeg-turbo's libjpeg API package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1 && apt-cache show libjpeg-turbo8-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

@@ -152,6 +152,7 @@ int CmdBench(int argc, char** argv) {
       ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable; default --threads)",
        cxxopts::value<int>()->default_value("-1"))
       ("wire-compression", "with --remote: zstd the images on the wire")
+      ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -211,6 +212,7 @@ int CmdBench(int argc, char** argv) {
     json = r.count("json") > 0;
     ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
                      r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
+    if (r["remote-chunk"].as<uint32_t>()) o.remote.chunk = r["remote-chunk"].as<uint32_t>();
     digest = r.count("digest") > 0;
     if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {

@@ -1,0 +1,236 @@
+// The loader's scheduling of remote executors (reader/executor.h) with in-process fakes, so that it
+// also runs under the sanitizers (gRPC is off there; tests/remote_test.cc runs real `dsc serve`
+// workers). A fake decodes with the same SampleWork the loader uses, and fails, stalls, refuses or is
+// unreachable on cue; every epoch's digest must equal a purely local run's.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "reader/dataset.h"
+#include "reader/digest.h"
+#include "reader/executor.h"
+#include "reader/loader.h"
+#include "reader/sample_work.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+struct Behaviour {
+  int fail_after = -1;   // requests served before every further one fails
+  int stall_after = -1;  // requests served before every further one stalls past its deadline
+  int unreachable_connects = 0;  // Connect calls that fail before one succeeds (-1: always)
+  bool refuse = false;
+  bool sample_error = false;  // report a damaged sample
+  std::atomic<int> requests{0}, connects{0}, served{0};
+};
+
+class FakeExecutor : public RemoteExecutor {
+ public:
+  FakeExecutor(std::string address, const RemoteContext& c, Behaviour* b)
+      : address_(std::move(address)), ds_(c.path), work_(c.options, c.width, c.height), b_(b) {}
+  const std::string& address() const override { return address_; }
+  ConnectResult Connect(int, std::string* why) override {
+    const int n = b_->connects++;
+    if (b_->refuse) return *why = "fake worker " + address_ + " refuses", ConnectResult::kRefused;
+    if (b_->unreachable_connects < 0 || n < b_->unreachable_connects)
+      return *why = "fake worker " + address_ + " is unreachable", ConnectResult::kUnreachable;
+    return ConnectResult::kReady;
+  }
+  RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) override {
+    const int n = b_->requests++;
+    if (b_->fail_after >= 0 && n >= b_->fail_after) return *why = "fake failure", RunResult::kRetry;
+    if (b_->stall_after >= 0 && n >= b_->stall_after) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+      while (std::chrono::steady_clock::now() < until && !(t.cancel && t.cancel->load()))
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return *why = "fake stall", RunResult::kRetry;
+    }
+    if (b_->sample_error) return *why = "sample " + std::to_string(t.samples[0]) + ": fake damage", RunResult::kSampleError;
+    auto proc = work_.NewProcessor(ds_, false);
+    for (uint32_t i = 0; i < t.count; ++i)
+      proc->Process(t.samples[i], t.seed, t.epoch, t.images + size_t(i) * work_.sample_bytes(), nullptr, &t.params[i]);
+    b_->served += int(t.count);
+    return RunResult::kOk;
+  }
+  void CancelAll() override {}
+  uint64_t wire_bytes() const override { return 0; }
+
+ private:
+  std::string address_;
+  Dataset ds_;
+  SampleWork work_;
+  Behaviour* b_;
+};
+
+const std::string& File() {
+  static const std::string f = [] {
+    const std::string dir = ScratchDir("-remote-exec");
+    writer::BuildOptions o;
+    o.log = [](const std::string&) {};
+    writer::Build(SubsetTree(30), dir + "/cifar.beton", o);  // 300 real CIFAR-10 JPEGs
+    return dir + "/cifar.beton";
+  }();
+  return f;
+}
+
+LoaderOptions Base() {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 32;
+  o.seed = 7;
+  return o;
+}
+
+std::vector<std::string> Digests(const LoaderOptions& o, int epochs, Loader** keep = nullptr) {
+  static std::unique_ptr<Loader> last;
+  last = std::make_unique<Loader>(File(), o);
+  std::vector<std::string> d;
+  for (int e = 0; e < epochs; ++e) {
+    BatchDigest g;
+    for (const Batch& b : last->epoch(uint64_t(e))) g.Add(b);
+    d.push_back(g.Hex());
+  }
+  if (keep) *keep = last.get();
+  return d;
+}
+
+const std::vector<std::string>& LocalDigests() {
+  static const std::vector<std::string> d = [] {
+    LoaderOptions o = Base();
+    o.threads = 2;
+    return Digests(o, 2);
+  }();
+  return d;
+}
+
+// Remote options with fakes named "fake0".. following `behaviours`.
+LoaderOptions WithFakes(std::vector<Behaviour*> behaviours, int local_threads) {
+  LoaderOptions o = Base();
+  o.threads = 2;
+  o.remote.local_threads = local_threads;
+  o.remote.chunk = 16;
+  for (size_t i = 0; i < behaviours.size(); ++i) o.remote.addresses.push_back("fake" + std::to_string(i));
+  o.remote.connect = [behaviours](const std::string& a, const RemoteOptions&, const RemoteContext& c) {
+    return std::make_unique<FakeExecutor>(a, c, behaviours[size_t(std::stoi(a.substr(4)))]);
+  };
+  return o;
+}
+
+TEST(RemoteExecutor, RemoteOnlyEqualsLocal) {
+  Behaviour a, b;
+  Loader* l = nullptr;
+  EXPECT_EQ(Digests(WithFakes({&a, &b}, 0), 2, &l), LocalDigests());
+  const auto st = l->remote_stats();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].samples + st[1].samples, 2 * 10 * 32u);  // every sample of both epochs (padding included)
+  EXPECT_EQ(a.served + b.served, 2 * 10 * 32);
+}
+
+TEST(RemoteExecutor, LocalAndRemoteEqualLocal) {
+  Behaviour a;
+  EXPECT_EQ(Digests(WithFakes({&a}, 1), 2), LocalDigests());
+}
+
+TEST(RemoteExecutor, FailingWorkerIsReplaced) {
+  Behaviour bad, good;
+  bad.fail_after = 3;
+  Loader* l = nullptr;
+  EXPECT_EQ(Digests(WithFakes({&bad, &good}, 0), 2, &l), LocalDigests());
+  EXPECT_GT(l->remote_stats()[0].failures, 0u);
+}
+
+TEST(RemoteExecutor, StallingWorkerHitsItsDeadline) {
+  Behaviour slow, good;
+  slow.stall_after = 2;
+  LoaderOptions o = WithFakes({&slow, &good}, 0);
+  o.remote.deadline_ms = 100;
+  Loader* l = nullptr;
+  EXPECT_EQ(Digests(o, 2, &l), LocalDigests());
+  EXPECT_GT(l->remote_stats()[0].failures, 0u);
+}
+
+TEST(RemoteExecutor, NoWorkerReachableFallsBackToALocalThread) {
+  Behaviour a, b;
+  a.unreachable_connects = b.unreachable_connects = -1;
+  Loader* l = nullptr;
+  EXPECT_EQ(Digests(WithFakes({&a, &b}, 0), 2, &l), LocalDigests());
+  EXPECT_EQ(l->remote_stats()[0].samples + l->remote_stats()[1].samples, 0u);
+}
+
+TEST(RemoteExecutor, AllWorkersFailingFallsBackToALocalThread) {
+  Behaviour a, b;
+  a.fail_after = b.fail_after = 1;
+  EXPECT_EQ(Digests(WithFakes({&a, &b}, 0), 2), LocalDigests());
+}
+
+TEST(RemoteExecutor, UnreachableWorkerIsUsedOnceItComesBack) {
+  Behaviour late;
+  late.unreachable_connects = 2;  // the constructor's try and one retry fail
+  LoaderOptions o = WithFakes({&late}, 0);
+  Loader loader(File(), o);
+  uint64_t e = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (loader.remote_stats()[0].samples == 0 && std::chrono::steady_clock::now() < until) {
+    BatchDigest g;
+    for (const Batch& b : loader.epoch(e)) g.Add(b), std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (e < 2) {
+      EXPECT_EQ(g.Hex(), LocalDigests()[e]);
+    }
+    ++e;
+  }
+  EXPECT_GT(loader.remote_stats()[0].samples, 0u);
+  EXPECT_GE(late.connects.load(), 3);
+}
+
+TEST(RemoteExecutor, RefusingWorkerIsAnErrorNamingIt) {
+  Behaviour r;
+  r.refuse = true;
+  try {
+    Loader l(File(), WithFakes({&r}, 1));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fake0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RemoteExecutor, RemoteSampleErrorSurfacesFromIteration) {
+  Behaviour d;
+  d.sample_error = true;
+  Loader l(File(), WithFakes({&d}, 0));
+  try {
+    for (const Batch& b : l.epoch(0)) (void)b;
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fake damage"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RemoteExecutor, StoppingMidEpochWithAStalledWorkerDoesNotHang) {
+  Behaviour slow;
+  slow.stall_after = 0;
+  LoaderOptions o = WithFakes({&slow}, 1);
+  o.remote.deadline_ms = 60000;  // only the cancellation can end the stalled request
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Loader l(File(), o);
+    auto range = l.epoch(0);
+    auto it = range.begin();
+    ASSERT_TRUE(it != range.end());
+  }  // destroys the loader while the fake stalls
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(RemoteExecutor, OptionsAreChecked) {
+  LoaderOptions o = Base();
+  o.remote.addresses = {"x:1"};
+  EXPECT_THROW(Loader(File(), o), OptionError);  // no connector
+}
+
+}  // namespace
+}  // namespace dsc::test
