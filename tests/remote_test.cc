@@ -1,0 +1,377 @@
+// Remote workers end to end on loopback: real `dsc serve` processes on ephemeral ports, the loader's
+// gRPC executor (dsc::remote), and every epoch's digest against a purely local run's: remote only,
+// local + remote, a worker killed mid-epoch, one that stalls, one restarted, all gone; tokens, TLS,
+// another file; a client killed mid-epoch; hostile requests. Each test is bounded in time.
+#include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reader/digest.h"
+#include "reader/loader.h"
+#include "remote/client.h"
+#include "remote/worker.grpc.pb.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+// A `dsc serve` child process; killed (SIGKILL) when destroyed.
+class Worker {
+ public:
+  explicit Worker(std::vector<std::string> args, std::string listen = "127.0.0.1:0") { Start(std::move(args), listen); }
+  ~Worker() { Kill(); }
+  void Start(std::vector<std::string> args, const std::string& listen) {
+    args_ = args;
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    std::vector<std::string> argv = {DSC_BINARY, "serve", "--listen", listen};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    // "listening on 127.0.0.1:PORT"
+    std::string line;
+    pollfd p{out[0], POLLIN, 0};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until) {
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char c[256];
+      const ssize_t n = ::read(out[0], c, sizeof c);
+      if (n <= 0) break;
+      line.append(c, size_t(n));
+    }
+    ::close(out[0]);
+    const size_t colon = line.rfind(':');
+    ASSERT_NE(line.find("listening on "), std::string::npos) << "dsc serve said: " << line;
+    port_ = std::stoi(line.substr(colon + 1));
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  // SIGTERM, then the exit status (waits at most 15 s).
+  int Terminate() {
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 1500; ++i) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
+  std::vector<std::string> args_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+struct Files {
+  std::string dir, cifar, other;
+};
+
+const Files& Built() {
+  static const Files f = [] {
+    Files f;
+    f.dir = ScratchDir("-remote");
+    writer::BuildOptions o;
+    o.log = [](const std::string&) {};
+    f.cifar = f.dir + "/cifar.beton";
+    writer::Build(SubsetTree(40), f.cifar, o);  // 400 real CIFAR-10 JPEGs
+    f.other = f.dir + "/other.beton";
+    writer::Build(SubsetTree(10), f.other, o);
+    return f;
+  }();
+  return f;
+}
+
+LoaderOptions Base() {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 32;
+  o.seed = 11;
+  o.threads = 1;
+  o.remote.chunk = 16;
+  o.remote.connect = remote::Connector();
+  return o;
+}
+
+std::vector<std::string> Digests(Loader& l, int epochs, int sleep_ms = 0, const std::function<void(int, int)>& each = {}) {
+  std::vector<std::string> d;
+  for (int e = 0; e < epochs; ++e) {
+    BatchDigest g;
+    int k = 0;
+    for (const Batch& b : l.epoch(uint64_t(e))) {
+      g.Add(b);
+      if (each) each(e, k);
+      ++k;
+      if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    }
+    d.push_back(g.Hex());
+  }
+  return d;
+}
+
+const std::vector<std::string>& Local() {
+  static const std::vector<std::string> d = [] {
+    LoaderOptions o = Base();
+    o.remote = RemoteOptions();
+    Loader l(Built().cifar, o);
+    return Digests(l, 3);
+  }();
+  return d;
+}
+
+LoaderOptions Remote(const std::vector<const Worker*>& ws, int local_threads) {
+  LoaderOptions o = Base();
+  for (const Worker* w : ws) o.remote.addresses.push_back(w->address());
+  o.remote.local_threads = local_threads;
+  return o;
+}
+
+uint64_t RemoteSamples(const Loader& l) {
+  uint64_t n = 0;
+  for (const auto& w : l.remote_stats()) n += w.samples;
+  return n;
+}
+
+TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
+  Worker a({Built().cifar, "--threads", "1"}), b({Built().cifar, Built().other, "--threads", "1"});
+  {
+    Loader l(Built().cifar, Remote({&a, &b}, 0));
+    EXPECT_EQ(Digests(l, 3), Local());
+    EXPECT_EQ(RemoteSamples(l), 3u * 13 * 32);  // 13 batches of 32 (the last padded), all remote
+  }
+  {
+    Loader l(Built().cifar, Remote({&a}, 1));
+    EXPECT_EQ(Digests(l, 3), Local());
+  }
+  {  // compressed wire
+    LoaderOptions o = Remote({&a}, 0);
+    o.remote.compression = true;
+    Loader l(Built().cifar, o);
+    EXPECT_EQ(Digests(l, 3), Local());
+  }
+}
+
+TEST(Remote, KilledStalledAndAllGoneWorkersChangeNothing) {
+  Worker dies({Built().cifar, "--threads", "1", "--die-after", "5"});
+  Worker stalls({Built().cifar, "--threads", "1", "--stall-after", "4"});
+  Worker good({Built().cifar, "--threads", "1"});
+  {
+    LoaderOptions o = Remote({&dies, &stalls, &good}, 0);
+    o.remote.deadline_ms = 500;
+    Loader l(Built().cifar, o);
+    EXPECT_EQ(Digests(l, 3), Local());
+    const auto st = l.remote_stats();
+    EXPECT_GT(st[0].failures, 0u);
+    EXPECT_GT(st[1].failures, 0u);
+  }
+  {  // every worker dies mid-epoch: the standby local thread finishes
+    Worker d1({Built().cifar, "--threads", "1", "--die-after", "3"});
+    Worker d2({Built().cifar, "--threads", "1", "--die-after", "2"});
+    Loader l(Built().cifar, Remote({&d1, &d2}, 0));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(Digests(l, 3), Local());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  }
+}
+
+TEST(Remote, RestartedWorkerIsUsedAgain) {
+  auto w = std::make_unique<Worker>(std::vector<std::string>{Built().cifar, "--threads", "1", "--die-after", "3"});
+  const int port = w->port();
+  LoaderOptions o = Remote({w.get()}, 1);
+  Loader l(Built().cifar, o);
+  EXPECT_EQ(Digests(l, 1), std::vector<std::string>{Local()[0]});  // it died during this epoch
+  w->Kill();
+  w = std::make_unique<Worker>(std::vector<std::string>{Built().cifar, "--threads", "1"}, "127.0.0.1:" + std::to_string(port));
+  const uint64_t before = RemoteSamples(l);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (uint64_t e = 1; RemoteSamples(l) == before && std::chrono::steady_clock::now() < until; ++e) {
+    BatchDigest g;
+    for (const Batch& b : l.epoch(e)) g.Add(b), std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (e < 3) {
+      EXPECT_EQ(g.Hex(), Local()[e]);
+    }
+  }
+  EXPECT_GT(RemoteSamples(l), before) << "the restarted worker was not used again";
+}
+
+TEST(Remote, TokensTlsAndIdentityAreChecked) {
+  const std::string dir = Built().dir;
+  WriteFile(dir + "/token", std::string("s3cret\n").data(), 7);
+  Worker w({Built().cifar, "--token-file", dir + "/token"});
+  auto expect_refused = [&](LoaderOptions o, const std::string& what) {
+    try {
+      Loader l(Built().cifar, o);
+      ADD_FAILURE() << "expected a refusal mentioning " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(w.address()), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(Remote({&w}, 0), "token");  // none
+  LoaderOptions o = Remote({&w}, 0);
+  o.remote.token = "guess";
+  expect_refused(o, "wrong token");
+  o.remote.token = "s3cret";
+  {
+    Loader l(Built().cifar, o);
+    EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+  }
+  // A worker serving another file refuses, naming what it serves.
+  Worker other({Built().other});
+  try {
+    Loader l(Built().cifar, Remote({&other}, 0));
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("serves no file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("other.beton"), std::string::npos) << e.what();
+  }
+  // TLS with a self-signed certificate for 127.0.0.1.
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                          key + " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl is needed for the TLS test";
+  Worker tls({Built().cifar, "--tls-cert", cert, "--tls-key", key});
+  LoaderOptions t = Remote({&tls}, 0);
+  t.remote.tls_root = remote::ReadFile(cert);
+  Loader l(Built().cifar, t);
+  EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+  EXPECT_GT(RemoteSamples(l), 0u);
+}
+
+TEST(Remote, ServePolicyOffLoopbackAndSigterm) {
+  std::string out;
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --listen 0.0.0.0:0", &out), 2);
+  EXPECT_NE(out.find("--token-file"), std::string::npos) << out;
+  WriteFile(Built().dir + "/token2", std::string("t").data(), 1);
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --listen 0.0.0.0:0 --token-file " + Built().dir + "/token2", &out), 2);
+  EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("serve /nonexistent.beton", &out), 1);
+  EXPECT_NE(out.find("/nonexistent.beton"), std::string::npos) << out;
+  Worker w({Built().cifar});
+  EXPECT_EQ(w.Terminate(), 0);
+}
+
+std::unique_ptr<remote::Worker::Stub> StubFor(const Worker& w) {
+  return remote::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+}
+
+uint32_t InFlight(remote::Worker::Stub& s) {
+  grpc::ClientContext c;
+  remote::StatusRequest q;
+  remote::StatusReply r;
+  EXPECT_TRUE(s.Status(&c, q, &r).ok());
+  return r.in_flight();
+}
+
+TEST(Remote, KilledClientFreesItsWork) {
+  Worker w({Built().cifar, "--threads", "1", "--stall-after", "0"});  // every call stalls until its client goes
+  auto stub = StubFor(w);
+  const std::string cmd = std::string(DSC_BINARY) + " bench " + Built().cifar + " --remote " + w.address() +
+                          " --local-threads 0 --epochs 1 --batch-size 32 >/dev/null 2>&1";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (InFlight(*stub) == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_GT(InFlight(*stub), 0u) << "the client's calls never arrived";
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  const auto freed = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InFlight(*stub) > 0 && std::chrono::steady_clock::now() < freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(InFlight(*stub), 0u) << "the worker kept a dead client's calls";
+}
+
+TEST(Remote, HostileRequestsGetErrorsAndTheWorkerKeepsServing) {
+  Worker w({Built().cifar, "--threads", "1"});
+  auto stub = StubFor(w);
+  auto process = [&](const remote::ProcessRequest& q) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    remote::ProcessReply r;
+    return stub->Process(&c, q, &r);
+  };
+  remote::ProcessRequest q;
+  q.set_file_id(7);  // unknown
+  EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  q.set_file_id(0);
+  q.set_header_checksum(123);  // not the file's
+  EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // A valid handshake gives the checksum and a spec.
+  {
+    LoaderOptions o = Base();
+    o.remote.addresses = {w.address()};
+    o.remote.local_threads = 0;
+    Loader l(Built().cifar, o);  // connects: the worker accepts the file
+  }
+  Dataset ds(Built().cifar);
+  q.set_header_checksum(ds.view().header().header_checksum);
+  for (int i = 0; i < 5000; ++i) q.add_samples(0);  // huge
+  EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  q.clear_samples();
+  q.add_samples(uint32_t(ds.size()));  // past the end
+  EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  q.clear_samples();
+  q.add_samples(0);
+  q.mutable_spec()->set_width(32);  // incomplete spec (no mean/std/fill)
+  EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  {  // garbage bytes
+    grpc::GenericStub g(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const char junk[] = "\xff\xff\xff\xff\x0f garbage";
+    grpc::Slice s(junk, sizeof junk);
+    grpc::ByteBuffer in(&s, 1), out;
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status st;
+    g.UnaryCall(&c, "/dsc.remote.Worker/Process", grpc::StubOptions(), &in, &out, [&](grpc::Status x) {
+      std::lock_guard<std::mutex> l(m);
+      st = x;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return done; });
+    EXPECT_FALSE(st.ok());
+  }
+  // Still serving.
+  Loader l(Built().cifar, Remote({&w}, 0));
+  EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+  EXPECT_GT(RemoteSamples(l), 0u);
+}
+
+}  // namespace
+}  // namespace dsc::test
