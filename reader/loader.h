@@ -56,7 +56,9 @@ struct RemoteOptions {
   // reachable (one thread stands by and decodes while none is).
   int local_threads = -1;
   uint32_t in_flight = 2;     // requests in flight per worker
-  uint32_t chunk = 128;       // samples per request (at most a batch): larger amortises a call's cost
+  // Samples per request (at most a batch); 0 = about 4 MiB of output per request, which amortises a
+  // call's cost without making replies so large that a slow worker holds a batch up (docs/remote.md).
+  uint32_t chunk = 0;
   bool compression = false;   // zstd on the wire
   // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
   uint32_t deadline_ms = 0;

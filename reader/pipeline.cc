@@ -292,7 +292,7 @@ class Pipeline {
     epoch_ = epoch;
     next_deliver_ = first_batch;
     released_ = first_batch;
-    chunk_ = std::max<uint32_t>(1, std::min<uint32_t>(kChunk, opt_.batch_size));
+    chunk_ = chunk_size();
     chunks_per_batch_ = (opt_.batch_size + chunk_ - 1) / chunk_;
     next_task_.store(first_batch * chunks_per_batch_);
     total_tasks_ = plan_.batches * chunks_per_batch_;
@@ -839,8 +839,8 @@ class Pipeline {
     if (!r.connect)
       throw OptionError("remote: LoaderOptions::remote.connect is not set (link dsc::remote and set it to dsc::remote::Connector())");
     if (r.in_flight == 0 || r.in_flight > 64) throw OptionError("remote.in_flight must be 1 to 64, not " + std::to_string(r.in_flight));
-    if (r.chunk == 0) throw OptionError("remote.chunk must be at least 1");
-    remote_chunks_ = std::max<uint32_t>(1, (std::min(r.chunk, opt_.batch_size) + kChunk - 1) / kChunk);
+    const uint64_t per_request = r.chunk ? r.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, sample_bytes_));
+    remote_chunks_ = std::max<uint64_t>(1, (std::min<uint64_t>(per_request, opt_.batch_size) + chunk_size() - 1) / chunk_size());
     const RemoteContext ctx = MakeRemoteContext();
     for (const auto& a : r.addresses) {
       auto rm = std::make_unique<Remote>();
@@ -1088,6 +1088,7 @@ class Pipeline {
   uint64_t total_tasks_ = 0;
   uint32_t chunk_ = 1, chunks_per_batch_ = 1;
   static constexpr uint32_t kChunk = 16;  // samples per local task
+  uint32_t chunk_size() const { return std::max<uint32_t>(1, std::min<uint32_t>(kChunk, opt_.batch_size)); }
 
   // Remote workers. Threads: `in_flight` drivers per worker, each running one request at a time.
   std::vector<std::unique_ptr<Remote>> remotes_;

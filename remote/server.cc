@@ -1,6 +1,7 @@
 #include "remote/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <zstd.h>
 
@@ -189,11 +190,6 @@ class WorkerService final : public Worker::Service {
     const uint64_t n = calls_.fetch_add(1) + 1;
     if (o_.die_after && n > o_.die_after) ::raise(SIGKILL);  // test hook: as kill -9
     if (o_.fail_after && n > o_.fail_after) return grpc::Status(grpc::StatusCode::INTERNAL, "failing on purpose (--fail-after)");
-    if (o_.stall_after && n > o_.stall_after) {  // test hook: until the client gives up, or stall_ms
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.stall_ms ? o_.stall_ms : 3600000);
-      while (!ctx->IsCancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
-    }
     if (req->file_id() >= files_.size())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown file id " + std::to_string(req->file_id()));
     FileEntry& f = files_[req->file_id()];
@@ -224,6 +220,15 @@ class WorkerService final : public Worker::Service {
       uint64_t bytes;
       ~Release() { s->Leave(peer, bytes); }
     } release{this, peer, reserve};
+    if (o_.stall_after && n > o_.stall_after) {  // test hook: until the client gives up, or stall_ms
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.stall_ms ? o_.stall_ms : 3600000);
+      while (!ctx->IsCancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (ctx->IsCancelled()) {
+        std::lock_guard<std::mutex> l(mu_);
+        ++cancelled_;
+        return grpc::Status::CANCELLED;
+      }
+    }
 
     Call c;
     c.ds = req->spec().verify() ? f.verified.get() : f.plain.get();
@@ -348,6 +353,11 @@ std::string ValidateServeOptions(const ServeOptions& o, std::string* warning) {
 }
 
 int Serve(const ServeOptions& o) {
+  // Replies are megabytes, allocated and freed per call: keep that memory in the heap instead of
+  // mapping fresh pages for each (their page faults cost a worker more than the copies; docs/remote.md).
+  // max_memory bounds what it holds.
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // SIGTERM/SIGINT go to one thread that shuts the server down; block them before gRPC starts threads.
   sigset_t sigs;
   sigemptyset(&sigs);

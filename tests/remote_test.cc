@@ -294,10 +294,10 @@ uint32_t InFlight(remote::Worker::Stub& s) {
 }
 
 TEST(Remote, KilledClientFreesItsWork) {
-  Worker w({Built().cifar, "--threads", "1", "--stall-after", "0"});  // every call stalls until its client goes
+  Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes
   auto stub = StubFor(w);
   const std::string cmd = std::string(DSC_BINARY) + " bench " + Built().cifar + " --remote " + w.address() +
-                          " --local-threads 0 --epochs 1 --batch-size 32 >/dev/null 2>&1";
+                          " --local-threads 0 --epochs 100000 --batch-size 32 >" + Built().dir + "/client.log 2>&1";
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
@@ -305,7 +305,11 @@ TEST(Remote, KilledClientFreesItsWork) {
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (InFlight(*stub) == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_GT(InFlight(*stub), 0u) << "the client's calls never arrived";
+  if (InFlight(*stub) == 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+  ASSERT_GT(InFlight(*stub), 0u) << "the client's calls never arrived; it said:\n" << [] {
+    auto v = ReadFile(Built().dir + "/client.log");
+    return std::string(v.begin(), v.end());
+  }();
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   const auto freed = std::chrono::steady_clock::now() + std::chrono::seconds(10);

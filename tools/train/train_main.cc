@@ -25,6 +25,7 @@
 #include "reader/torch_adapter.h"
 #include "tools/train/amp.h"
 #include "tools/commands.h"
+#include "tools/remote_cli.h"
 #include "tools/train/profile.h"
 #include "tools/train/distributed.h"
 #include "tools/train/repro.h"
@@ -43,6 +44,9 @@ struct Config {
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
   uint64_t limit = 0, test_limit = 0, max_steps = 0, seed = 0;
   int loader_threads = 1, torch_threads = 0;
+  std::string remote, token_file, tls_root;  // remote workers for the training loader (tools/remote_cli.h)
+  int local_threads = -1;
+  bool wire_compression = false;
   int nproc = 0;               // --nproc: ranks to launch on this machine
   double dist_timeout = 60;    // seconds a collective waits for a silent peer
   std::string step_log;        // per-rank step records (tools/train/distributed.h)
@@ -319,6 +323,7 @@ int Run(Config c) {
   to.seed = c.seed;
   to.threads = c.loader_threads;
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
+  tools::ApplyRemoteFlags(c.remote, c.token_file, c.tls_root, c.local_threads, c.wire_compression, &to);
   const kernels::AugmentSpec train_aug = to.augment;
   if (cuda) {
     to.defer_augment = true;
@@ -565,6 +570,12 @@ int main(int argc, char** argv) {
       ("test-limit", "evaluate on a seeded random subset of N test samples", cxxopts::value<uint64_t>()->default_value("0"))
       ("seed", "seed for the loader, the subset and the weights", cxxopts::value<uint64_t>()->default_value("0"))
       ("loader-threads", "decode threads", cxxopts::value<int>()->default_value("1"))
+      ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,...] that decode training batches beside the loader threads",
+       cxxopts::value<std::string>()->default_value(""))
+      ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
+      ("tls-root", "PEM of the CA of the workers' certificates", cxxopts::value<std::string>()->default_value(""))
+      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable)", cxxopts::value<int>()->default_value("-1"))
+      ("wire-compression", "with --remote: zstd the images on the wire")
       ("torch-threads", "libtorch threads (0: all cores with one loader thread, else the cores the loader leaves)",
        cxxopts::value<int>()->default_value("0"))
       ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cxxopts::value<std::string>()->default_value("cpu"))
@@ -603,6 +614,11 @@ int main(int argc, char** argv) {
     c.seed = r["seed"].as<uint64_t>();
     c.loader_threads = r["loader-threads"].as<int>();
     c.torch_threads = r["torch-threads"].as<int>();
+    c.remote = r["remote"].as<std::string>();
+    c.token_file = r["token-file"].as<std::string>();
+    c.tls_root = r["tls-root"].as<std::string>();
+    c.local_threads = r["local-threads"].as<int>();
+    c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
     c.precision = r["precision"].as<std::string>();
     dsc::train::ChoosePrecision(c.precision, 0);  // a bad name is a usage error on any device

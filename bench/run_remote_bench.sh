@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 11 §5: remote workers on loopback against local decoding, side by side per round.
+# Local baseline: `dsc bench --threads 1` (one decode thread + the consumer) on cores 0-1. Remote: one
+# `dsc serve --threads 1` pinned to core 1, the client pinned to core 0 with --local-threads 0.
+# Prints medians of: images/s, the client process's CPU time per delivered image (getrusage over
+# whole epochs, every thread including gRPC's; epochs after the first), and wire bytes per image with
+# and without --wire-compression; for cifar-train on CIFAR-10 and imagenet-train on the 500 photos,
+# delivering float32 NCHW and uint8 NHWC (the GPU path's form).
+# usage: bench/run_remote_bench.sh [BUILD_DIR] [ROUNDS] [EPOCHS]
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+rounds=${2:-3}
+epochs=${3:-4}
+dsc=$build/dsc
+py=/usr/bin/python3
+rw=$work/remote
+mkdir -p "$rw"
+[ -f "$rw/cifar.beton" ] || "$dsc" build "$data/train" "$rw/cifar.beton" --quiet
+if [ ! -f "$rw/photos.beton" ]; then
+  rm -rf "$rw/orig" && mkdir -p "$rw/orig"
+  zstd -dc "$here/../shared/data/imagenet-photos-500.tar.zst" | tar -x -C "$rw/orig"
+  "$dsc" build "$rw/orig/imagenet-photos-500" "$rw/photos.beton" --max-resolution 512 --quiet
+  rm -rf "$rw/orig"
+fi
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+field() { "$py" -c "import json,sys; d=json.load(sys.stdin); print(d.get('$1', 0))"; }
+
+serve() {  # starts a pinned worker on $1; sets pid and addr
+  "$@" > "$rw/serve.out" 2> "$rw/serve.err" &
+  pid=$!
+  for _ in $(seq 100); do grep -q listening "$rw/serve.out" 2>/dev/null && break; sleep 0.1; done
+  addr=$(sed -n 's/listening on //p' "$rw/serve.out")
+}
+
+echo "machine: $(nproc) cores, $(uname -r); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
+  set -- $job
+  preset=$1 file=$rw/$2 batch=$3
+  for dtype in float32 uint8; do
+    declare -A v=()
+    for r in $(seq "$rounds"); do
+      common=(--preset "$preset" --dtype "$dtype" --batch-size "$batch" --epochs "$epochs" --json)
+      j=$(taskset -c 0,1 "$dsc" bench "$file" "${common[@]}" --threads 1)
+      v[local_ips]+="$(echo "$j" | field images_per_second) "
+      v[local_cpu]+="$(echo "$j" | field cpu_us_per_image) "
+      serve taskset -c 1 "$dsc" serve "$file" --threads 1
+      j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0)
+      v[remote_ips]+="$(echo "$j" | field images_per_second) "
+      v[remote_cpu]+="$(echo "$j" | field cpu_us_per_image) "
+      v[wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
+      j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-compression)
+      v[zwire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
+      v[zcpu]+="$(echo "$j" | field cpu_us_per_image) "
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+    done
+    m() { echo "${v[$1]}" | tr ' ' '\n' | grep . | median; }
+    li=$(m local_ips) lc=$(m local_cpu) ri=$(m remote_ips) rc=$(m remote_cpu) wi=$(m wire) zw=$(m zwire) zc=$(m zcpu)
+    printf "%-15s %-8s local %8.0f img/s %7.1f us CPU/img | remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local) | wire %.0f B/img, zstd %.0f B/img (%.1f us CPU/img)\n" \
+      "$preset" "$dtype" "$li" "$lc" "$ri" "$(echo "$ri / $li" | bc -l)" "$rc" "$(echo "100 * $rc / $lc" | bc -l)" "$wi" "$zw" "$zc"
+    unset v
+  done
+done
