@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "format/error.h"
+#include "reader/autotune.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
 #include "reader/sample_processor.h"
@@ -245,6 +246,8 @@ class Pipeline {
     stats_.resize(size_t(threads_));
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
       readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
+    active_local_.store(threads_);
+    if (o.autotune) StartAutotune();
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
 
@@ -301,6 +304,10 @@ class Pipeline {
     active_ = threads_;
     ++job_;
     holding_ = false;
+    if (tuner_) {
+      tuner_->Restart();
+      last_delivery_ns_ = 0;
+    }
     work_cv_.notify_all();
     return job_;
   }
@@ -320,7 +327,10 @@ class Pipeline {
       held_lease_.reset();
       work_cv_.notify_all();
     }
-    if (next_deliver_ >= plan_.batches) return nullptr;
+    if (next_deliver_ >= plan_.batches) {
+      park_cv_.notify_all();  // every task is taken: parked threads end the job
+      return nullptr;
+    }
     const uint64_t k = next_deliver_;
     Slot* s = slots_[k % slots_.size()].get();
     const uint32_t len = plan_.batch_length(k);
@@ -338,6 +348,7 @@ class Pipeline {
     const uint64_t t1 = NowNs();
     wait_ns_ += t1 - t0;
     if (opt_.tracer) opt_.tracer->Add(consumer_track_, "wait for batch", t0, t1, int64_t(k));
+    if (tuner_) Autotune(k, len, t1 - t0, t1);
     if (!s->error.empty()) {
       std::string err = s->error;
       l.unlock();
@@ -404,6 +415,7 @@ class Pipeline {
     std::unique_lock<std::mutex> l(mu_);
     cancel_.store(true);
     work_cv_.notify_all();
+    park_cv_.notify_all();
     {
       std::lock_guard<std::mutex> pl(pool_->mu);  // no lost wake-up for a worker waiting for a spare
     }
@@ -527,6 +539,7 @@ class Pipeline {
   uint32_t width() const { return width_; }
   uint32_t height() const { return height_; }
   int threads() const { return threads_; }
+  int active_threads() const { return active_local_.load(std::memory_order_relaxed); }
   uint64_t epoch() const { return epoch_; }
   uint64_t pending_batch() const { return next_deliver_; }
 
@@ -627,7 +640,7 @@ class Pipeline {
           geometry = geometry_;
         }
       }
-      RunJob(proc.get(), epoch, seed, &local, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
+      RunJob(t, proc.get(), epoch, seed, &local, opt_.tracer ? worker_tracks_[size_t(t)] : 0);
       std::lock_guard<std::mutex> l(mu_);
       if (opt_.collect_stats) {
         stats_[size_t(t)] += local;
@@ -637,10 +650,11 @@ class Pipeline {
     }
   }
 
-  void RunJob(SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
+  void RunJob(int t, SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
     const size_t nslots = slots_.size();
     const bool timed = opt_.collect_stats || opt_.tracer;
     while (!cancel_.load(std::memory_order_relaxed)) {
+      if (!MayWork(t)) return;
       const uint64_t task = next_task_.fetch_add(1);
       if (task >= total_tasks_) return;
       const uint64_t k = task / chunks_per_batch_;
@@ -665,7 +679,7 @@ class Pipeline {
         }
         continue;
       }
-      const uint64_t b0 = opt_.tracer ? NowNs() : 0;
+      const uint64_t b0 = opt_.tracer || tuner_ ? NowNs() : 0;
       for (uint32_t j = from; j < to; ++j) {
         const uint64_t pos = k * opt_.batch_size + j;
         const uint32_t sample = plan_.samples[pos];
@@ -688,11 +702,61 @@ class Pipeline {
         }
       }
       if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
+      if (tuner_) NoteBusy(b0, to - from);
       if (s->done.fetch_add(to - from) + (to - from) >= len) {
         std::lock_guard<std::mutex> l(mu_);
         done_cv_.notify_all();
       }
     }
+  }
+
+  // Autotune (reader/autotune.h): only threads 0 .. active_local_ - 1 take tasks; the others park.
+  void StartAutotune() {
+    AutotuneOptions a;
+    a.max_threads = threads_;
+    tuner_ = std::make_unique<Autotuner>(a);
+    active_local_.store(tuner_->threads());
+    if (opt_.tracer) {
+      threads_counter_ = opt_.tracer->Counter("loader threads", "loader");
+      opt_.tracer->Count(threads_counter_, tuner_->threads());
+    }
+  }
+
+  // May thread t take a task now? Waits while it is parked (it holds no task); false once the job
+  // ends (cancelled, or every task taken).
+  bool MayWork(int t) {
+    if (t < active_local_.load(std::memory_order_relaxed)) return true;
+    std::unique_lock<std::mutex> l(mu_);
+    park_cv_.wait(l, [&] { return cancel_.load() || t < active_local_.load() || next_task_.load() >= total_tasks_; });
+    return !cancel_.load() && next_task_.load() < total_tasks_;
+  }
+
+  // A worker processed `samples` since `start_ns`: the controller's capacity measure.
+  void NoteBusy(uint64_t start_ns, uint32_t samples) {
+    busy_ns_.fetch_add(NowNs() - start_ns, std::memory_order_relaxed);
+    busy_samples_.fetch_add(samples, std::memory_order_relaxed);
+  }
+
+  // Batch k (len samples) is handed out at now_ns after a wait of wait_ns: one observation. mu_ held.
+  void Autotune(uint64_t k, uint32_t len, uint64_t wait_ns, uint64_t now_ns) {
+    AutotuneObservation ob;
+    ob.wait_ns = wait_ns;
+    ob.interval_ns = last_delivery_ns_ ? now_ns - last_delivery_ns_ : 0;
+    last_delivery_ns_ = now_ns;
+    ob.samples = len;
+    for (uint64_t j = k + 1; j < std::min<uint64_t>(plan_.batches, k + slots_.size()); ++j)
+      ob.ahead += slots_[j % slots_.size()]->done.load(std::memory_order_relaxed) >= plan_.batch_length(j);
+    const uint64_t busy = busy_ns_.load(std::memory_order_relaxed), done = busy_samples_.load(std::memory_order_relaxed);
+    ob.busy_ns = busy - seen_busy_ns_;
+    ob.local_samples = done - seen_busy_samples_;
+    seen_busy_ns_ = busy;
+    seen_busy_samples_ = done;
+    const int before = active_local_.load(std::memory_order_relaxed);
+    const int n = tuner_->Observe(ob);
+    if (n == before) return;
+    active_local_.store(n);
+    if (n > before) park_cv_.notify_all();  // mu_ is held: no lost wake-up
+    if (opt_.tracer) opt_.tracer->Count(threads_counter_, n);
   }
 
   LoaderOptions opt_;
@@ -716,8 +780,14 @@ class Pipeline {
   std::unique_ptr<BlockReadahead> readahead_;  // quasi_random on a mapping (reader/readahead.h)
   uint64_t advised_base_ = 0;
 
+  std::unique_ptr<Autotuner> tuner_;    // LoaderOptions::autotune; used on the consumer's thread
+  std::atomic<int> active_local_{1};     // threads allowed to take tasks
+  std::atomic<uint64_t> busy_ns_{0}, busy_samples_{0};  // workers' processing, for the controller
+  uint64_t seen_busy_ns_ = 0, seen_busy_samples_ = 0, last_delivery_ns_ = 0;
+  uint32_t threads_counter_ = 0;         // with a tracer and autotune
+
   std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_, idle_cv_;
+  std::condition_variable work_cv_, done_cv_, idle_cv_, park_cv_;
   bool stop_ = false;
   std::atomic<bool> cancel_{false};
   uint64_t job_ = 0;
@@ -752,6 +822,7 @@ void Loader::set_output_size(uint32_t w, uint32_t h) { p_->SetOutputSize(w, h); 
 const Dataset& Loader::dataset() const { return p_->dataset(); }
 const LoaderOptions& Loader::options() const { return p_->options(); }
 int Loader::threads() const { return p_->threads(); }
+int Loader::active_threads() const { return p_->active_threads(); }
 StageStats Loader::stats() const { return p_->Stats(); }
 BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
 size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }

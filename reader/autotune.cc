@@ -1,0 +1,125 @@
+#include "reader/autotune.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dsc {
+
+Autotuner::Autotuner(const AutotuneOptions& o) : o_(o) {
+  o_.min_threads = std::max(0, o_.min_threads);
+  o_.max_threads = std::max(o_.min_threads, o_.max_threads);
+  o_.window = std::max<uint32_t>(1, o_.window);
+  const int init = o_.initial_threads >= 0 ? o_.initial_threads : std::max(o_.min_threads, 1);
+  n_ = std::clamp(init, o_.min_threads, o_.max_threads);
+  cap_.assign(size_t(o_.max_threads) + 1, 0);
+  starved_rate_.assign(size_t(o_.max_threads) + 1, 0);
+  floor_ = o_.min_threads;
+  ceiling_ = o_.max_threads;
+  skip_left_ = o_.skip;
+}
+
+void Autotuner::Restart() {
+  count_ = 0;
+  skip_left_ = std::max(skip_left_, o_.skip);
+}
+
+int Autotuner::Observe(const AutotuneObservation& ob) {
+  ++seen_;
+  // A batch without an interval (the first of a run) or just after a change measures a transient.
+  if (skip_left_ > 0 || ob.interval_ns == 0) {
+    if (skip_left_ > 0) --skip_left_;
+    return n_;
+  }
+  if (count_ == 0) {
+    wait_ = interval_ = samples_ = busy_ = local_ = 0;
+    other_ = 0;
+    min_ahead_ = std::numeric_limits<uint32_t>::max();
+  }
+  ++count_;
+  wait_ += std::min(ob.wait_ns, ob.interval_ns);
+  interval_ += ob.interval_ns;
+  samples_ += ob.samples;
+  busy_ += ob.busy_ns;
+  local_ += ob.local_samples;
+  other_ += ob.other_rate;
+  min_ahead_ = std::min(min_ahead_, ob.ahead);
+  if (count_ >= o_.window) {
+    Decide();
+    count_ = 0;
+  }
+  return n_;
+}
+
+double Autotuner::CapacityAt(int n) const {
+  if (n <= 0) return 0;
+  if (cap_[size_t(n)] > 0) return cap_[size_t(n)];
+  // Unmeasured: the nearest measured count's per-thread capacity (fewer threads rarely do worse per
+  // thread, more threads rarely better: a ceiling catches the case where they do not scale).
+  for (int d = 1; d <= o_.max_threads; ++d) {
+    if (n - d >= 1 && cap_[size_t(n - d)] > 0) return cap_[size_t(n - d)];
+    if (n + d <= o_.max_threads && cap_[size_t(n + d)] > 0) return cap_[size_t(n + d)];
+  }
+  return 0;
+}
+
+void Autotuner::Decide() {
+  const double sec = interval_ * 1e-9;
+  const double consumer_sec = (interval_ - wait_) * 1e-9;
+  if (sec <= 0 || samples_ == 0) return;
+  const double delivered = samples_ / sec;
+  const double demand = consumer_sec > 0 ? samples_ / consumer_sec : std::numeric_limits<double>::infinity();
+  const double other = other_ / count_;
+  if (busy_ > 0 && local_ > 0 && n_ > 0) {
+    const double c = local_ / (busy_ * 1e-9);
+    double& cap = cap_[size_t(n_)];
+    cap = cap > 0 ? 0.5 * (cap + c) : c;
+  }
+  const bool starved = double(wait_) > o_.starve_share * double(interval_);
+  // The smallest count in [lo, hi] whose modelled capacity covers demand x headroom; -1 if none.
+  auto smallest = [&](int lo, int hi, double headroom) {
+    for (int m = lo; m <= hi; ++m)
+      if (m * CapacityAt(m) + other >= demand * headroom) return m;
+    return -1;
+  };
+  if (starved) {
+    double& rate = starved_rate_[size_t(n_)];
+    rate = rate > 0 ? 0.5 * (rate + delivered) : delivered;
+    floor_ = std::max(floor_, std::min(n_ + 1, o_.max_threads));  // n_ is too few for this demand
+    floor_demand_ = demand;
+    // Did this count deliver more than the best smaller one? If not, the threads share cores.
+    int best = -1;
+    for (int m = 0; m < n_; ++m)
+      if (starved_rate_[size_t(m)] > 0 && (best < 0 || starved_rate_[size_t(m)] > starved_rate_[size_t(best)])) best = m;
+    if (best >= 0 && rate < starved_rate_[size_t(best)] * o_.better) {
+      ceiling_ = std::max(o_.min_threads, n_ - 1);
+      floor_ = std::min(floor_, ceiling_);
+      Set(std::max(best, (best + n_) / 2));
+      return;
+    }
+    if (n_ >= ceiling_) return;
+    if (CapacityAt(n_) <= 0 && n_ == 0) {  // nothing measured yet: one thread to learn from
+      Set(1);
+      return;
+    }
+    // At most doubling per step: past the cores, measured capacity per thread falls, and the first
+    // count that no longer delivers more marks the ceiling.
+    const int m = smallest(n_ + 1, ceiling_, o_.grow_headroom);
+    Set(std::min(m > 0 ? m : ceiling_, std::max(n_ + 1, 2 * n_)));
+    return;
+  }
+  if (demand * o_.floor_release < floor_demand_) floor_ = o_.min_threads;  // the consumer slowed down
+  if (n_ <= o_.min_threads || min_ahead_ == 0) return;
+  const int m = smallest(std::max(o_.min_threads, floor_), n_ - 1, o_.shrink_headroom);
+  if (m >= 0) Set(m);
+}
+
+void Autotuner::Set(int n) {
+  n = std::clamp(n, o_.min_threads, o_.max_threads);
+  if (n == n_) return;
+  n_ = n;
+  last_change_ = seen_;
+  skip_left_ = o_.skip;
+  count_ = 0;
+}
+
+}  // namespace dsc
