@@ -15,7 +15,7 @@ Autotuner::Autotuner(const AutotuneOptions& o) : o_(o) {
   starved_rate_.assign(size_t(o_.max_threads) + 1, 0);
   floor_ = o_.min_threads;
   ceiling_ = o_.max_threads;
-  skip_left_ = o_.skip;
+  skip_left_ = std::max(o_.skip, o_.warmup);
 }
 
 void Autotuner::Restart() {
@@ -52,9 +52,12 @@ int Autotuner::Observe(const AutotuneObservation& ob) {
 
 double Autotuner::CapacityAt(int n) const {
   if (n <= 0) return 0;
-  if (cap_[size_t(n)] > 0) return cap_[size_t(n)];
-  // Unmeasured: the nearest measured count's per-thread capacity (fewer threads rarely do worse per
-  // thread, more threads rarely better: a ceiling catches the case where they do not scale).
+  double c = cap_[size_t(n)];
+  // Fewer threads than now get at least today's per-thread capacity (an old figure may be a cold
+  // start's); more threads than measured get the nearest measured count's (a ceiling catches the
+  // case where they do not scale).
+  if (n < n_ && n_ > 0) c = std::max(c, cap_[size_t(n_)]);
+  if (c > 0) return c;
   for (int d = 1; d <= o_.max_threads; ++d) {
     if (n - d >= 1 && cap_[size_t(n - d)] > 0) return cap_[size_t(n - d)];
     if (n + d <= o_.max_threads && cap_[size_t(n + d)] > 0) return cap_[size_t(n + d)];
@@ -63,6 +66,7 @@ double Autotuner::CapacityAt(int n) const {
 }
 
 void Autotuner::Decide() {
+  ++windows_;
   const double sec = interval_ * 1e-9;
   const double consumer_sec = (interval_ - wait_) * 1e-9;
   if (sec <= 0 || samples_ == 0) return;
@@ -81,22 +85,37 @@ void Autotuner::Decide() {
       if (m * CapacityAt(m) + other >= demand * headroom) return m;
     return -1;
   };
+  double rate = delivered;
   if (starved) {
-    double& rate = starved_rate_[size_t(n_)];
-    rate = rate > 0 ? 0.5 * (rate + delivered) : delivered;
+    double& r = starved_rate_[size_t(n_)];
+    r = r > 0 ? 0.5 * (r + delivered) : delivered;
+    rate = r;
     floor_ = std::max(floor_, std::min(n_ + 1, o_.max_threads));  // n_ is too few for this demand
     floor_demand_ = demand;
-    // Did this count deliver more than the best smaller one? If not, the threads share cores.
+    if (demand > ceiling_demand_ * o_.floor_release) ceiling_ = o_.max_threads;  // the consumer sped up
+  }
+  // The first window after growing: does this count deliver more than the best smaller one did while
+  // starved? If not, the extra threads only share cores (with each other or the consumer): go back,
+  // and grow no further. (Not starved here, this count delivers what the consumer takes: only a rate
+  // below the smaller count's says the consumer itself got slower.) Once only, as rates are noisy.
+  if (verify_) {
+    verify_ = false;
     int best = -1;
     for (int m = 0; m < n_; ++m)
       if (starved_rate_[size_t(m)] > 0 && (best < 0 || starved_rate_[size_t(m)] > starved_rate_[size_t(best)])) best = m;
-    if (best >= 0 && rate < starved_rate_[size_t(best)] * o_.better) {
+    if (best >= 0 && rate < starved_rate_[size_t(best)] * (starved ? o_.better : 1.0)) {
       ceiling_ = std::max(o_.min_threads, n_ - 1);
+      ceiling_demand_ = demand;
       floor_ = std::min(floor_, ceiling_);
-      Set(std::max(best, (best + n_) / 2));
+      Set(std::max(best, (best + n_) / 2), true);
       return;
     }
-    if (n_ >= ceiling_) return;
+  }
+  if (starved) {
+    // Mildly starved (under 3 x starve_share) grows only on the second window in a row: noise.
+    const bool again = was_starved_;
+    was_starved_ = true;
+    if (n_ >= ceiling_ || (!again && double(wait_) < 3 * o_.starve_share * double(interval_))) return;
     if (CapacityAt(n_) <= 0 && n_ == 0) {  // nothing measured yet: one thread to learn from
       Set(1);
       return;
@@ -107,15 +126,31 @@ void Autotuner::Decide() {
     Set(std::min(m > 0 ? m : ceiling_, std::max(n_ + 1, 2 * n_)));
     return;
   }
-  if (demand * o_.floor_release < floor_demand_) floor_ = o_.min_threads;  // the consumer slowed down
+  was_starved_ = false;
+  // A floor is forgotten when the consumer slowed down, or when the model gives the count below it
+  // plenty of room (the starvation was a transient: a cold start, a stall elsewhere).
+  if (demand * o_.floor_release < floor_demand_ ||
+      (floor_ > o_.min_threads && (floor_ - 1) * CapacityAt(floor_ - 1) + other >= demand * o_.floor_override))
+    floor_ = o_.min_threads;
   if (n_ <= o_.min_threads || min_ahead_ == 0) return;
   const int m = smallest(std::max(o_.min_threads, floor_), n_ - 1, o_.shrink_headroom);
   if (m >= 0) Set(m);
 }
 
-void Autotuner::Set(int n) {
+void Autotuner::Set(int n, bool now) {
   n = std::clamp(n, o_.min_threads, o_.max_threads);
   if (n == n_) return;
+  // A reversal (growing after shrinking, or the other way) waits `hold_` windows after the last
+  // change, and doubles the wait for the next one: a count that flips settles.
+  const int dir = n > n_ ? 1 : -1;
+  if (dir == -last_dir_) {
+    if (!now && windows_ < hold_) return;
+    hold_ = std::min<uint32_t>(hold_ ? 2 * hold_ : o_.hold, o_.max_hold);
+  }
+  last_dir_ = dir;
+  windows_ = 0;
+  verify_ = n > n_;
+  was_starved_ = false;
   n_ = n;
   last_change_ = seen_;
   skip_left_ = o_.skip;

@@ -14,13 +14,18 @@
 // consumer takes per second of its own (non-waiting) time: the rate at which it would never wait.
 // Other executors (remote workers) deliver R samples/s. n threads suffice when n c(n) + R >= D.
 // - Starved (the consumer waited more than `starve_share` of a window): grow to the smallest count
-//   the model says suffices with `grow_headroom` (at most doubling per step), unless more threads did
-//   not deliver more (they share cores): then that count is a ceiling, and a smaller one is used.
+//   the model says suffices with `grow_headroom` (at most doubling per step); mildly starved (under
+//   3 x starve_share), only on the second such window in a row.
+// - A count grown to that then delivers no more than a smaller one did while starved (the threads
+//   share cores, with each other or with the consumer) becomes a ceiling; a smaller count is used.
 // - Not starved, no batch handed out unready: shrink to the smallest count the model says suffices
 //   with `shrink_headroom` (> grow_headroom, so a count between the two thresholds stays put).
 // - No oscillation: a count found starved is a floor (never shrunk below again) until the demand
-//   falls by `floor_release`; decisions use whole windows of `window` batches, and the `skip` batches
-//   after each change (the ring refills or drains) are not measured.
+//   falls by `floor_release` or the model gives the count below it `floor_override` x the demand;
+//   decisions use whole windows of `window` batches, and the `skip` batches after each change (the
+//   ring refills or drains) and the first `warmup` ones are not measured. A change against the
+//   previous one's direction waits `hold` windows, twice as long each time (machine noise that
+//   makes a count look starved one window and idle the next costs a few changes, then none).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,11 +39,15 @@ struct AutotuneOptions {
   int initial_threads = -1;        // -1: max(min_threads, 1), at most max_threads
   uint32_t window = 4;             // batches per decision
   uint32_t skip = 2;               // batches not measured after a change or Restart()
+  uint32_t warmup = 8;             // batches not measured at the very start (cold caches, first touch)
   double starve_share = 0.03;      // a window whose waits exceed this share of its time is starved
-  double grow_headroom = 1.10;     // grow to capacity >= demand x this
+  double grow_headroom = 1.0;      // grow to capacity >= demand x this
   double shrink_headroom = 1.30;   // shrink only while the smaller count keeps capacity >= demand x this
   double better = 1.03;            // more threads must deliver this much more to count as better
-  double floor_release = 1.25;     // a floor is forgotten once the demand falls by this factor
+  double floor_release = 1.25;     // a floor (ceiling) is forgotten once the demand falls (rises) by this factor
+  double floor_override = 2.0;     // ... or once the count below it has modelled capacity >= demand x this
+  uint32_t hold = 4;               // windows a first reversal of direction waits; doubles with each one
+  uint32_t max_hold = 64;
 };
 
 // One delivered batch, as the consumer saw it.
@@ -70,7 +79,7 @@ class Autotuner {
 
  private:
   void Decide();
-  void Set(int n);
+  void Set(int n, bool now = false);
   double CapacityAt(int n) const;  // measured, or the nearest measured count's (per thread)
 
   AutotuneOptions o_;
@@ -84,7 +93,11 @@ class Autotuner {
   // Per thread count (index n): capacity per thread, and the rate delivered while starved.
   std::vector<double> cap_, starved_rate_;
   int floor_ = 0, ceiling_ = 0;
-  double floor_demand_ = 0;
+  double floor_demand_ = 0, ceiling_demand_ = 0;
+  bool was_starved_ = false;  // the previous window (at this count) was starved
+  bool verify_ = false;
+  int last_dir_ = 0;                 // of the last change: +1 grew, -1 shrank
+  uint32_t windows_ = 0, hold_ = 0;  // windows since the last change; a reversal's wait  // the count just grew: compare its rate with the smaller counts' once
 };
 
 }  // namespace dsc
