@@ -92,7 +92,10 @@ void Autotuner::Decide() {
     rate = r;
     floor_ = std::max(floor_, std::min(n_ + 1, o_.max_threads));  // n_ is too few for this demand
     floor_demand_ = demand;
-    if (demand > ceiling_demand_ * o_.floor_release) ceiling_ = o_.max_threads;  // the consumer sped up
+    // A ceiling holds until the consumer wants ceiling_release x the most it wanted while capped
+    // (a demand measured under a passing load spike must not release it).
+    if (demand > ceiling_demand_ * o_.ceiling_release) ceiling_ = o_.max_threads;
+    else if (n_ >= ceiling_) ceiling_demand_ = std::max(ceiling_demand_, demand);
   }
   // The first window after growing: does this count deliver more than the best smaller one did while
   // starved? If not, the extra threads only share cores (with each other or the consumer): go back,

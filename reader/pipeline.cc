@@ -751,6 +751,7 @@ class Pipeline {
     ob.local_samples = done - seen_busy_samples_;
     seen_busy_ns_ = busy;
     seen_busy_samples_ = done;
+    // ob.other_rate stays 0 until other executors (remote workers) fill batches: then their samples/s.
     const int before = active_local_.load(std::memory_order_relaxed);
     const int n = tuner_->Observe(ob);
     if (n == before) return;

@@ -19,6 +19,7 @@ struct Sim {
   uint32_t prefetch = 3;
   std::function<double(int)> per_thread = [](int) { return 10000.0; };  // samples/s per thread at n threads
   std::function<double(uint64_t)> consumer_s = [](uint64_t) { return 0.01; };  // consumer time for batch k
+  std::function<double(int)> consumer_slowdown = [](int) { return 1.0; };  // at n threads (they take its core)
   double other_rate = 0;     // samples/s other executors deliver (they fill batches too)
   double jitter = 0;         // +- share of noise on the consumer's time and the threads' speed
   uint32_t seed = 1;
@@ -74,7 +75,7 @@ struct Sim {
       ob.ahead = uint32_t(std::min<double>(prefetch, std::floor(produced) - double(k + 1)));
       ob.other_rate = other_rate;
       // The consumer works; the loader fills the ring meanwhile, up to batch k + prefetch.
-      const double work = consumer_s(k) * (1 + Noise());
+      const double work = consumer_s(k) * consumer_slowdown(n) * (1 + Noise());
       const double filled = std::min(work * rate, double(k + 1 + prefetch) - produced);
       const double local_batches = (produced - before + std::max(0.0, filled)) * (local / (local + other_rate + 1e-12));
       produced += std::max(0.0, filled);
@@ -162,6 +163,24 @@ TEST(Autotune, StopsWhereMoreThreadsShareTheCores) {
   EXPECT_GE(t.threads(), 2);
   EXPECT_LE(t.threads(), 3);
   ExpectSettled(r, "shared cores");
+}
+
+TEST(Autotune, UndoesAThreadThatSlowsTheConsumer) {
+  // Two cores, a spinning consumer: one thread (100k/s) about matches its demand (256 per 2.5 ms =
+  // 102k/s), so noise makes it look starved now and then; a second thread takes the consumer's core
+  // and slows it by 30%. The tuner may try 2 once, must come back to 1 and stay there.
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    Sim s;
+    s.seed = seed;
+    s.jitter = 0.15;
+    s.per_thread = [](int n) { return 100000.0 * std::min(n, 1) / n; };
+    s.consumer_slowdown = [](int n) { return n > 1 ? 1.3 : 1.0; };
+    s.consumer_s = [](uint64_t) { return 0.0025; };
+    Autotuner t(Range(1, 2));
+    const auto r = s.Go(t, 1000);
+    EXPECT_EQ(t.threads(), 1) << "seed " << seed;
+    EXPECT_LE(r.Changes(), 2) << "seed " << seed;
+  }
 }
 
 TEST(Autotune, RespectsMinimumAndMaximum) {
