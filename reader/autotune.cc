@@ -90,23 +90,30 @@ void Autotuner::Decide() {
     double& r = starved_rate_[size_t(n_)];
     r = r > 0 ? 0.5 * (r + delivered) : delivered;
     rate = r;
-    floor_ = std::max(floor_, std::min(n_ + 1, o_.max_threads));  // n_ is too few for this demand
-    floor_demand_ = demand;
+    // n_ is too few for this demand. The floor remembers the least demand a count below it was
+    // starved at: only a consumer slower than that by floor_release lifts it (not a noisy reading).
+    const int f = std::min(n_ + 1, o_.max_threads);
+    floor_demand_ = f > floor_ ? demand : std::min(floor_demand_, demand);
+    floor_ = std::max(floor_, f);
     // A ceiling holds until the consumer wants ceiling_release x the most it wanted while capped
     // (a demand measured under a passing load spike must not release it).
     if (demand > ceiling_demand_ * o_.ceiling_release) ceiling_ = o_.max_threads;
     else if (n_ >= ceiling_) ceiling_demand_ = std::max(ceiling_demand_, demand);
   }
-  // The first window after growing: does this count deliver more than the best smaller one did while
-  // starved? If not, the extra threads only share cores (with each other or the consumer): go back,
-  // and grow no further. (Not starved here, this count delivers what the consumer takes: only a rate
-  // below the smaller count's says the consumer itself got slower.) Once only, as rates are noisy.
-  if (verify_) {
-    verify_ = false;
+  // The first `verify_windows` after growing: does this count deliver more than the best smaller one
+  // did while starved? If not, the extra threads only share cores (with each other or the consumer):
+  // go back, and grow no further. (Not starved here, this count delivers what the consumer takes:
+  // only a rate clearly below the smaller count's says the consumer itself got slower.) Once only,
+  // as rates are noisy; no other decision meanwhile.
+  if (verify_left_ > 0) {
+    verify_samples_ += samples_;
+    verify_sec_ += sec;
+    if (--verify_left_ > 0) return;
+    rate = verify_samples_ / verify_sec_;
     int best = -1;
     for (int m = 0; m < n_; ++m)
       if (starved_rate_[size_t(m)] > 0 && (best < 0 || starved_rate_[size_t(m)] > starved_rate_[size_t(best)])) best = m;
-    if (best >= 0 && rate < starved_rate_[size_t(best)] * (starved ? o_.better : 1.0)) {
+    if (best >= 0 && rate < starved_rate_[size_t(best)] * (starved ? o_.better : 1 / o_.better)) {
       ceiling_ = std::max(o_.min_threads, n_ - 1);
       ceiling_demand_ = demand;
       floor_ = std::min(floor_, ceiling_);
@@ -152,7 +159,8 @@ void Autotuner::Set(int n, bool now) {
   }
   last_dir_ = dir;
   windows_ = 0;
-  verify_ = n > n_;
+  verify_left_ = n > n_ ? std::max<uint32_t>(1, o_.verify_windows) : 0;
+  verify_samples_ = verify_sec_ = 0;
   was_starved_ = false;
   n_ = n;
   last_change_ = seen_;

@@ -16,8 +16,9 @@
 // - Starved (the consumer waited more than `starve_share` of a window): grow to the smallest count
 //   the model says suffices with `grow_headroom` (at most doubling per step); mildly starved (under
 //   3 x starve_share), only on the second such window in a row.
-// - A count grown to that then delivers no more than a smaller one did while starved (the threads
-//   share cores, with each other or with the consumer) becomes a ceiling; a smaller count is used.
+// - A count grown to that then delivers (over `verify_windows`) no more than a smaller one did while
+//   starved (the threads share cores, with each other or with the consumer) becomes a ceiling; a
+//   smaller count is used.
 //   The ceiling holds until the demand rises by `ceiling_release`.
 // - Not starved, no batch handed out unready: shrink to the smallest count the model says suffices
 //   with `shrink_headroom` (> grow_headroom, so a count between the two thresholds stays put).
@@ -45,9 +46,10 @@ struct AutotuneOptions {
   double grow_headroom = 1.0;      // grow to capacity >= demand x this
   double shrink_headroom = 1.30;   // shrink only while the smaller count keeps capacity >= demand x this
   double better = 1.03;            // more threads must deliver this much more to count as better
-  double floor_release = 1.25;     // a floor is forgotten once the demand falls by this factor
+  double floor_release = 1.5;      // a floor is forgotten once the demand falls by this factor
   double ceiling_release = 1.5;    // a ceiling once it rises by this factor
   double floor_override = 2.0;     // ... or once the count below it has modelled capacity >= demand x this
+  uint32_t verify_windows = 2;     // windows after a growth whose rate decides whether it helped
   uint32_t hold = 4;               // windows a first reversal of direction waits; doubles with each one
   uint32_t max_hold = 64;
 };
@@ -97,9 +99,10 @@ class Autotuner {
   int floor_ = 0, ceiling_ = 0;
   double floor_demand_ = 0, ceiling_demand_ = 0;
   bool was_starved_ = false;  // the previous window (at this count) was starved
-  bool verify_ = false;
+  uint32_t verify_left_ = 0;  // the count just grew: windows left before its rate is compared, once
+  double verify_samples_ = 0, verify_sec_ = 0;
   int last_dir_ = 0;                 // of the last change: +1 grew, -1 shrank
-  uint32_t windows_ = 0, hold_ = 0;  // windows since the last change; a reversal's wait  // the count just grew: compare its rate with the smaller counts' once
+  uint32_t windows_ = 0, hold_ = 0;  // windows since the last change; a reversal's wait
 };
 
 }  // namespace dsc
