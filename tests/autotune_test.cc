@@ -107,31 +107,31 @@ void ExpectSettled(const Sim::Run& r, const char* what) {
   EXPECT_EQ(r.Changes(50), 0) << what;
 }
 
+// Runs `batches` batches of `s` through a new tuner; expects it settled on a count in [lo, hi].
+Sim::Run ExpectSettlesOn(Sim& s, const AutotuneOptions& o, uint64_t batches, int lo, int hi, const char* what) {
+  Autotuner t(o);
+  const auto r = s.Go(t, batches);
+  EXPECT_GE(t.threads(), lo) << what;
+  EXPECT_LE(t.threads(), hi) << what;
+  ExpectSettled(r, what);
+  return r;
+}
+
 TEST(Autotune, GrowsWhileTheConsumerWaits) {
   Sim s;  // 10k samples/s per thread; the consumer takes 256 samples per 5 ms = 51.2k/s: 6 threads
   s.consumer_s = [](uint64_t) { return 0.005; };
-  Autotuner t(Range(1, 16));
-  const auto r = s.Go(t, 200);
-  EXPECT_GE(t.threads(), 6);
-  EXPECT_LE(t.threads(), 7);  // 6 x 10k = 60k >= 51.2k x 1.1; one more at most
-  ExpectSettled(r, "grow");
+  const auto r = ExpectSettlesOn(s, Range(1, 16), 200, 6, 7, "grow");  // 6 x 10k >= 51.2k; one more at most
   EXPECT_GE(r.Rate(100), 0.97 * 256 / 0.005) << "the consumer no longer waits";
 }
 
 TEST(Autotune, ShrinksWhileBatchesPileUp) {
   Sim s;  // 256 samples per 50 ms = 5.1k/s: one thread of 10k/s is plenty
   s.consumer_s = [](uint64_t) { return 0.05; };
-  Autotuner t(Range(1, 16, 16));
-  const auto r = s.Go(t, 200);
-  EXPECT_EQ(t.threads(), 1);
-  ExpectSettled(r, "shrink");
+  ExpectSettlesOn(s, Range(1, 16, 16), 200, 1, 1, "shrink");
   // Two threads needed (256 / 20 ms = 12.8k/s): shrinks to 2, not below.
   Sim s2;
   s2.consumer_s = [](uint64_t) { return 0.02; };
-  Autotuner t2(Range(1, 16, 16));
-  const auto r2 = s2.Go(t2, 200);
-  EXPECT_EQ(t2.threads(), 2);
-  ExpectSettled(r2, "shrink to 2");
+  const auto r2 = ExpectSettlesOn(s2, Range(1, 16, 16), 200, 2, 2, "shrink to 2");
   EXPECT_GE(r2.Rate(100), 0.97 * 256 / 0.02);
 }
 
@@ -158,11 +158,7 @@ TEST(Autotune, StopsWhereMoreThreadsShareTheCores) {
   Sim s;
   s.per_thread = [](int n) { return 10000.0 * std::min(n, 2) / n; };
   s.consumer_s = [](uint64_t) { return 0.00256; };
-  Autotuner t(Range(1, 16));
-  const auto r = s.Go(t, 300);
-  EXPECT_GE(t.threads(), 2);
-  EXPECT_LE(t.threads(), 3);
-  ExpectSettled(r, "shared cores");
+  ExpectSettlesOn(s, Range(1, 16), 300, 2, 3, "shared cores");
 }
 
 TEST(Autotune, UndoesAThreadThatSlowsTheConsumer) {
@@ -202,10 +198,7 @@ TEST(Autotune, RespectsMinimumAndMaximum) {
     Sim s;  // other executors deliver 40k/s, the consumer takes 25.6k/s: no local thread needed (min 0)
     s.other_rate = 40000;
     s.consumer_s = [](uint64_t) { return 0.01; };
-    Autotuner t(Range(0, 8, 4));
-    const auto r = s.Go(t, 200);
-    EXPECT_EQ(t.threads(), 0);
-    ExpectSettled(r, "remote covers it");
+    ExpectSettlesOn(s, Range(0, 8, 4), 200, 0, 0, "remote covers it");
   }
 }
 
@@ -214,11 +207,7 @@ TEST(Autotune, OtherExecutorsTakePartOfTheDemand) {
   Sim s;
   s.other_rate = 25000;
   s.consumer_s = [](uint64_t) { return 0.005; };
-  Autotuner t(Range(1, 16));
-  const auto r = s.Go(t, 200);
-  EXPECT_GE(t.threads(), 3);
-  EXPECT_LE(t.threads(), 4);
-  ExpectSettled(r, "with remote");
+  ExpectSettlesOn(s, Range(1, 16), 200, 3, 4, "with remote");
 }
 
 TEST(Autotune, FollowsTheConsumerWhenItChanges) {
