@@ -250,7 +250,7 @@ int CmdBench(int argc, char** argv) {
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
         if (!json && o.autotune)
-          std::printf("  autotune: %d of %d threads, settled at batch %llu (%llu changes this epoch)\n", r.threads, loader.threads(),
+          std::printf("  autotune: %d of %d threads, settled at batch %llu (%llu change(s) this epoch)\n", r.threads, loader.threads(),
                       (unsigned long long)r.settled_batch, (unsigned long long)r.thread_changes);
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
