@@ -17,9 +17,8 @@
 //   the model says suffices with `grow_headroom` (at most doubling per step); mildly starved (under
 //   3 x starve_share), only on the second such window in a row.
 // - A count grown to that then delivers (over `verify_windows`) no more than a smaller one did while
-//   starved (the threads share cores, with each other or with the consumer) becomes a ceiling; a
-//   smaller count is used.
-//   The ceiling holds until the demand rises by `ceiling_release`.
+//   starved (the threads share cores, with each other or with the consumer) becomes a ceiling, held
+//   until the demand rises by `ceiling_release`; a smaller count is used.
 // - Not starved, no batch handed out unready: shrink to the smallest count the model says suffices
 //   with `shrink_headroom` (> grow_headroom, so a count between the two thresholds stays put).
 // - No oscillation: a count found starved is a floor (never shrunk below again) until the demand
@@ -46,9 +45,9 @@ struct AutotuneOptions {
   double grow_headroom = 1.0;      // grow to capacity >= demand x this
   double shrink_headroom = 1.30;   // shrink only while the smaller count keeps capacity >= demand x this
   double better = 1.03;            // more threads must deliver this much more to count as better
-  double floor_release = 1.5;      // a floor is forgotten once the demand falls by this factor
-  double ceiling_release = 1.5;    // a ceiling once it rises by this factor
+  double floor_release = 1.5;      // a floor is forgotten once the demand falls by this factor,
   double floor_override = 2.0;     // ... or once the count below it has modelled capacity >= demand x this
+  double ceiling_release = 1.5;    // a ceiling is forgotten once the demand rises by this factor
   uint32_t verify_windows = 2;     // windows after a growth whose rate decides whether it helped
   uint32_t hold = 4;               // windows a first reversal of direction waits; doubles with each one
   uint32_t max_hold = 64;
