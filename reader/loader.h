@@ -85,6 +85,11 @@ struct LoaderOptions {
   // keep a run's batches the same when the rank count changes (reader/order.h, docs/determinism.md).
   uint32_t global_batch_size = 0;
   int threads = 0;        // decode threads; 0 = all cores
+  // Continuous thread autotuning: `threads` is then the maximum. All of them start, but only as many
+  // as the consumer needs take work (reader/autotune.h): more while it waits for batches, fewer while
+  // batches pile up; the rest park. Loader::active_threads() tells the current count, and a tracer
+  // gets it as the "loader threads" counter. Batches are identical either way.
+  bool autotune = false;
   uint32_t prefetch = 3;  // batches prepared ahead of the one the consumer holds
   uint32_t max_leases = 2;  // extra batch buffers that stand in for leased ones (see BatchLease)
   Order order = Order::kRandom;
@@ -286,6 +291,8 @@ class Loader {
   const Dataset& dataset() const;
   const LoaderOptions& options() const;
   int threads() const;
+  // Threads taking work now: threads(), or with autotune the controller's current count.
+  int active_threads() const;
   StageStats stats() const;
   void reset_stats();
   // Leases `b`, the batch the current iterator holds (see BatchLease).

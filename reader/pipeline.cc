@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "format/error.h"
+#include "reader/autotune.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
@@ -244,6 +245,8 @@ class Pipeline {
     stats_.resize(size_t(threads_));
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
       readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
+    active_local_.store(standby_ ? 0 : threads_);
+    if (o.autotune) StartAutotune();
     if (!o.remote.addresses.empty()) StartRemote();
     for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
@@ -308,6 +311,10 @@ class Pipeline {
     active_ = threads_ + int(drivers_.size());
     ++job_;
     holding_ = false;
+    if (tuner_) {
+      tuner_->Restart();
+      last_delivery_ns_ = 0;
+    }
     work_cv_.notify_all();
     return job_;
   }
@@ -331,7 +338,10 @@ class Pipeline {
       }
       retry_cv_.notify_all();
     }
-    if (next_deliver_ >= plan_.batches) return nullptr;
+    if (next_deliver_ >= plan_.batches) {
+      retry_cv_.notify_all();  // every task is taken: parked threads end the job
+      return nullptr;
+    }
     const uint64_t k = next_deliver_;
     Slot* s = slots_[k % slots_.size()].get();
     const uint32_t len = plan_.batch_length(k);
@@ -349,6 +359,7 @@ class Pipeline {
     const uint64_t t1 = NowNs();
     wait_ns_ += t1 - t0;
     if (opt_.tracer) opt_.tracer->Add(consumer_track_, "wait for batch", t0, t1, int64_t(k));
+    if (tuner_) Autotune(k, len, t1 - t0, t1);
     if (!s->error.empty()) {
       std::string err = s->error;
       l.unlock();
@@ -544,6 +555,7 @@ class Pipeline {
   uint32_t width() const { return width_; }
   uint32_t height() const { return height_; }
   int threads() const { return threads_; }
+  int active_threads() const { return active_local_.load(std::memory_order_relaxed); }
   uint64_t epoch() const { return epoch_; }
   uint64_t pending_batch() const { return next_deliver_; }
 
@@ -653,8 +665,12 @@ class Pipeline {
     }
   }
 
-  // Whether local thread t takes work now: a standby thread (remote only) works while no worker is up.
-  bool MayWork(int t) const { return !(standby_ && t == 0) || remote_up_.load(std::memory_order_relaxed) == 0; }
+  // Whether local thread t takes work now: the first active_local_ (all, or the autotuner's count), and
+  // with remote workers thread 0 whenever none is up (remote only: it stands by).
+  bool MayWork(int t) const {
+    return t < active_local_.load(std::memory_order_relaxed) ||
+           (t == 0 && !remotes_.empty() && remote_up_.load(std::memory_order_relaxed) == 0);
+  }
 
   // Nothing left to claim and nothing in flight elsewhere that could come back (retry_mu_ held).
   bool DrainedLocked() const { return next_task_.load() >= total_tasks_ && retry_.empty() && remote_inflight_ == 0; }
@@ -787,7 +803,7 @@ class Pipeline {
     if (from >= to) return;
     BatchBuffer* b = WritableBuffer(s, to - from, len);
     if (!b) return;
-    const uint64_t b0 = opt_.tracer ? NowNs() : 0;
+    const uint64_t b0 = opt_.tracer || tuner_ ? NowNs() : 0;
     for (uint32_t j = from; j < to; ++j) {
       const uint64_t c0 = timed ? NowNs() : 0;
       Collate(b, k, j);
@@ -804,6 +820,7 @@ class Pipeline {
       }
     }
     if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
+    if (tuner_) NoteBusy(b0, to - from);
     Done(s, to - from, len);
   }
 
@@ -1018,6 +1035,7 @@ class Pipeline {
       {
         std::lock_guard<std::mutex> l(rm.mu);
         rm.samples += to - from;
+        remote_samples_.fetch_add(to - from, std::memory_order_relaxed);
         ++rm.requests;
         rm.backoff_ms = 100;
         if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
@@ -1051,6 +1069,51 @@ class Pipeline {
   }
 
  private:
+  // Autotune (reader/autotune.h): only threads 0 .. active_local_ - 1 take tasks; the others park.
+  void StartAutotune() {
+    AutotuneOptions a;
+    a.max_threads = threads_;
+    if (!opt_.remote.addresses.empty()) a.min_threads = 0;  // remote workers may cover the demand
+    tuner_ = std::make_unique<Autotuner>(a);
+    active_local_.store(tuner_->threads());
+    if (opt_.tracer) {
+      threads_counter_ = opt_.tracer->Counter("loader threads", "loader");
+      opt_.tracer->Count(threads_counter_, tuner_->threads());
+    }
+  }
+
+  // A worker processed `samples` since `start_ns`: the controller's capacity measure.
+  void NoteBusy(uint64_t start_ns, uint32_t samples) {
+    busy_ns_.fetch_add(NowNs() - start_ns, std::memory_order_relaxed);
+    busy_samples_.fetch_add(samples, std::memory_order_relaxed);
+  }
+
+  // Batch k (len samples) is handed out at now_ns after a wait of wait_ns: one observation. mu_ held.
+  void Autotune(uint64_t k, uint32_t len, uint64_t wait_ns, uint64_t now_ns) {
+    AutotuneObservation ob;
+    ob.wait_ns = wait_ns;
+    ob.interval_ns = last_delivery_ns_ ? now_ns - last_delivery_ns_ : 0;
+    last_delivery_ns_ = now_ns;
+    ob.samples = len;
+    for (uint64_t j = k + 1; j < std::min<uint64_t>(plan_.batches, k + slots_.size()); ++j)
+      ob.ahead += slots_[j % slots_.size()]->done.load(std::memory_order_relaxed) >= plan_.batch_length(j);
+    const uint64_t busy = busy_ns_.load(std::memory_order_relaxed), done = busy_samples_.load(std::memory_order_relaxed);
+    ob.busy_ns = busy - seen_busy_ns_;
+    ob.local_samples = done - seen_busy_samples_;
+    seen_busy_ns_ = busy;
+    seen_busy_samples_ = done;
+    // What remote workers delivered meanwhile: the local threads need to cover only the rest.
+    const uint64_t remote = remote_samples_.load(std::memory_order_relaxed);
+    if (ob.interval_ns) ob.other_rate = double(remote - seen_remote_samples_) * 1e9 / double(ob.interval_ns);
+    seen_remote_samples_ = remote;
+    const int before = active_local_.load(std::memory_order_relaxed);
+    const int n = tuner_->Observe(ob);
+    if (n == before) return;
+    active_local_.store(n);
+    if (n > before) retry_cv_.notify_all();  // parked threads wait there (WaitForMore)
+    if (opt_.tracer) opt_.tracer->Count(threads_counter_, n);
+  }
+
   LoaderOptions opt_;
   Dataset ds_;
   OrderOptions order_;
@@ -1069,6 +1132,14 @@ class Pipeline {
   std::vector<uint32_t> worker_tracks_;
   std::unique_ptr<BlockReadahead> readahead_;  // quasi_random on a mapping (reader/readahead.h)
   uint64_t advised_base_ = 0;
+
+  std::unique_ptr<Autotuner> tuner_;    // LoaderOptions::autotune; used on the consumer's thread
+  std::atomic<int> active_local_{1};     // threads allowed to take tasks
+  std::atomic<uint64_t> busy_ns_{0}, busy_samples_{0};  // workers' processing, for the controller
+  uint64_t seen_busy_ns_ = 0, seen_busy_samples_ = 0, last_delivery_ns_ = 0;
+  std::atomic<uint64_t> remote_samples_{0};  // delivered by remote workers, for the autotuner
+  uint64_t seen_remote_samples_ = 0;
+  uint32_t threads_counter_ = 0;         // with a tracer and autotune
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_, idle_cv_;
@@ -1123,6 +1194,7 @@ void Loader::set_output_size(uint32_t w, uint32_t h) { p_->SetOutputSize(w, h); 
 const Dataset& Loader::dataset() const { return p_->dataset(); }
 const LoaderOptions& Loader::options() const { return p_->options(); }
 int Loader::threads() const { return p_->threads(); }
+int Loader::active_threads() const { return p_->active_threads(); }
 StageStats Loader::stats() const { return p_->Stats(); }
 BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
 size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }

@@ -38,9 +38,12 @@ uint64_t Tracer::Now() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-uint32_t Tracer::NewTrack(const std::string& name, const std::string& group, bool counter) {
+uint32_t Tracer::NewTrack(const std::string& name, const std::string& group, bool counter, bool reuse) {
   std::lock_guard<std::mutex> l(mu_);
   const uint32_t id = count_.load(std::memory_order_relaxed);
+  if (reuse)  // names and groups are written under mu_, so reading them here is safe
+    for (uint32_t i = 0; i < id; ++i)
+      if (tracks_[i].counter == counter && tracks_[i].name == name && tracks_[i].group == group) return i;
   if (id >= kMaxTracks) throw Error("a trace holds at most " + std::to_string(kMaxTracks) + " tracks");
   Track& t = tracks_[id];
   {
@@ -55,6 +58,7 @@ uint32_t Tracer::NewTrack(const std::string& name, const std::string& group, boo
 
 uint32_t Tracer::AddTrack(const std::string& name, const std::string& group) { return NewTrack(name, group, false); }
 uint32_t Tracer::AddCounter(const std::string& name, const std::string& group) { return NewTrack(name, group, true); }
+uint32_t Tracer::Counter(const std::string& name, const std::string& group) { return NewTrack(name, group, true, true); }
 
 void Tracer::Record(uint32_t track, const Event& e) {
   if (track >= count_.load(std::memory_order_acquire)) return;

@@ -56,6 +56,9 @@ class Tracer {
   uint32_t AddTrack(const std::string& name, const std::string& group = "dsc");
   // A new counter row (one value over time).
   uint32_t AddCounter(const std::string& name, const std::string& group = "dsc");
+  // The counter row named `name` in `group`: an existing one (the first), else a new one. Lets two
+  // recorders share one row, e.g. the loader's autotuner and dsc train's "loader threads".
+  uint32_t Counter(const std::string& name, const std::string& group = "dsc");
 
   // A span [start_ns, end_ns] named `name` on a row. `name` must outlive the tracer: a string
   // literal or Intern(). `arg` (>= 0) is shown as the span's "n" argument (a step or sample number).
@@ -86,7 +89,7 @@ class Tracer {
     mutable std::mutex mu;
     std::vector<Event> events;
   };
-  uint32_t NewTrack(const std::string& name, const std::string& group, bool counter);
+  uint32_t NewTrack(const std::string& name, const std::string& group, bool counter, bool reuse = false);
   void Record(uint32_t track, const Event& e);
 
   std::unique_ptr<Track[]> tracks_;  // fixed capacity: an id stays valid while others are added

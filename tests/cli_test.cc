@@ -94,6 +94,16 @@ TEST(Cli, BenchReportsJsonAndWritesATrace) {
   ASSERT_EQ(RunDsc("bench " + dir + "/f.beton --epochs 1 --batch-size 32 --threads auto --consumer-ms 1", &out), 0) << out;
   EXPECT_NE(out.find("autotune:"), std::string::npos) << out;
   EXPECT_NE(out.find("verdict:"), std::string::npos) << out;
+  // The controller's count per epoch (final threads, the batch it settled at) in --json.
+  ASSERT_EQ(RunDsc("bench " + dir + "/f.beton --epochs 2 --batch-size 32 --threads auto:2 --consumer-ms 1 --consumer-spin --json", &out), 0)
+      << out;
+  EXPECT_NE(out.find("\"autotune\": true"), std::string::npos) << out;
+  EXPECT_EQ(JsonNumber(out, "max_threads"), 2u) << out;
+  EXPECT_GE(JsonNumber(out, "threads"), 1u) << out;
+  EXPECT_LE(JsonNumber(out, "threads"), 2u) << out;
+  EXPECT_LT(JsonNumber(out, "settled_batch"), 7u) << out;
+  EXPECT_NE(JsonNumber(out, "thread_changes"), ~0ull) << out;
+  EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --threads autox", &out), 2) << out;
   EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --preset nope", &out), 2);
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/augment.h"
 #include "kernels/resample.h"
 #include "reader/loader.h"
+#include "reader/trace.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
 
@@ -577,6 +578,63 @@ TEST(Loader, HundredEpochsExactlyOnceWithFlatMemory) {
   const uint64_t last = AnonRss();
   std::printf("anonymous RSS after epoch 1: %.2f MiB, after epoch 100: %.2f MiB\n", first / 1048576.0, last / 1048576.0);
   EXPECT_LT(last, first + (1u << 20)) << "grew by more than 1 MiB";
+}
+
+TEST(Loader, AutotuneGrowsForAFastConsumerShrinksForASlowOneAndKeepsTheBatches) {
+  // Every decode sleeps 1 ms (the test hook), so threads scale whatever the machine's cores and load:
+  // one thread makes 16 ms batches of 16.
+  ::setenv("DSC_TEST_DECODE_DELAY_US", "1000", 1);
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 16;
+  o.seed = 3;
+  o.threads = 6;
+  o.autotune = true;
+  std::vector<Copy> tuned;
+  int most = 0, fewest = 0, late = 0;
+  const std::string trace = ScratchDir("-autotune") + "/t.json";
+  Tracer tracer;
+  o.tracer = &tracer;
+  {
+    Loader l(Built().jpg, o);
+    EXPECT_EQ(l.threads(), 6);
+    EXPECT_EQ(l.active_threads(), 1) << "starts small";
+    for (const Batch& b : l.epoch(0)) (void)b;  // a consumer that never makes the loader wait
+    most = l.active_threads();
+    EXPECT_GT(most, 1) << "the consumer waited: threads must grow";
+    // 40 ms per batch: one thread (16 ms) keeps up, with room to spare. From batch 20 on, the trace
+    // shows which workers take work: only the first `late`, the others are parked.
+    ASSERT_TRUE(tracer.Write(trace + ".0"));
+    tracer.set_enabled(false);
+    for (const Batch& b : l.epoch(1)) {
+      if (b.index == 20) {
+        late = l.active_threads();
+        tracer.set_enabled(true);
+      }
+      const uint8_t* im = static_cast<const uint8_t*>(b.images);
+      tuned.push_back({std::vector<uint8_t>(im, im + b.image_bytes() * b.size), std::vector<int32_t>(b.labels[0], b.labels[0] + b.size),
+                       std::vector<uint32_t>(b.indices, b.indices + b.size), std::vector<uint8_t>(b.padding, b.padding + b.size)});
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+    fewest = l.active_threads();
+    EXPECT_LT(fewest, most) << "batches piled up: threads must shrink";
+  }
+  ::unsetenv("DSC_TEST_DECODE_DELAY_US");
+  std::printf("autotune: %d threads for a fast consumer, %d for a slow one (at most 6)\n", most, fewest);
+  ASSERT_TRUE(tracer.Write(trace));
+  auto t0 = TraceSummary(trace + ".0"), t = TraceSummary(trace);
+  EXPECT_GE(t0["counter/loader/loader threads/value"], 2) << "the count's changes are in the trace";
+  EXPECT_EQ(t0["counter/loader/loader threads/value#last"], most);
+  auto late_spans = [&](int w) {
+    const std::string key = "span/loader/loader worker " + std::to_string(w) + "/batch";
+    return t[key] - t0[key];
+  };
+  EXPECT_GT(late_spans(0), 0);
+  for (int w = late; w < 6; ++w) EXPECT_EQ(late_spans(w), 0) << "worker " << w << " is parked";
+  o.autotune = false;
+  o.threads = 2;
+  o.tracer = nullptr;
+  Loader fixed(Built().jpg, o);
+  EXPECT_TRUE(RunEpoch(fixed, 1) == tuned) << "parking and waking threads changed the batches";
 }
 
 TEST(Loader, RejectsImpossibleOptions) {

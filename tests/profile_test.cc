@@ -126,6 +126,9 @@ TEST(Tracer, NamedRowsCountersAndEscapedNamesParseAsJson) {
   const uint32_t trainer = t.AddTrack("trainer", "dsc train");
   const uint32_t py = t.AddTrack("python \"loop\"\x01", "dsc train");
   const uint32_t threads = t.AddCounter("loader threads", "loader");
+  EXPECT_EQ(t.Counter("loader threads", "loader"), threads) << "Counter finds the existing row";
+  EXPECT_NE(t.Counter("loader threads", "dsc train"), threads) << "in another group: a new row";
+  EXPECT_NE(t.Counter("trainer", "dsc train"), trainer) << "a span row is not a counter";
   t.Add(trainer, "forward", 1000, 5000, 7);
   t.Add(trainer, "backward", 5000, 9000);
   { TraceSpan s(&t, py, t.Intern(std::string("phase \\ ") + "x")); }

@@ -39,10 +39,27 @@ struct EpochResult {
   StageStats stages;
   uint64_t peak_anon = 0;
   uint64_t storage_bytes = 0;  // read from storage during the epoch (/proc/self/io)
+  int threads = 0;             // threads taking work at the epoch's end (the controller's, with autotune)
+  uint64_t settled_batch = 0;  // the batch from which the thread count stayed the same to the end
+  uint64_t thread_changes = 0;
   double cpu_seconds = 0;      // this process's CPU time (user + system, all threads) during the epoch
   std::string digest;          // --digest: BatchDigest of the epoch
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
 };
+
+// The simulated training step: a sleep, or with `spin` a busy loop that keeps a core, as a consumer
+// that polls its GPU does.
+void Consume(double ms, bool spin) {
+  if (ms <= 0) return;
+  const auto d = std::chrono::duration<double, std::milli>(ms);
+  if (!spin) {
+    std::this_thread::sleep_for(d);
+    return;
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
 
 double ProcessCpuSeconds() {
   rusage u{};
@@ -51,7 +68,7 @@ double ProcessCpuSeconds() {
 }
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
-EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_t max_batches, uint64_t* peak,
+EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool spin, uint64_t max_batches, uint64_t* peak,
                      std::FILE* indices = nullptr, BatchDigest* digest = nullptr) {
   loader.reset_stats();
   EpochResult r;
@@ -59,14 +76,20 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, uint64_
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t n = 0;
+  r.threads = loader.active_threads();
   for (const Batch& b : loader.epoch(epoch)) {
+    if (loader.active_threads() != r.threads) {
+      r.threads = loader.active_threads();
+      r.settled_batch = b.index;
+      ++r.thread_changes;
+    }
     r.images += b.size - b.padding_count;
     if (digest) digest->Add(b);
     if (indices) {
       for (uint32_t i = 0; i < b.size; ++i) std::fprintf(indices, i ? " %u" : "%u", b.indices[i]);
       std::fputc('\n', indices);
     }
-    if (consumer_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(consumer_ms));
+    Consume(consumer_ms, spin);
     if ((++n & 7) == 0) *peak = std::max(*peak, AnonRssBytes());
     if (max_batches && n >= max_batches) break;
   }
@@ -118,7 +141,7 @@ std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
 int CmdBench(int argc, char** argv) {
   cxxopts::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
                         "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
-                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --trace trace.json\n"
+                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --consumer-spin --trace trace.json\n"
                         "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
   opts.positional_help("FILE");
   opts.add_options()
@@ -130,12 +153,14 @@ int CmdBench(int argc, char** argv) {
       ("indices-out", "write the sample indices of each batch this rank delivers to FILE, one line per batch",
        cxxopts::value<std::string>()->default_value(""))
       ("epochs", "epochs to run (the first is reported but excluded from the median)", cxxopts::value<int>()->default_value("3"))
-      ("threads", "decode threads, or 'auto' to pick threads and prefetch by measurement", cxxopts::value<std::string>()->default_value("0"))
+      ("threads", "decode threads (0 = all cores), or 'auto' / 'auto:N' for the loader's controller (at most N, default all "
+       "cores): as many threads as the consumer needs, adjusted while it runs", cxxopts::value<std::string>()->default_value("0"))
       ("prefetch", "batches prepared ahead", cxxopts::value<uint32_t>()->default_value("3"))
       ("order", "random, quasi_random or sequential (default: the preset's)", cxxopts::value<std::string>()->default_value(""))
       ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cxxopts::value<std::string>()->default_value("float32"))
       ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
+      ("consumer-spin", "the simulated step spins (keeps a core busy, as a GPU-polling trainer does) instead of sleeping")
       ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
       ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
@@ -160,7 +185,7 @@ int CmdBench(int argc, char** argv) {
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
-  bool json = false, cold = false, digest = false;
+  bool json = false, cold = false, digest = false, spin = false;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -185,7 +210,15 @@ int CmdBench(int argc, char** argv) {
     indices_path = r["indices-out"].as<std::string>();
     epochs = std::max(1, r["epochs"].as<int>());
     threads_arg = r["threads"].as<std::string>();
-    if (threads_arg != "auto") o.threads = std::stoi(threads_arg);
+    if (threads_arg.rfind("auto", 0) == 0) {
+      o.autotune = true;
+      if (threads_arg.size() > 4) {
+        if (threads_arg[4] != ':') throw cxxopts::exceptions::exception("--threads " + threads_arg + ": expected N, auto or auto:N");
+        o.threads = std::stoi(threads_arg.substr(5));
+      }
+    } else {
+      o.threads = std::stoi(threads_arg);
+    }
     o.prefetch = r["prefetch"].as<uint32_t>();
     const std::string order = r["order"].as<std::string>();
     if (order == "random") o.order = Order::kRandom;
@@ -198,6 +231,7 @@ int CmdBench(int argc, char** argv) {
     else if (dtype != "float32") throw cxxopts::exceptions::exception("unknown --dtype '" + dtype + "'");
     o.seed = r["seed"].as<uint64_t>();
     consumer_ms = r["consumer-ms"].as<double>();
+    spin = r.count("consumer-spin") > 0;
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
     cold = r.count("cold") > 0;
@@ -222,42 +256,7 @@ int CmdBench(int argc, char** argv) {
   try {
     o.collect_stats = true;
     uint64_t peak = 0;
-    std::string autotune;
-    if (threads_arg == "auto") {
-      // Like tf.data's AUTOTUNE, but measured up front: a short run per candidate, best wins.
-      const int cores = std::max(1, int(std::thread::hardware_concurrency()));
-      double best = 0;
-      int best_threads = 1;
-      uint32_t best_prefetch = o.prefetch;
-      std::ostringstream log;
-      for (int t = 1; t <= cores * 2; t = t < cores ? t + 1 : t * 2) {
-        LoaderOptions c = o;
-        c.threads = t;
-        Loader l(file, c);
-        const uint64_t batches = std::min<uint64_t>(l.batches_per_epoch(), 40);
-        RunEpoch(l, 0, consumer_ms, batches / 4 + 1, &peak);  // warm up
-        auto r = RunEpoch(l, 1, consumer_ms, batches, &peak);
-        log << " threads=" << t << ":" << int(r.images_per_second());
-        if (r.images_per_second() > best * 1.03) { best = r.images_per_second(); best_threads = t; }
-      }
-      for (uint32_t pf : {1u, 2u, 4u, 8u}) {
-        LoaderOptions c = o;
-        c.threads = best_threads;
-        c.prefetch = pf;
-        Loader l(file, c);
-        const uint64_t batches = std::min<uint64_t>(l.batches_per_epoch(), 40);
-        auto r = RunEpoch(l, 1, consumer_ms, batches, &peak);
-        log << " prefetch=" << pf << ":" << int(r.images_per_second());
-        if (pf == 1 || r.images_per_second() > best * 1.03) {
-          if (pf == 1) best = 0;
-          if (r.images_per_second() > best) { best = r.images_per_second(); best_prefetch = pf; }
-        }
-      }
-      o.threads = best_threads;
-      o.prefetch = best_prefetch;
-      autotune = log.str();
-      if (!json) std::printf("autotune:%s -> threads %d, prefetch %u\n", autotune.c_str(), o.threads, o.prefetch);
-    }
+    int max_threads = 0;
     Tracer tracer;
     std::vector<RemoteWorkerStats> remote;
     std::vector<EpochResult> results;
@@ -277,9 +276,9 @@ int CmdBench(int argc, char** argv) {
           LoaderOptions t = o;
           t.tracer = &tracer;
           Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
         }
         const auto& r = results.back();
         if (!json)
@@ -287,11 +286,15 @@ int CmdBench(int argc, char** argv) {
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
                       100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
         if (!json && digest) std::printf("epoch %d digest %s\n", e, r.digest.c_str());
+        if (!json && o.autotune)
+          std::printf("  autotune: %d of %d threads, settled at batch %llu (%llu change(s) this epoch)\n", r.threads, loader.threads(),
+                      (unsigned long long)r.settled_batch, (unsigned long long)r.thread_changes);
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
                       r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
       }
-      o.threads = loader.threads();
+      o.threads = results.back().threads;
+      max_threads = loader.threads();
       o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
       remote = loader.remote_stats();
     }
@@ -319,7 +322,8 @@ int CmdBench(int argc, char** argv) {
       j << "{\n  \"file\": " << JsonString(file) << ",\n  \"images_per_second\": " << median << ",\n  \"threads\": " << o.threads
         << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"batch_size\": " << o.batch_size << ",\n  \"consumer_ms\": " << consumer_ms
         << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
-      if (!autotune.empty()) j << ",\n  \"autotune\": " << JsonString(autotune);
+      if (o.autotune) j << ",\n  \"autotune\": true,\n  \"max_threads\": " << max_threads;
+      if (spin) j << ",\n  \"consumer_spin\": true";
       j << ",\n  \"cpu_us_per_image\": " << cpu_us;
       if (!remote.empty()) {
         j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
@@ -346,14 +350,15 @@ int CmdBench(int argc, char** argv) {
           << r.stages.consumer_wait_ns << ", \"consumer_wait_share\": " << r.stages.consumer_wait_ns / (r.seconds * 1e9)
           << ", \"storage_bytes\": " << r.storage_bytes << ", \"storage_bytes_per_second\": " << r.storage_bytes / r.seconds
           << ", \"advised_bytes\": " << r.stages.advised_bytes << ", \"payload_bytes\": " << r.stages.payload_bytes
-          << ", \"images_decoded\": " << r.stages.samples << ", \"cpu_seconds\": " << r.cpu_seconds << "}";
+          << ", \"images_decoded\": " << r.stages.samples << ", \"threads\": " << r.threads << ", \"settled_batch\": "
+          << r.settled_batch << ", \"thread_changes\": " << r.thread_changes << ", \"cpu_seconds\": " << r.cpu_seconds << "}";
       }
       j << "\n  ]\n}\n";
       std::fputs(j.str().c_str(), stdout);
     } else {
       const double per = last.stages.samples ? 1.0 / last.stages.samples : 0;
-      std::printf("\n%.0f images/s (median of epochs after the first), %d thread(s), prefetch %u, batch %u\n", median, o.threads,
-                  o.prefetch, o.batch_size);
+      std::printf("\n%.0f images/s (median of epochs after the first), %d thread(s)%s, prefetch %u, batch %u\n", median, o.threads,
+                  o.autotune ? (" (autotuned, at most " + std::to_string(max_threads) + ")").c_str() : "", o.prefetch, o.batch_size);
       std::printf("per image, summed over threads: read %.2f us, decode %.2f us, augment %.2f us, collate %.2f us\n",
                   last.stages.read_ns * per / 1e3, last.stages.decode_ns * per / 1e3, last.stages.augment_ns * per / 1e3,
                   last.stages.collate_ns * per / 1e3);

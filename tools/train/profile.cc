@@ -49,7 +49,7 @@ StepProfiler::StepProfiler(Tracer* tracer, TraceWindow window, int loader_thread
     : tracer_(tracer), window_(window), loader_threads_(loader_threads) {
   if (tracer_) {
     track_ = tracer_->AddTrack("trainer", "dsc train");
-    threads_counter_ = tracer_->AddCounter("loader threads", "loader");
+    threads_counter_ = tracer_->Counter("loader threads", "loader");  // shared with an autotuned loader's
   }
   SetTracing(false);
 }
