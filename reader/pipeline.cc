@@ -835,7 +835,20 @@ class Pipeline {
     std::chrono::steady_clock::time_point next_try{};
     int backoff_ms = 100;
     uint64_t samples = 0, requests = 0, failures = 0;
+    // Samples/s one request runs at (moving average), x in_flight: what the worker could deliver
+    // (not what it did: local threads may have taken the rest). The autotuner's other_rate.
+    double request_rate = 0;
   };
+
+  // Samples/s the workers that are up could deliver, estimated from their recent requests.
+  double RemoteCapacity() {
+    double c = 0;
+    for (auto& rm : remotes_) {
+      std::lock_guard<std::mutex> l(rm->mu);
+      if (rm->up) c += rm->request_rate * opt_.remote.in_flight;
+    }
+    return c;
+  }
 
   RemoteContext MakeRemoteContext() const {
     RemoteContext c;
@@ -1035,7 +1048,10 @@ class Pipeline {
       {
         std::lock_guard<std::mutex> l(rm.mu);
         rm.samples += to - from;
-        remote_samples_.fetch_add(to - from, std::memory_order_relaxed);
+        if (ms > 0) {
+          const double rate = (to - from) * 1000.0 / ms;
+          rm.request_rate = rm.request_rate > 0 ? 0.8 * rm.request_rate + 0.2 * rate : rate;
+        }
         ++rm.requests;
         rm.backoff_ms = 100;
         if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
@@ -1102,10 +1118,8 @@ class Pipeline {
     ob.local_samples = done - seen_busy_samples_;
     seen_busy_ns_ = busy;
     seen_busy_samples_ = done;
-    // What remote workers delivered meanwhile: the local threads need to cover only the rest.
-    const uint64_t remote = remote_samples_.load(std::memory_order_relaxed);
-    if (ob.interval_ns) ob.other_rate = double(remote - seen_remote_samples_) * 1e9 / double(ob.interval_ns);
-    seen_remote_samples_ = remote;
+    // What remote workers could deliver: the local threads need to cover only the rest.
+    if (!remotes_.empty()) ob.other_rate = RemoteCapacity();
     const int before = active_local_.load(std::memory_order_relaxed);
     const int n = tuner_->Observe(ob);
     if (n == before) return;
@@ -1137,8 +1151,7 @@ class Pipeline {
   std::atomic<int> active_local_{1};     // threads allowed to take tasks
   std::atomic<uint64_t> busy_ns_{0}, busy_samples_{0};  // workers' processing, for the controller
   uint64_t seen_busy_ns_ = 0, seen_busy_samples_ = 0, last_delivery_ns_ = 0;
-  std::atomic<uint64_t> remote_samples_{0};  // delivered by remote workers, for the autotuner
-  uint64_t seen_remote_samples_ = 0;
+
   uint32_t threads_counter_ = 0;         // with a tracer and autotune
 
   std::mutex mu_;

@@ -228,6 +228,23 @@ TEST(RemoteExecutor, StoppingMidEpochWithAStalledWorkerDoesNotHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+TEST(RemoteExecutor, AutotunerLeavesToWorkersWhatTheyCover) {
+  // A consumer slow enough for one fake worker alone: the controller lets the local threads go, and
+  // the batches stay the same.
+  Behaviour a;
+  LoaderOptions o = WithFakes({&a}, 2);
+  o.autotune = true;
+  Loader l(File(), o);
+  for (uint64_t e = 0; e < 12 && !(e > 2 && l.active_threads() == 0); ++e) {
+    BatchDigest g;
+    for (const Batch& b : l.epoch(e)) g.Add(b), std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    if (e < 2) {
+      EXPECT_EQ(g.Hex(), LocalDigests()[e]);
+    }
+  }
+  EXPECT_EQ(l.active_threads(), 0);
+}
+
 TEST(RemoteExecutor, OptionsAreChecked) {
   LoaderOptions o = Base();
   o.remote.addresses = {"x:1"};
