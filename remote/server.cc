@@ -149,7 +149,7 @@ class WorkerService final : public Worker::Service {
   grpc::Status Hello(grpc::ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
     if (auto s = Authenticate(ctx); !s.ok()) return s;
     rep->set_protocol(kProtocol);
-    rep->set_dsc_version(DscVersion());
+    rep->set_dsc_version(o_.report_version.empty() ? DscVersion() : o_.report_version);
     rep->set_jpeg_version(JpegVersion());
     rep->set_threads(uint32_t(pool_.size()));
     rep->set_max_samples(kMaxRequestSamples);

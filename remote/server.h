@@ -18,6 +18,7 @@ struct ServeOptions {
   // Test hooks: after N Process calls, fail every further one / stall (until the client gives up,
   // or for stall_ms) / die as kill -9 would. 0 = off.
   uint64_t fail_after = 0, stall_after = 0, stall_ms = 0, die_after = 0;
+  std::string report_version;  // test hook: claim this dsc version in the handshake ("" = the real one)
 };
 
 // Runs until SIGTERM or SIGINT (then drains calls in progress and returns 0). Prints

@@ -1,7 +1,7 @@
 // Remote workers end to end on loopback: real `dsc serve` processes on ephemeral ports, the loader's
 // gRPC executor (dsc::remote), and every epoch's digest against a purely local run's: remote only,
 // local + remote, a worker killed mid-epoch, one that stalls, one restarted, all gone; tokens, TLS,
-// another file; a client killed mid-epoch; hostile requests. Each test is bounded in time.
+// another file, another version; a client killed mid-epoch; hostile requests. Each test is bounded in time.
 #include <gtest/gtest.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -254,6 +254,15 @@ TEST(Remote, TokensTlsAndIdentityAreChecked) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("serves no file"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("other.beton"), std::string::npos) << e.what();
+  }
+  // A worker of another dsc version is refused, naming both versions.
+  Worker old({Built().cifar, "--report-version", "0.0.1-old"});
+  try {
+    Loader l(Built().cifar, Remote({&old}, 0));
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("0.0.1-old"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(old.address()), std::string::npos) << e.what();
   }
   // TLS with a self-signed certificate for 127.0.0.1.
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";

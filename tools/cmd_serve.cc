@@ -31,6 +31,7 @@ int CmdServe(int argc, char** argv) {
       ("stall-after", "test hook: stall every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
       ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cxxopts::value<uint64_t>()->default_value("0"))
       ("die-after", "test hook: die as kill -9 would at call N + 1", cxxopts::value<uint64_t>()->default_value("0"))
+      ("report-version", "test hook: claim this dsc version in the handshake", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
   opts.parse_positional({"files"});
 #ifndef DSC_HAVE_REMOTE
@@ -59,6 +60,7 @@ int CmdServe(int argc, char** argv) {
     so.stall_after = r["stall-after"].as<uint64_t>();
     so.stall_ms = r["stall-ms"].as<uint64_t>();
     so.die_after = r["die-after"].as<uint64_t>();
+    so.report_version = r["report-version"].as<std::string>();
     std::string warning;
     const std::string bad = remote::ValidateServeOptions(so, &warning);
     if (!bad.empty()) throw Error(bad);
