@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#ifdef DSC_HAVE_REMOTE
+#include "remote/client.h"
+#endif
 #include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/limits.h"
@@ -100,6 +103,11 @@ std::vector<float> AsFloats(const std::string& name, py::handle h, size_t n) {
   return v;
 }
 
+std::string AsStr(const std::string& name, py::handle h) {
+  if (!py::isinstance<py::str>(h)) BadType(name, h, "a str");
+  return h.cast<std::string>();
+}
+
 using Setter = std::function<void(dsc::LoaderOptions&, const std::string&, py::handle)>;
 
 const std::map<std::string, Setter>& LoaderSetters() {
@@ -143,6 +151,35 @@ const std::map<std::string, Setter>& LoaderSetters() {
       {"pread", [](O& o, auto& n, py::handle h) { o.use_pread = AsBool(n, h); }},
       {"max_pixels", [](O& o, auto& n, py::handle h) { o.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
       {"defer_augment", [](O& o, auto& n, py::handle h) { o.defer_augment = AsBool(n, h); }},
+      {"autotune", [](O& o, auto& n, py::handle h) { o.autotune = AsBool(n, h); }},
+      // Remote workers (docs/remote.md): `remote` is a list of "host:port" (or one comma-separated str).
+      {"remote", [](O& o, auto& n, py::handle h) {
+         o.remote.addresses.clear();
+         if (py::isinstance<py::str>(h)) {
+           const std::string v = h.cast<std::string>();
+           for (size_t at = 0; at <= v.size();) {
+             const size_t c = std::min(v.find(',', at), v.size());
+             if (c > at) o.remote.addresses.push_back(v.substr(at, c - at));
+             at = c + 1;
+           }
+         } else {
+           if (!py::isinstance<py::sequence>(h)) BadType(n, h, "a list of \"host:port\" str");
+           for (py::handle x : py::iter(h)) o.remote.addresses.push_back(AsStr(n + " entry", x));
+         }
+#ifdef DSC_HAVE_REMOTE
+         o.remote.connect = dsc::remote::Connector();
+#else
+         if (!o.remote.addresses.empty())
+           BadValue(n, "needs dsc built with gRPC (libgrpc++-dev, protobuf-compiler-grpc); this module was built without");
+#endif
+       }},
+      {"token", [](O& o, auto& n, py::handle h) { o.remote.token = AsStr(n, h); }},
+#ifdef DSC_HAVE_REMOTE
+      {"token_file", [](O& o, auto& n, py::handle h) { o.remote.token = dsc::remote::ReadTokenFile(AsStr(n, h)); }},
+      {"tls_root", [](O& o, auto& n, py::handle h) { o.remote.tls_root = dsc::remote::ReadFile(AsStr(n, h)); }},  // a PEM file
+#endif
+      {"local_threads", [](O& o, auto& n, py::handle h) { o.remote.local_threads = AsInt<int>(n, h, -1, INT32_MAX); }},
+      {"wire_compression", [](O& o, auto& n, py::handle h) { o.remote.compression = AsBool(n, h); }},
       // Augmentation (kernels/augment.h AugmentSpec).
       {"crop", [](O& o, auto& n, py::handle h) {
          const std::string v = AsChoice(n, h, {"none", "random_resized", "center"});
@@ -394,6 +431,19 @@ class PyLoader {
     d["rank"] = o.rank;
     d["world_size"] = o.world_size;
     d["threads"] = l.threads();
+    d["active_threads"] = l.active_threads();
+    py::list remote;
+    for (const auto& w : l.remote_stats()) {
+      py::dict r;
+      r["address"] = w.address;
+      r["up"] = w.up;
+      r["samples"] = w.samples;
+      r["requests"] = w.requests;
+      r["failures"] = w.failures;
+      r["wire_bytes"] = w.wire_bytes;
+      remote.append(r);
+    }
+    d["remote"] = remote;
     d["height"] = l.height();
     d["width"] = l.width();
     d["samples"] = l.dataset().size();

@@ -87,16 +87,17 @@ LoaderOptions Base() {
   return o;
 }
 
-std::vector<std::string> Digests(const LoaderOptions& o, int epochs, Loader** keep = nullptr) {
-  static std::unique_ptr<Loader> last;
-  last = std::make_unique<Loader>(File(), o);
+// Every epoch's digest; `keep` (optional) receives the loader, for its stats. The loader must not
+// outlive the test's Behaviour objects, so tests own it.
+std::vector<std::string> Digests(const LoaderOptions& o, int epochs, std::unique_ptr<Loader>* keep = nullptr) {
+  auto l = std::make_unique<Loader>(File(), o);
   std::vector<std::string> d;
   for (int e = 0; e < epochs; ++e) {
     BatchDigest g;
-    for (const Batch& b : last->epoch(uint64_t(e))) g.Add(b);
+    for (const Batch& b : l->epoch(uint64_t(e))) g.Add(b);
     d.push_back(g.Hex());
   }
-  if (keep) *keep = last.get();
+  if (keep) *keep = std::move(l);
   return d;
 }
 
@@ -124,7 +125,7 @@ LoaderOptions WithFakes(std::vector<Behaviour*> behaviours, int local_threads) {
 
 TEST(RemoteExecutor, RemoteOnlyEqualsLocal) {
   Behaviour a, b;
-  Loader* l = nullptr;
+  std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(WithFakes({&a, &b}, 0), 2, &l), LocalDigests());
   const auto st = l->remote_stats();
   ASSERT_EQ(st.size(), 2u);
@@ -140,7 +141,7 @@ TEST(RemoteExecutor, LocalAndRemoteEqualLocal) {
 TEST(RemoteExecutor, FailingWorkerIsReplaced) {
   Behaviour bad, good;
   bad.fail_after = 3;
-  Loader* l = nullptr;
+  std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(WithFakes({&bad, &good}, 0), 2, &l), LocalDigests());
   EXPECT_GT(l->remote_stats()[0].failures, 0u);
 }
@@ -150,7 +151,7 @@ TEST(RemoteExecutor, StallingWorkerHitsItsDeadline) {
   slow.stall_after = 2;
   LoaderOptions o = WithFakes({&slow, &good}, 0);
   o.remote.deadline_ms = 100;
-  Loader* l = nullptr;
+  std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(o, 2, &l), LocalDigests());
   EXPECT_GT(l->remote_stats()[0].failures, 0u);
 }
@@ -158,7 +159,7 @@ TEST(RemoteExecutor, StallingWorkerHitsItsDeadline) {
 TEST(RemoteExecutor, NoWorkerReachableFallsBackToALocalThread) {
   Behaviour a, b;
   a.unreachable_connects = b.unreachable_connects = -1;
-  Loader* l = nullptr;
+  std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(WithFakes({&a, &b}, 0), 2, &l), LocalDigests());
   EXPECT_EQ(l->remote_stats()[0].samples + l->remote_stats()[1].samples, 0u);
 }

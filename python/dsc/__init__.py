@@ -92,6 +92,10 @@ class Loader:
       quasi_window, seed, subset (sample indices to load), rank, world_size;
     - threads (decode threads, 0 = all cores), prefetch (batches prepared ahead), max_leases (batch
       buffers that may stand in for batches Python still holds; see below);
+    - autotune (threads becomes the maximum; a controller keeps only the threads the loop needs);
+    - remote workers (`dsc serve`, docs/remote.md): remote (["host:port", ...]), token or token_file,
+      tls_root (a PEM file), local_threads (beside the workers; 0 = none while one is reachable),
+      wire_compression; batches are identical to a local run's;
     - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
       verify (check block checksums), pread (pread instead of mmap), max_pixels, defer_augment;

@@ -353,3 +353,37 @@ def test_holding_more_than_max_leases_raises_instead_of_hanging(small):
     del held
     gc.collect()
     assert sum(1 for _ in loader.epoch(1)) == 10  # usable again
+
+
+
+def test_remote_workers_deliver_the_local_batches(small, dsc_binary):
+    """A `dsc serve` worker on loopback decodes every batch (local_threads=0): the tensors equal a local
+    loader's, and info() counts the worker's samples."""
+    path, _ = small
+    if "remote" not in dsc._dsc.loader_option_names():
+        pytest.skip("built without gRPC")
+    worker = subprocess.Popen([dsc_binary, "serve", str(path), "--threads", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = worker.stdout.readline()
+        assert line.startswith("listening on "), line
+        addr = line.split()[-1]
+        opts = dict(preset="cifar-train", batch_size=64, seed=3)
+        local = [(x.clone(), y.clone()) for x, y in dsc.Loader(path, threads=1, **opts).epoch(0)]
+        remote_loader = dsc.Loader(path, remote=[addr], local_threads=0, **opts)
+        remote = [(x.clone(), y.clone()) for x, y in remote_loader.epoch(0)]
+        assert len(remote) == len(local) == 16
+        for (a, la), (b, lb) in zip(local, remote):
+            assert torch.equal(a, b) and torch.equal(la, lb)
+        info = remote_loader._core.info()
+        assert info["remote"][0]["address"] == addr and info["remote"][0]["samples"] == 16 * 64
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_autotune_option(small):
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-train", batch_size=64, threads=2, autotune=True)
+    n = sum(1 for _ in loader.epoch(0))
+    assert n == 16
+    assert 1 <= loader._core.info()["active_threads"] <= 2
