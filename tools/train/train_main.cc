@@ -44,6 +44,7 @@ struct Config {
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
   uint64_t limit = 0, test_limit = 0, max_steps = 0, seed = 0;
   int loader_threads = 1, torch_threads = 0;
+  bool loader_autotune = false;  // --loader-threads auto[:N]: loader_threads is the maximum
   std::string remote, token_file, tls_root;  // remote workers for the training loader (tools/remote_cli.h)
   int local_threads = -1;
   bool wire_compression = false;
@@ -322,6 +323,7 @@ int Run(Config c) {
   to.world_size = uint32_t(dist.world_size());
   to.seed = c.seed;
   to.threads = c.loader_threads;
+  to.autotune = c.loader_autotune;
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
   tools::ApplyRemoteFlags(c.remote, c.token_file, c.tls_root, c.local_threads, c.wire_compression, &to);
   const kernels::AugmentSpec train_aug = to.augment;
@@ -367,9 +369,10 @@ int Run(Config c) {
                                                  Layout::kNHWC, ao);
   }
   // At CPU training rates one decode thread is busy well under 1% of the time (measured: data wait
-  // 0.2%, ~8 us per image), so libtorch gets every core unless the loader has several threads.
+  // 0.2%, ~8 us per image), so libtorch gets every core unless the loader has several fixed threads
+  // (with auto, the controller keeps only the loader threads the step needs).
   const int torch_threads = c.torch_threads > 0   ? c.torch_threads
-                            : c.loader_threads > 1 ? torch_view::ShareCores(c.loader_threads)
+                            : c.loader_threads > 1 && !c.loader_autotune ? torch_view::ShareCores(c.loader_threads)
                                                    : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world_size);
   torch::set_num_threads(torch_threads);
   torch::manual_seed(c.seed);
@@ -569,7 +572,8 @@ int main(int argc, char** argv) {
       ("limit", "train on a fixed, seeded random subset of N samples", cxxopts::value<uint64_t>()->default_value("0"))
       ("test-limit", "evaluate on a seeded random subset of N test samples", cxxopts::value<uint64_t>()->default_value("0"))
       ("seed", "seed for the loader, the subset and the weights", cxxopts::value<uint64_t>()->default_value("0"))
-      ("loader-threads", "decode threads", cxxopts::value<int>()->default_value("1"))
+      ("loader-threads", "decode threads, or auto / auto:N for the loader's controller (at most N, default all cores): "
+       "only as many as the training step needs", cxxopts::value<std::string>()->default_value("1"))
       ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,...] that decode training batches beside the loader threads",
        cxxopts::value<std::string>()->default_value(""))
       ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
@@ -612,7 +616,20 @@ int main(int argc, char** argv) {
     c.limit = r["limit"].as<uint64_t>();
     c.test_limit = r["test-limit"].as<uint64_t>();
     c.seed = r["seed"].as<uint64_t>();
-    c.loader_threads = r["loader-threads"].as<int>();
+    const std::string lt = r["loader-threads"].as<std::string>();
+    c.loader_autotune = lt.rfind("auto", 0) == 0;
+    if (c.loader_autotune && lt != "auto" && lt.rfind("auto:", 0) != 0)
+      throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
+    const std::string n = c.loader_autotune ? (lt.size() > 5 ? lt.substr(5) : "0") : lt;
+    size_t used = 0;
+    try {
+      c.loader_threads = std::stoi(n, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != n.size() || n.empty() || c.loader_threads < 0)
+      throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
+    if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = int(std::max(1u, std::thread::hardware_concurrency()));
     c.torch_threads = r["torch-threads"].as<int>();
     c.remote = r["remote"].as<std::string>();
     c.token_file = r["token-file"].as<std::string>();
