@@ -30,6 +30,7 @@
 #include "kernels/limits.h"
 #include "python/trace.h"
 #include "reader/info.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 #include "writer/build.h"
 
@@ -156,12 +157,7 @@ const std::map<std::string, Setter>& LoaderSetters() {
       {"remote", [](O& o, auto& n, py::handle h) {
          o.remote.addresses.clear();
          if (py::isinstance<py::str>(h)) {
-           const std::string v = h.cast<std::string>();
-           for (size_t at = 0; at <= v.size();) {
-             const size_t c = std::min(v.find(',', at), v.size());
-             if (c > at) o.remote.addresses.push_back(v.substr(at, c - at));
-             at = c + 1;
-           }
+           o.remote.addresses = dsc::SplitAddresses(h.cast<std::string>());
          } else {
            if (!py::isinstance<py::sequence>(h)) BadType(n, h, "a list of \"host:port\" str");
            for (py::handle x : py::iter(h)) o.remote.addresses.push_back(AsStr(n + " entry", x));
@@ -180,6 +176,7 @@ const std::map<std::string, Setter>& LoaderSetters() {
 #endif
       {"local_threads", [](O& o, auto& n, py::handle h) { o.remote.local_threads = AsInt<int>(n, h, -1, INT32_MAX); }},
       {"wire_compression", [](O& o, auto& n, py::handle h) { o.remote.compression = AsBool(n, h); }},
+      {"ship_uint8", [](O& o, auto& n, py::handle h) { o.remote.ship_uint8 = AsBool(n, h); }},
       // Augmentation (kernels/augment.h AugmentSpec).
       {"crop", [](O& o, auto& n, py::handle h) {
          const std::string v = AsChoice(n, h, {"none", "random_resized", "center"});

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/augment.h"
 #include "reader/loader.h"
@@ -20,8 +21,10 @@ namespace dsc {
 struct RemoteContext {
   std::string path;  // the loader's file, for messages
   uint64_t file_size = 0, header_checksum = 0;  // the file's identity: a worker must serve the same bytes
-  LoaderOptions options;                        // as the loader normalised them
-  uint32_t width = 0, height = 0;               // the output size (Loader::set_output_size included)
+  // As the loader normalised them, except that float outputs are asked for in the deferred form
+  // (RemoteOptions::ship_uint8): the loader finishes those samples itself.
+  LoaderOptions options;
+  uint32_t width = 0, height = 0;  // the output size at construction (ChunkTask has the current one)
   uint64_t run_fingerprint = 0;                 // RunIdentity, for logs
 };
 
@@ -30,7 +33,8 @@ struct ChunkTask {
   uint64_t epoch = 0, seed = 0;
   const uint32_t* samples = nullptr;  // dataset indices
   uint32_t count = 0;
-  uint8_t* images = nullptr;                // count x the output's sample bytes
+  uint32_t width = 0, height = 0;           // the output size now (Loader::set_output_size may change it)
+  uint8_t* images = nullptr;                // count x 3 x width x height x the dtype's bytes
   kernels::SampleParams* params = nullptr;  // count
   const std::atomic<bool>* cancel = nullptr;  // set before CancelAll: the loader is stopping
 };
@@ -46,6 +50,10 @@ enum class RunResult {
   kRetry,        // the executor failed (down, stalled, overloaded): the loader gives the chunk to another
   kSampleError,  // a sample is damaged (`why` names it): the loader raises it as a local decode would
 };
+
+// "host:port,host:port" -> its addresses (empty entries dropped): the one reading of --remote and of
+// Python's remote="...".
+std::vector<std::string> SplitAddresses(const std::string& list);
 
 class RemoteExecutor {
  public:

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernels/limits.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 
 namespace dsc {
@@ -98,6 +99,20 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     if (uint32_t(a.cutout) > side)
       Bad("augment.cutout", Str(a.cutout), "must be at most the image side (" + Str(side) + ")");
   }
+}
+
+}  // namespace dsc
+
+namespace dsc {
+
+std::vector<std::string> SplitAddresses(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace dsc

@@ -856,6 +856,11 @@ class Pipeline {
     c.file_size = ds_.view().header().file_size;
     c.header_checksum = ds_.view().header().header_checksum;
     c.options = opt_;
+    if (wire_uint8_) {  // the deferred form: the drivers finish the samples (RunRemote)
+      c.options.defer_augment = true;
+      c.options.dtype = DType::kUint8;
+      c.options.layout = Layout::kNHWC;
+    }
     c.width = width_;
     c.height = height_;
     c.run_fingerprint = RunIdentity::Of(ds_, opt_).Fingerprint();
@@ -871,6 +876,7 @@ class Pipeline {
     if (r.in_flight == 0 || r.in_flight > 64) throw OptionError("remote.in_flight must be 1 to 64, not " + std::to_string(r.in_flight));
     const uint64_t per_request = r.chunk ? r.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, sample_bytes_));
     remote_chunks_ = std::max<uint64_t>(1, (std::min<uint64_t>(per_request, opt_.batch_size) + chunk_size() - 1) / chunk_size());
+    wire_uint8_ = r.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8;
     const RemoteContext ctx = MakeRemoteContext();
     for (const auto& a : r.addresses) {
       auto rm = std::make_unique<Remote>();
@@ -896,18 +902,23 @@ class Pipeline {
 
   void DriverLoop(size_t w) {
     uint64_t seen = 0;
-    std::vector<uint32_t> samples;
+    DriverState d;
     while (true) {
-      uint64_t epoch, seed;
       {
         std::unique_lock<std::mutex> l(mu_);
         work_cv_.wait(l, [&] { return stop_ || job_ != seen; });
         if (stop_) return;
         seen = job_;
-        epoch = epoch_;
-        seed = opt_.seed;
+        d.epoch = epoch_;
+        d.seed = opt_.seed;
+        d.width = width_;
+        d.height = height_;
+        if (wire_uint8_ && d.work != work_) {  // first job, or set_output_size
+          d.work = work_;
+          d.finish = d.work->NewProcessor(ds_, false);
+        }
       }
-      RunRemote(*remotes_[w], epoch, seed, &samples);
+      RunRemote(*remotes_[w], &d);
       std::lock_guard<std::mutex> l(mu_);
       if (--active_ == 0) idle_cv_.notify_all();
     }
@@ -988,7 +999,19 @@ class Pipeline {
     }
   }
 
-  void RunRemote(Remote& rm, uint64_t epoch, uint64_t seed, std::vector<uint32_t>* samples) {
+  // One driver thread's job: what it sends, and with ship_uint8 what finishes the replies.
+  struct DriverState {
+    uint64_t epoch = 0, seed = 0;
+    uint32_t width = 0, height = 0;
+    std::vector<uint32_t> samples;
+    std::shared_ptr<const SampleWork> work;  // `finish` reads its tables
+    std::unique_ptr<SampleProcessor> finish;
+    std::vector<uint8_t> wire;  // the reply's uint8 images
+    std::vector<kernels::SampleParams> params;
+  };
+
+  void RunRemote(Remote& rm, DriverState* d) {
+    std::vector<uint32_t>* samples = &d->samples;
     while (!cancel_.load(std::memory_order_relaxed)) {
       bool up;
       {
@@ -1027,13 +1050,22 @@ class Pipeline {
       samples->resize(to - from);
       for (uint32_t j = from; j < to; ++j) (*samples)[j - from] = plan_.samples[k * opt_.batch_size + j];
       ChunkTask task;
-      task.epoch = epoch;
-      task.seed = seed;
+      task.epoch = d->epoch;
+      task.seed = d->seed;
       task.samples = samples->data();
       task.count = to - from;
+      task.width = d->width;
+      task.height = d->height;
       task.images = b->images + size_t(from) * sample_bytes_;
       task.params = b->params.data() + from;
       task.cancel = &cancel_;
+      const size_t wire_sample = size_t(3) * d->width * d->height;
+      if (wire_uint8_) {
+        d->wire.resize(wire_sample * task.count);
+        d->params.resize(task.count);
+        task.images = d->wire.data();
+        task.params = d->params.data();
+      }
       std::string why;
       const auto c0 = std::chrono::steady_clock::now();
       const RunResult r = rm.ex->Run(task, Deadline(), &why);
@@ -1043,7 +1075,17 @@ class Pipeline {
         if (!cancel_.load()) MarkDown(rm, why);
         continue;
       }
-      if (r == RunResult::kSampleError) SetError(s, why);
+      if (r == RunResult::kSampleError) {
+        SetError(s, why);
+      } else if (wire_uint8_) {
+        try {
+          for (uint32_t j = 0; j < task.count; ++j)
+            d->finish->FinishDeferred(task.samples[j], d->seed, d->epoch, d->wire.data() + j * wire_sample,
+                                      b->images + size_t(from + j) * sample_bytes_, &b->params[from + j]);
+        } catch (const std::exception& e) {
+          SetError(s, e.what());
+        }
+      }
       for (uint32_t j = from; j < to; ++j) Collate(b, k, j);
       {
         std::lock_guard<std::mutex> l(rm.mu);
@@ -1180,6 +1222,7 @@ class Pipeline {
   bool standby_ = false;              // remote only: local thread 0 works while no worker is up
   std::atomic<int> remote_up_{0};     // workers connected now
   uint64_t remote_chunks_ = 1;        // local tasks per request
+  bool wire_uint8_ = false;           // RemoteOptions::ship_uint8 applies: replies are finished here
   // Task ranges a failed executor gave back, taken before the counter's; and claims not yet finished.
   std::mutex retry_mu_;
   std::condition_variable retry_cv_;

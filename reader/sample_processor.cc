@@ -169,6 +169,20 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   if (stats_) Account(st, t0, t1, t2, p.size);
 }
 
+void SampleProcessor::FinishDeferred(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* rgb, uint8_t* dst,
+                                     kernels::SampleParams* applied) {
+  if (defer_) throw Error("internal: FinishDeferred on a deferring processor");
+  const format::IndexEntry e = ds_.entry(index);
+  kernels::CropRect rect;
+  kernels::SampleParams params;
+  kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
+  if (applied) *applied = params;
+  // A deferred image was resized unflipped: the flip is left to WriteRows, which mirrors the row, as
+  // the deferred (GPU) half does (kernels/batch_augment.h).
+  WriteRows(params, rgb, int(out_.width), int(out_.height), int(out_.width) * 3, dst);
+  kernels::StreamFence();
+}
+
 void SampleProcessor::Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes) {
   const uint64_t t3 = NowNs();
   st->read_ns += t1 - t0;

@@ -41,6 +41,12 @@ class SampleProcessor {
   // `applied` receives the sample's parameters (see Batch::params).
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr);
+  // The rest of Process for a sample decoded elsewhere in the deferred form (defer_augment: uint8 RGB
+  // at the output size, cropped and resized, nothing else): flip / translate / cutout and the output
+  // format into `dst`, `applied` as Process gives it. Same bytes as Process (remote workers ship this
+  // form: tests/remote_*). Not for a deferring processor.
+  void FinishDeferred(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* rgb, uint8_t* dst,
+                      kernels::SampleParams* applied = nullptr);
 
  private:
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,

@@ -99,7 +99,6 @@ class GrpcExecutor : public RemoteExecutor {
   GrpcExecutor(const std::string& address, const RemoteOptions& o, const RemoteContext& c)
       : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), ctx_(c) {
     ToSpec(c.options, c.width, c.height, &spec_);
-    sample_bytes_ = size_t(3) * c.width * c.height * DTypeSize(c.options.dtype);
   }
 
   const std::string& address() const override { return address_; }
@@ -142,7 +141,6 @@ class GrpcExecutor : public RemoteExecutor {
       return ConnectResult::kRefused;
     }
     std::lock_guard<std::mutex> l(mu_);
-    channel_ = channel;
     stub_ = std::make_shared<grpc::GenericStub>(channel);
     file_id_ = rep.file_id();
     max_samples_ = std::max<uint32_t>(1, rep.max_samples());
@@ -163,6 +161,12 @@ class GrpcExecutor : public RemoteExecutor {
     }
     req.set_header_checksum(ctx_.header_checksum);
     *req.mutable_spec() = spec_;
+    if (t.width != spec_.width() || t.height != spec_.height()) {  // Loader::set_output_size
+      WorkSpec& s = *req.mutable_spec();
+      s.set_width(t.width);
+      s.set_height(t.height);
+      if (s.crop() != 0) s.set_out_w(int32_t(t.width)), s.set_out_h(int32_t(t.height));
+    }
     req.set_seed(t.seed);
     req.set_epoch(t.epoch);
     req.mutable_samples()->Add(t.samples, t.samples + t.count);
@@ -231,7 +235,7 @@ class GrpcExecutor : public RemoteExecutor {
     bool compressed = false, got_images = false, got_params = false;
     uint64_t images_size = 0;
     std::string sample_error;
-    const size_t want = sample_bytes_ * t.count;
+    const size_t want = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype) * t.count;
     while (!r.done()) {
       uint64_t key, n;
       if (!r.Varint(&key)) return bad("truncated field key");
@@ -315,10 +319,8 @@ class GrpcExecutor : public RemoteExecutor {
   const bool compress_;
   const RemoteContext ctx_;
   WorkSpec spec_;
-  size_t sample_bytes_ = 0;
   std::mutex mu_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::shared_ptr<grpc::GenericStub> stub_;
+  std::shared_ptr<grpc::GenericStub> stub_;  // holds the channel
   uint32_t file_id_ = 0, max_samples_ = 1;
   std::set<grpc::ClientContext*> active_;
   std::atomic<uint64_t> wire_bytes_{0};

@@ -136,14 +136,50 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
+// Protobuf's wire format, for the replies built by hand.
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) out->push_back(char(uint8_t(v) | 0x80)), v >>= 7;
+  out->push_back(char(v));
+}
+void PutVarintField(uint32_t field, uint64_t v, std::string* out) {
+  PutVarint(uint64_t(field) << 3, out);
+  PutVarint(v, out);
+}
+void PutBytesField(uint32_t field, const void* p, size_t n, std::string* out) {
+  PutVarint((uint64_t(field) << 3) | 2, out);
+  PutVarint(n, out);
+  out->append(static_cast<const char*>(p), n);
+}
+
 class WorkerService final : public Worker::Service {
  public:
   explicit WorkerService(const ServeOptions& o)
       : o_(o), pool_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))) {
     for (const auto& f : o.files) {
-      files_.push_back({std::make_unique<Dataset>(f), nullptr});
-      files_.back().verified = std::make_unique<Dataset>(f, DatasetOptions{true, false});
+      files_.emplace_back();
+      files_.back().path = f;
+      files_.back().plain = std::make_unique<Dataset>(f);
     }
+    // Process takes and gives raw bytes (a sync handler, as the others): the reply's images are
+    // decoded straight into the slice gRPC sends, with no protobuf copy and no zero-filling first.
+    MarkMethodStreamed(1, new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                              [this](grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* s) {
+                                return RawProcess(ctx, s);
+                              }));
+  }
+
+  // The generated protobuf handler is replaced by RawProcess (the constructor).
+  grpc::Status Process(grpc::ServerContext*, const ProcessRequest*, ProcessReply*) override {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "internal: the protobuf Process handler is not in use");
+  }
+
+  grpc::Status RawProcess(grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+    grpc::ByteBuffer in;
+    if (!stream->Read(&in)) return grpc::Status(grpc::StatusCode::INTERNAL, "no request");
+    ProcessRequest req;
+    if (!grpc::SerializationTraits<ProcessRequest>::Deserialize(&in, &req).ok())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed request");
+    return DoProcess(ctx, &req, stream);
   }
 
   grpc::Status Hello(grpc::ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
@@ -185,7 +221,15 @@ class WorkerService final : public Worker::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Process(grpc::ServerContext* ctx, const ProcessRequest* req, ProcessReply* rep) override {
+  // A ProcessReply in protobuf's wire format, fields in number order: a small head (compressed,
+  // images_size, sample_error, params, the images field's key and length), then the images slice.
+  // Written while its memory is still counted (Admit / Leave).
+  grpc::Status DoProcess(grpc::ServerContext* ctx, const ProcessRequest* req,
+                         grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+    auto send = [&](const grpc::Slice* parts, size_t n) {
+      const grpc::ByteBuffer rep(parts, n);
+      return stream->Write(rep) ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    };
     if (auto s = Authenticate(ctx); !s.ok()) return s;
     const uint64_t n = calls_.fetch_add(1) + 1;
     if (o_.die_after && n > o_.die_after) ::raise(SIGKILL);  // test hook: as kill -9
@@ -231,47 +275,69 @@ class WorkerService final : public Worker::Service {
     }
 
     Call c;
-    c.ds = req->spec().verify() ? f.verified.get() : f.plain.get();
+    try {
+      c.ds = req->spec().verify() ? f.Verified() : f.plain.get();
+    } catch (const std::exception& e) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+    }
     c.work = work;
     c.key = key;
     c.seed = req->seed();
     c.epoch = req->epoch();
     c.samples = req->samples().data();
-    std::string raw;
-    std::string* images = rep->mutable_images();
-    std::string* target = req->compress() ? &raw : images;
-    target->resize(image_bytes);
-    rep->mutable_params()->resize(size_t(kParamBytes) * count);
-    c.images = reinterpret_cast<uint8_t*>(target->data());
-    c.params = reinterpret_cast<uint8_t*>(rep->mutable_params()->data());
+    std::vector<uint8_t> raw;  // compressed replies: the images before zstd
+    grpc::Slice images;
+    if (req->compress()) {
+      raw.resize(image_bytes);
+      c.images = raw.data();
+    } else {
+      images = grpc::Slice(size_t(image_bytes));  // uninitialised; ours alone until sent
+      c.images = const_cast<uint8_t*>(images.begin());
+    }
+    std::vector<uint8_t> params(size_t(kParamBytes) * count);
+    c.params = params.data();
     pool_.Run(&c, count, [&] { return ctx->IsCancelled(); });
     if (c.cancelled.load()) {
       std::lock_guard<std::mutex> l(mu_);
       ++cancelled_;
       return grpc::Status::CANCELLED;
     }
+    std::string head;
     if (!c.error.empty()) {
-      rep->clear_images();
-      rep->clear_params();
-      rep->set_sample_error(c.error);
-      return grpc::Status::OK;
+      PutBytesField(3, c.error.data(), c.error.size(), &head);
+      const grpc::Slice one(head);
+      return send(&one, 1);
     }
-    rep->set_images_size(image_bytes);
     if (req->compress()) {
-      images->resize(ZSTD_compressBound(raw.size()));
-      const size_t z = ZSTD_compress(images->data(), images->size(), raw.data(), raw.size(), 1);
-      if (ZSTD_isError(z)) return grpc::Status(grpc::StatusCode::INTERNAL, ZSTD_getErrorName(z));
-      images->resize(z);
-      rep->set_compressed(true);
+      grpc::Slice z(ZSTD_compressBound(raw.size()));
+      const size_t n = ZSTD_compress(const_cast<uint8_t*>(z.begin()), z.size(), raw.data(), raw.size(), 1);
+      if (ZSTD_isError(n)) return grpc::Status(grpc::StatusCode::INTERNAL, ZSTD_getErrorName(n));
+      images = z.sub(0, n);
+      PutVarintField(1, 1, &head);
     }
+    PutVarintField(2, image_bytes, &head);
+    PutBytesField(4, params.data(), params.size(), &head);
+    PutVarint((5 << 3) | 2, &head);
+    PutVarint(images.size(), &head);
+    const grpc::Slice parts[2] = {grpc::Slice(head), images};
+    const grpc::Status st = send(parts, 2);
     std::lock_guard<std::mutex> l(mu_);
-    ++requests_;
-    return grpc::Status::OK;
+    if (st.ok()) ++requests_;
+    return st;
   }
 
  private:
   struct FileEntry {
-    std::unique_ptr<Dataset> plain, verified;  // the client's LoaderOptions::verify picks one
+    std::string path;
+    std::unique_ptr<Dataset> plain;
+    // The client's LoaderOptions::verify picks the verifying view; opened on first use, since most runs
+    // never ask for it and each view maps the file again.
+    std::unique_ptr<Dataset> verified;
+    std::once_flag verified_once;
+    Dataset* Verified() {
+      std::call_once(verified_once, [this] { verified = std::make_unique<Dataset>(path, DatasetOptions{true, false}); });
+      return verified.get();
+    }
   };
 
   grpc::Status Authenticate(grpc::ServerContext* ctx) const {
@@ -320,7 +386,7 @@ class WorkerService final : public Worker::Service {
 
   const ServeOptions o_;
   Pool pool_;
-  std::vector<FileEntry> files_;
+  std::deque<FileEntry> files_;  // FileEntry holds a once_flag: never moved
   std::atomic<uint64_t> calls_{0};
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const SampleWork>> works_;

@@ -28,13 +28,18 @@ struct Behaviour {
   int unreachable_connects = 0;  // Connect calls that fail before one succeeds (-1: always)
   bool refuse = false;
   bool sample_error = false;  // report a damaged sample
+  DType asked = DType::kFloat32;  // the dtype the loader asked this worker for
+  bool asked_deferred = false;
   std::atomic<int> requests{0}, connects{0}, served{0};
 };
 
 class FakeExecutor : public RemoteExecutor {
  public:
   FakeExecutor(std::string address, const RemoteContext& c, Behaviour* b)
-      : address_(std::move(address)), ds_(c.path), work_(c.options, c.width, c.height), b_(b) {}
+      : address_(std::move(address)), ds_(c.path), options_(c.options), b_(b) {
+    b->asked = c.options.dtype;
+    b->asked_deferred = c.options.defer_augment;
+  }
   const std::string& address() const override { return address_; }
   ConnectResult Connect(int, std::string* why) override {
     const int n = b_->connects++;
@@ -53,9 +58,10 @@ class FakeExecutor : public RemoteExecutor {
       return *why = "fake stall", RunResult::kRetry;
     }
     if (b_->sample_error) return *why = "sample " + std::to_string(t.samples[0]) + ": fake damage", RunResult::kSampleError;
-    auto proc = work_.NewProcessor(ds_, false);
+    const SampleWork work(options_, t.width, t.height);  // as a worker: the request's output size
+    auto proc = work.NewProcessor(ds_, false);
     for (uint32_t i = 0; i < t.count; ++i)
-      proc->Process(t.samples[i], t.seed, t.epoch, t.images + size_t(i) * work_.sample_bytes(), nullptr, &t.params[i]);
+      proc->Process(t.samples[i], t.seed, t.epoch, t.images + size_t(i) * work.sample_bytes(), nullptr, &t.params[i]);
     b_->served += int(t.count);
     return RunResult::kOk;
   }
@@ -65,7 +71,7 @@ class FakeExecutor : public RemoteExecutor {
  private:
   std::string address_;
   Dataset ds_;
-  SampleWork work_;
+  LoaderOptions options_;
   Behaviour* b_;
 };
 
@@ -244,6 +250,67 @@ TEST(RemoteExecutor, AutotunerLeavesToWorkersWhatTheyCover) {
     }
   }
   EXPECT_EQ(l.active_threads(), 0);
+}
+
+// Epoch 0, then epoch 1 at another output size (progressive resizing), remote-only or local.
+std::vector<std::string> ResizedDigests(const LoaderOptions& o) {
+  Loader l(File(), o);
+  std::vector<std::string> d;
+  for (uint64_t e = 0; e < 2; ++e) {
+    if (e == 1 && o.augment.crop != kernels::CropMode::kNone) l.set_output_size(20, 16);
+    BatchDigest g;
+    std::string params;  // not in the digest of finished batches, but they must agree too
+    for (const Batch& b : l.epoch(e)) {
+      g.Add(b);
+      params.append(reinterpret_cast<const char*>(b.params), b.size * sizeof(kernels::SampleParams));
+    }
+    d.push_back(g.Hex());
+    d.push_back(params);
+  }
+  return d;
+}
+
+// Float outputs travel as uint8 in the deferred form and the loader finishes them: the same batches
+// (params included) as a local run, for every layout and dtype, with and without a crop, and after
+// set_output_size; with ship_uint8 off, workers are asked for the finished bytes.
+TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
+  LoaderOptions crop = LoaderOptions::ImagenetTrain();
+  crop.augment.out_w = crop.augment.out_h = 24;
+  crop.augment.translate = 2;
+  crop.augment.cutout = 5;
+  struct Case {
+    LoaderOptions o;
+    DType dtype;
+    Layout layout;
+  };
+  const Case cases[] = {{Base(), DType::kFloat32, Layout::kNCHW}, {Base(), DType::kFloat16, Layout::kNHWC},
+                        {crop, DType::kFloat32, Layout::kNCHW},   {crop, DType::kFloat32, Layout::kNHWC},
+                        {crop, DType::kUint8, Layout::kNHWC}};
+  for (const Case& c : cases) {
+    LoaderOptions local = c.o;
+    local.dtype = c.dtype;
+    local.layout = c.layout;
+    if (c.dtype == DType::kUint8) local.augment.normalize = false;
+    local.batch_size = 32;
+    local.seed = 7;
+    local.threads = 2;
+    const auto want = ResizedDigests(local);
+    for (bool ship : {true, false}) {
+      SCOPED_TRACE(std::to_string(int(c.dtype)) + (c.layout == Layout::kNCHW ? " NCHW" : " NHWC") +
+                   (c.o.augment.crop == kernels::CropMode::kNone ? "" : " crop") + (ship ? " ship_uint8" : ""));
+      Behaviour a;
+      LoaderOptions o = WithFakes({&a}, 0);
+      o.augment = local.augment;
+      o.dtype = c.dtype;
+      o.layout = c.layout;
+      o.remote.ship_uint8 = ship;
+      EXPECT_EQ(ResizedDigests(o), want);
+      const bool uint8_wire = ship && c.dtype != DType::kUint8;
+      EXPECT_EQ(a.asked, uint8_wire ? DType::kUint8 : c.dtype);
+      EXPECT_EQ(a.asked_deferred, uint8_wire);
+      EXPECT_GT(a.served, 0);
+    }
+  }
 }
 
 TEST(RemoteExecutor, OptionsAreChecked) {

@@ -181,6 +181,40 @@ TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
   }
 }
 
+// A crop preset with float32 output, resized between epochs (set_output_size): batches travel as
+// uint8 (a quarter of the float bytes) and equal a local run's, params included.
+TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
+  Worker a({Built().cifar, "--threads", "1"});
+  auto run = [&](LoaderOptions o, uint64_t* samples, uint64_t* wire) {
+    o.augment = LoaderOptions::ImagenetTrain().augment;
+    o.augment.out_w = o.augment.out_h = 24;
+    o.augment.cutout = 6;
+    Loader l(Built().cifar, o);
+    std::vector<std::string> d;
+    for (uint64_t e = 0; e < 2; ++e) {
+      if (e == 1) l.set_output_size(16, 20);
+      BatchDigest g;
+      for (const Batch& b : l.epoch(e)) {
+        g.Add(b);
+        d.emplace_back(reinterpret_cast<const char*>(b.params), b.size * sizeof(kernels::SampleParams));
+      }
+      d.push_back(g.Hex());
+    }
+    for (const auto& w : l.remote_stats()) *samples += w.samples, *wire += w.wire_bytes;
+    return d;
+  };
+  uint64_t n = 0, wire = 0;
+  LoaderOptions local = Base();
+  local.remote = RemoteOptions();
+  const auto want = run(local, &n, &wire);
+  const auto got = run(Remote({&a}, 0), &n, &wire);
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(n, 2u * 13 * 32);
+  // Epoch 0 at 24x24, epoch 1 at 16x20: uint8 is 1728 and 960 bytes a sample, float32 four times that.
+  EXPECT_LT(wire, 13u * 32 * (1728 + 960) * 5 / 4);
+  EXPECT_GT(wire, 13u * 32 * (1728 + 960));
+}
+
 TEST(Remote, KilledStalledAndAllGoneWorkersChangeNothing) {
   Worker dies({Built().cifar, "--threads", "1", "--die-after", "5"});
   Worker stalls({Built().cifar, "--threads", "1", "--stall-after", "4"});

@@ -178,6 +178,7 @@ int CmdBench(int argc, char** argv) {
        cxxopts::value<int>()->default_value("-1"))
       ("wire-compression", "with --remote: zstd the images on the wire")
       ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
+      ("wire-finished", "with --remote: workers send float batches finished (default: uint8 after the crop, finished here)")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -247,6 +248,10 @@ int CmdBench(int argc, char** argv) {
     ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
                      r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
     if (r["remote-chunk"].as<uint32_t>()) o.remote.chunk = r["remote-chunk"].as<uint32_t>();
+    if (r.count("wire-finished")) {
+      if (o.remote.addresses.empty()) throw Error("--wire-finished needs --remote");
+      o.remote.ship_uint8 = false;
+    }
     digest = r.count("digest") > 0;
     if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "format/error.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 #ifdef DSC_HAVE_REMOTE
 #include "remote/client.h"
@@ -20,12 +21,7 @@ inline void ApplyRemoteFlags(const std::string& remote, const std::string& token
     return;
   }
 #ifdef DSC_HAVE_REMOTE
-  size_t at = 0;
-  while (at <= remote.size()) {
-    const size_t comma = std::min(remote.find(',', at), remote.size());
-    if (comma > at) o->remote.addresses.push_back(remote.substr(at, comma - at));
-    at = comma + 1;
-  }
+  o->remote.addresses = SplitAddresses(remote);
   if (!token_file.empty()) o->remote.token = remote::ReadTokenFile(token_file);
   if (!tls_root.empty()) o->remote.tls_root = remote::ReadFile(tls_root);
   o->remote.local_threads = local_threads;

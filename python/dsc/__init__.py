@@ -95,7 +95,8 @@ class Loader:
     - autotune (threads becomes the maximum; a controller keeps only the threads the loop needs);
     - remote workers (`dsc serve`, docs/remote.md): remote (["host:port", ...]), token or token_file,
       tls_root (a PEM file), local_threads (beside the workers; 0 = none while one is reachable),
-      wire_compression; batches are identical to a local run's;
+      wire_compression, ship_uint8 (default True: float batches travel as uint8 after the crop and
+      are finished here); batches are identical to a local run's;
     - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
       verify (check block checksums), pread (pread instead of mmap), max_pixels, defer_augment;

@@ -74,6 +74,7 @@ class Loader:
         tls_root: str = ...,
         local_threads: int = ...,
         wire_compression: bool = ...,
+        ship_uint8: bool = ...,
         crop: Literal["none", "random_resized", "center"] = ...,
         out_size: Union[int, Tuple[int, int]] = ...,
         out_w: int = ...,
