@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs dsc into a scratch prefix, builds tests/consumer against it with find_package(dsc), and
-# runs it on a freshly built file. usage: install_test.sh BUILD_DIR SOURCE_DIR
+# runs it on a freshly built file; with gRPC, also a remote-only loader (dsc::remote) against the
+# installed `dsc serve`. usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
 src=$2
@@ -13,4 +14,15 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/consumer" >/dev/null
 test "$("$work/consumer/consumer" "$work/f.beton")" = 120
+if [ -x "$work/consumer/remote_consumer" ]; then
+  "$work/prefix/bin/dsc" serve "$work/f.beton" --threads 1 > "$work/serve.out" &
+  serve=$!
+  trap 'kill $serve 2>/dev/null || true' EXIT
+  for _ in $(seq 200); do grep -q "listening on" "$work/serve.out" && break; sleep 0.1; done
+  addr=$(sed -n 's/^listening on //p' "$work/serve.out")
+  test -n "$addr"
+  # 120 samples, every one decoded by the worker (the last batch of 100 is padded: 200 sent)
+  test "$("$work/consumer/remote_consumer" "$work/f.beton" "$addr")" = "120 200"
+  echo "installed dsc::remote works"
+fi
 echo "installed package works"
