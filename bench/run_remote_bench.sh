@@ -5,7 +5,8 @@
 # Prints medians of: images/s, the client process's CPU time per delivered image (getrusage over
 # whole epochs, every thread including gRPC's; epochs after the first), and wire bytes per image with
 # and without --wire-compression; for cifar-train on CIFAR-10 and imagenet-train on the 500 photos,
-# delivering float32 NCHW and uint8 NHWC (the GPU path's form).
+# delivering float32 NCHW and uint8 NHWC (the GPU path's form); the worker process's CPU time per image;
+# for float32 also with --wire-finished (workers send finished float32 batches instead of uint8).
 # usage: bench/run_remote_bench.sh [BUILD_DIR] [ROUNDS] [EPOCHS]
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -23,7 +24,10 @@ if [ ! -f "$rw/photos.beton" ]; then
   rm -rf "$rw/orig"
 fi
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+rsamples() { "$py" -c "import json,sys; print(sum(w['samples'] for w in json.load(sys.stdin)['remote']))"; }
 field() { "$py" -c "import json,sys; d=json.load(sys.stdin); print(d.get('$1', 0))"; }
+
+worker_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$pid/stat"; }  # seconds
 
 serve() {  # starts a pinned worker on $1; sets pid and addr
   "$@" > "$rw/serve.out" 2> "$rw/serve.err" &
@@ -44,10 +48,19 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
       v[local_ips]+="$(echo "$j" | field images_per_second) "
       v[local_cpu]+="$(echo "$j" | field cpu_us_per_image) "
       serve taskset -c 1 "$dsc" serve "$file" --threads 1
+      w0=$(worker_cpu)
       j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0)
+      w1=$(worker_cpu)
       v[remote_ips]+="$(echo "$j" | field images_per_second) "
       v[remote_cpu]+="$(echo "$j" | field cpu_us_per_image) "
       v[wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
+      v[worker_cpu]+="$(echo "($w1 - $w0) * 1000000 / $(echo "$j" | rsamples)" | bc -l) "
+      if [ "$dtype" = float32 ]; then  # workers send the finished float32 batch (the old wire)
+        j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-finished)
+        v[fin_ips]+="$(echo "$j" | field images_per_second) "
+        v[fin_cpu]+="$(echo "$j" | field cpu_us_per_image) "
+        v[fin_wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
+      fi
       j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-compression)
       v[zwire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
       v[zcpu]+="$(echo "$j" | field cpu_us_per_image) "
@@ -55,6 +68,12 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
     done
     m() { echo "${v[$1]}" | tr ' ' '\n' | grep . | median; }
     li=$(m local_ips) lc=$(m local_cpu) ri=$(m remote_ips) rc=$(m remote_cpu) wi=$(m wire) zw=$(m zwire) zc=$(m zcpu)
+    printf "%-15s %-8s worker CPU %.1f us/img (local thread's process: %.1f)\n" "$preset" "$dtype" "$(m worker_cpu)" "$lc"
+    if [ "$dtype" = float32 ]; then
+      fi_=$(m fin_ips) fc=$(m fin_cpu)
+      printf "%-15s %-8s --wire-finished: remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
+        "$preset" "$dtype" "$fi_" "$(echo "$fi_ / $li" | bc -l)" "$fc" "$(echo "100 * $fc / $lc" | bc -l)" "$(m fin_wire)"
+    fi
     printf "%-15s %-8s local %8.0f img/s %7.1f us CPU/img | remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local) | wire %.0f B/img, zstd %.0f B/img (%.1f us CPU/img)\n" \
       "$preset" "$dtype" "$li" "$lc" "$ri" "$(echo "$ri / $li" | bc -l)" "$rc" "$(echo "100 * $rc / $lc" | bc -l)" "$wi" "$zw" "$zc"
     unset v
