@@ -45,7 +45,8 @@ std::vector<uint32_t> Members(const format::FileView& file, const OrderOptions& 
 // quasi_random: the block-shuffled stream, cut into world_size contiguous parts, each shuffled within
 // windows of consecutive blocks. `starts` receives the parts' boundaries (world_size + 1 entries).
 std::vector<uint32_t> QuasiStream(const format::FileView& file, const OrderOptions& o, uint64_t epoch,
-                                  const std::vector<uint8_t>& member, uint64_t n, std::vector<uint64_t>* starts) {
+                                  const std::vector<uint8_t>& member, uint64_t n, std::vector<uint64_t>* starts,
+                                  std::vector<uint64_t>* windows = nullptr) {
   kernels::Rng rng(o.seed, epoch, 0, kernels::kStreamOrder);
   std::vector<uint32_t> blocks(file.block_count());
   std::iota(blocks.begin(), blocks.end(), 0u);
@@ -71,11 +72,13 @@ std::vector<uint32_t> QuasiStream(const format::FileView& file, const OrderOptio
     // One rng per part: a rank's shuffle does not depend on how the other parts were shuffled.
     kernels::Rng part_rng(o.seed, epoch, r + 1, kernels::kStreamOrder);
     uint64_t window_start = from;
+    if (windows && from < to) windows->push_back(from);
     while (next_block < block_end.size() && block_end[next_block] <= from) ++next_block;
     for (; next_block < block_end.size() && block_end[next_block] < to; ++next_block) {
       if (block_end[next_block] - window_start >= window) {
         Shuffle(&stream, window_start, block_end[next_block], &part_rng);
         window_start = block_end[next_block];
+        if (windows) windows->push_back(window_start);
       }
     }
     Shuffle(&stream, window_start, to, &part_rng);
@@ -115,9 +118,11 @@ EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& o, uint64_
     std::vector<uint8_t> member;
     const uint64_t n = Members(file, o, &member).size();
     if (n == 0) return plan;
-    std::vector<uint64_t> starts;
-    const std::vector<uint32_t> stream = QuasiStream(file, o, epoch, member, n, &starts);
+    std::vector<uint64_t> starts, windows;
+    const std::vector<uint32_t> stream = QuasiStream(file, o, epoch, member, n, &starts, &windows);
     const uint64_t from = starts[r], mine = starts[r + 1] - from;
+    for (uint64_t w : windows)
+      if (w >= from && w < from + mine) plan.window_starts.push_back(w - from);
     plan.batches = o.drop_last ? n / w / b : ((n + w - 1) / w + b - 1) / b;
     for (uint64_t j = 0; j < plan.batches * b; ++j) {
       const bool pad = j >= mine;

@@ -66,6 +66,10 @@ struct EpochPlan {
   std::vector<uint8_t> padding;   // 1 where samples[i] is a padding repeat
   uint64_t batches = 0;
   uint32_t batch_size = 0;
+  // quasi_random: where this rank's shuffle windows start, as positions in `samples` (ascending, the
+  // first 0); the padding at the end belongs to the last. Empty for the other orders. Remote workers
+  // are given whole windows (docs/remote.md).
+  std::vector<uint64_t> window_starts;
   // Samples in batch k: batch_size, except that sequential's last batch may be short or empty.
   uint32_t batch_length(uint64_t k) const;
 };

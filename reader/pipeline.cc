@@ -299,6 +299,14 @@ class Pipeline {
     chunks_per_batch_ = (opt_.batch_size + chunk_ - 1) / chunk_;
     next_task_.store(first_batch * chunks_per_batch_);
     total_tasks_ = plan_.batches * chunks_per_batch_;
+    reserved_.assign(slots_.size(), 0);
+    if (affinity_) {
+      batch_window_.assign(plan_.batches, 0);
+      for (uint64_t k = 0, w = 0; k < plan_.batches; ++k) {
+        while (w + 1 < plan_.window_starts.size() && plan_.window_starts[w + 1] <= k * plan_.batch_size) ++w;
+        batch_window_[k] = uint32_t(w);
+      }
+    }
     for (auto& s : slots_) ResetSlot(s.get());
     if (readahead_) readahead_->Start(plan_, first_batch);
     {
@@ -684,7 +692,20 @@ class Pipeline {
   // Claims up to `max` tasks of one batch from the counter, only while that batch may be written: an
   // executor never holds a task it cannot run yet, so a chunk given back by a failed executor always
   // finds a free one (no executor sits on a later batch's task waiting for the ring).
-  bool ClaimFromCounter(uint64_t max, uint64_t* t0, uint64_t* t1) {
+  bool ClaimFromCounter(uint64_t max, uint64_t* t0, uint64_t* t1, uint64_t limit = UINT64_MAX) {
+    if (affinity_) {  // reservations (ReserveBatch) make the counter skip whole batches: one lock
+      std::lock_guard<std::mutex> l(claim_mu_);
+      const uint64_t cur = next_task_.load();  // on a batch nobody holds (SkipReservedLocked)
+      const uint64_t k = cur / chunks_per_batch_;
+      if (cur < total_tasks_ && k < limit && k < released_.load(std::memory_order_acquire) + slots_.size()) {
+        const uint64_t end = std::min({cur + max, (k + 1) * chunks_per_batch_, total_tasks_});
+        next_task_.store(SkipReservedLocked(end));
+        *t0 = cur;
+        *t1 = end;
+        return true;
+      }
+      return false;
+    }
     uint64_t cur = next_task_.load();
     while (cur < total_tasks_) {
       const uint64_t k = cur / chunks_per_batch_;
@@ -697,6 +718,50 @@ class Pipeline {
       }
     }
     return false;
+  }
+
+  // quasi_random with several workers: worker `w` (of the workers up now) reserves the next batch of
+  // its own windows that the counter has not reached, inside the ring, so that each worker reads the
+  // blocks of about 1/W of the windows (docs/remote.md). Windows are block-aligned and hold at least
+  // quasi_window samples (EpochPlan::window_starts); a batch goes with the window of its first sample.
+  // `*steal_limit` receives the first batch the worker may not take from the counter: only the batch
+  // the consumer needs next while affinity holds (taking later ones would read the other workers'
+  // windows), else the whole ring.
+  bool ReserveBatch(size_t w, uint64_t* k_out, uint64_t* steal_limit) {
+    size_t rank = 0, up = 0;
+    for (size_t i = 0; i < remotes_.size(); ++i) {
+      std::lock_guard<std::mutex> l(remotes_[i]->mu);
+      if (remotes_[i]->up) rank += i < w, ++up;
+    }
+    if (up < 2) return false;
+    // Only a ring with room for a window per worker (and one for a straddling batch) lets workers
+    // wait for their own windows; with less, waiting would idle them, so they take any batch.
+    const bool room = slots_.size() >= up * (window_batches_ + 1);
+    *steal_limit = room ? released_.load(std::memory_order_acquire) + 1 : UINT64_MAX;
+    std::lock_guard<std::mutex> l(claim_mu_);
+    const uint64_t cpb = chunks_per_batch_, released = released_.load(std::memory_order_acquire);
+    uint64_t cur = next_task_.load();
+    const uint64_t end = std::min<uint64_t>(plan_.batches, released + slots_.size());
+    // Batches the counter has entered are its own; those below `released` are delivered (and their
+    // ring entries may already stand for later batches).
+    for (uint64_t k = std::max((cur + cpb - 1) / cpb, released); k < end; ++k) {
+      uint64_t& r = reserved_[k % reserved_.size()];
+      if (r == k + 1 || batch_window_[k] % up != rank) continue;
+      r = k + 1;
+      *k_out = k;
+      next_task_.store(SkipReservedLocked(cur));
+      return true;
+    }
+    return false;
+  }
+
+  // The counter's next position from `cur`: past batches reserved whole, so that it always rests on a
+  // batch nobody holds and never falls behind `released` (where ring entries stand for later batches).
+  // claim_mu_ held.
+  uint64_t SkipReservedLocked(uint64_t cur) const {
+    const uint64_t cpb = chunks_per_batch_;
+    while (cur < total_tasks_ && cur % cpb == 0 && reserved_[(cur / cpb) % reserved_.size()] == cur / cpb + 1) cur += cpb;
+    return cur;
   }
 
   // A range a failed executor gave back, at most `max` tasks of it (retry_mu_ held).
@@ -877,6 +942,9 @@ class Pipeline {
     const uint64_t per_request = r.chunk ? r.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, sample_bytes_));
     remote_chunks_ = std::max<uint64_t>(1, (std::min<uint64_t>(per_request, opt_.batch_size) + chunk_size() - 1) / chunk_size());
     wire_uint8_ = r.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8;
+    affinity_ = opt_.order == Order::kQuasiRandom && r.addresses.size() >= 2;
+    const uint64_t window = opt_.quasi_window ? opt_.quasi_window : 4ull * opt_.batch_size;
+    window_batches_ = (window + opt_.batch_size - 1) / opt_.batch_size;
     const RemoteContext ctx = MakeRemoteContext();
     for (const auto& a : r.addresses) {
       auto rm = std::make_unique<Remote>();
@@ -918,24 +986,11 @@ class Pipeline {
           d.finish = d.work->NewProcessor(ds_, false);
         }
       }
-      RunRemote(*remotes_[w], &d);
+      d.pend0 = d.pend1 = 0;
+      RunRemote(*remotes_[w], w, &d);
       std::lock_guard<std::mutex> l(mu_);
       if (--active_ == 0) idle_cv_.notify_all();
     }
-  }
-
-  // Claims up to remote_chunks_ tasks of one batch for a worker: a range given back by a failed
-  // executor first, else the counter's next. Counts the claim in flight, so that local threads wait
-  // for it instead of ending the job.
-  bool TakeRemote(uint64_t* t0, uint64_t* t1) {
-    {
-      std::lock_guard<std::mutex> l(retry_mu_);
-      ++remote_inflight_;
-      if (TakeRetryLocked(remote_chunks_, t0, t1)) return true;
-    }
-    if (ClaimFromCounter(remote_chunks_, t0, t1)) return true;
-    FinishRemote();
-    return false;
   }
 
   void FinishRemote() {
@@ -1008,9 +1063,49 @@ class Pipeline {
     std::unique_ptr<SampleProcessor> finish;
     std::vector<uint8_t> wire;  // the reply's uint8 images
     std::vector<kernels::SampleParams> params;
+    uint64_t pend0 = 0, pend1 = 0;  // tasks of a reserved batch not yet sent
   };
 
-  void RunRemote(Remote& rm, DriverState* d) {
+  // A worker's next claim, at most remote_chunks_ tasks of one batch: the rest of its reserved batch, a
+  // range given back by a failed executor, a batch of its own windows (ReserveBatch), else the
+  // counter's next. Counts the claim in flight, so that local threads wait for it instead of ending
+  // the job; a reserved batch stays counted until all its requests are done or its rest is given back.
+  bool TakeRemote(size_t w, DriverState* d, uint64_t* t0, uint64_t* t1) {
+    if (d->pend0 < d->pend1) {  // the rest of a reserved batch (already counted)
+      *t0 = d->pend0;
+      *t1 = d->pend0 = std::min(d->pend1, d->pend0 + remote_chunks_);
+      return true;
+    }
+    {
+      std::lock_guard<std::mutex> l(retry_mu_);
+      ++remote_inflight_;
+      if (TakeRetryLocked(remote_chunks_, t0, t1)) return true;
+    }
+    uint64_t k, limit = UINT64_MAX;
+    if (affinity_ && ReserveBatch(w, &k, &limit)) {
+      d->pend0 = k * chunks_per_batch_;
+      d->pend1 = (k + 1) * chunks_per_batch_;
+      *t0 = d->pend0;
+      *t1 = d->pend0 = std::min(d->pend1, d->pend0 + remote_chunks_);
+      return true;
+    }
+    if (ClaimFromCounter(remote_chunks_, t0, t1, limit)) return true;
+    FinishRemote();
+    return false;
+  }
+
+  // The end of a claim: counted out of flight unless a reserved batch has requests left.
+  void FinishClaim(DriverState* d) {
+    if (d->pend0 >= d->pend1) FinishRemote();
+  }
+  // Gives back [t0, t1) and what is left of a reserved batch (it follows t1).
+  void GiveBackClaim(DriverState* d, uint64_t t0, uint64_t t1) {
+    if (d->pend0 < d->pend1) t1 = d->pend1;
+    d->pend0 = d->pend1 = 0;
+    GiveBack(t0, t1);
+  }
+
+  void RunRemote(Remote& rm, size_t w, DriverState* d) {
     std::vector<uint32_t>* samples = &d->samples;
     while (!cancel_.load(std::memory_order_relaxed)) {
       bool up;
@@ -1024,7 +1119,7 @@ class Pipeline {
         continue;
       }
       uint64_t t0, t1;
-      if (!TakeRemote(&t0, &t1)) {
+      if (!TakeRemote(w, d, &t0, &t1)) {
         if (!WaitForMore(false)) return;
         continue;
       }
@@ -1033,18 +1128,22 @@ class Pipeline {
       const uint32_t from = std::min(len, uint32_t(t0 % chunks_per_batch_) * chunk_);
       const uint32_t to = std::min<uint64_t>(len, (t1 - k * chunks_per_batch_) * chunk_);
       if (from >= to) {  // past the short last batch's end
-        FinishRemote();
+        FinishClaim(d);
         continue;
       }
       if (!WaitForSlot(k)) {
-        GiveBack(t0, t1);
+        GiveBackClaim(d, t0, t1);
         return;
       }
       Slot* s = slots_[k % slots_.size()].get();
       BatchBuffer* b = WritableBuffer(s, to - from, len);
       if (!b) {
-        if (cancel_.load()) GiveBack(t0, t1);
-        else FinishRemote();
+        if (cancel_.load()) {
+          GiveBackClaim(d, t0, t1);
+        } else {
+          d->pend0 = d->pend1 = 0;
+          FinishRemote();
+        }
         continue;
       }
       samples->resize(to - from);
@@ -1071,7 +1170,7 @@ class Pipeline {
       const RunResult r = rm.ex->Run(task, Deadline(), &why);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
       if (r == RunResult::kRetry) {
-        GiveBack(t0, t1);
+        GiveBackClaim(d, t0, t1);
         if (!cancel_.load()) MarkDown(rm, why);
         continue;
       }
@@ -1105,7 +1204,7 @@ class Pipeline {
         if (request_ms_.size() > 64) request_ms_.pop_front();
       }
       Done(s, to - from, len);
-      FinishRemote();
+      FinishClaim(d);
     }
   }
 
@@ -1223,6 +1322,13 @@ class Pipeline {
   std::atomic<int> remote_up_{0};     // workers connected now
   uint64_t remote_chunks_ = 1;        // local tasks per request
   bool wire_uint8_ = false;           // RemoteOptions::ship_uint8 applies: replies are finished here
+  // quasi_random with several workers: window affinity (ReserveBatch). reserved_[k % slots] = k + 1
+  // while a remote driver holds batch k whole; claim_mu_ orders reservations with counter claims.
+  bool affinity_ = false;
+  std::vector<uint32_t> batch_window_;  // per batch of the job: the window of its first sample
+  uint64_t window_batches_ = 4;         // batches a window holds at least
+  std::mutex claim_mu_;
+  std::vector<uint64_t> reserved_;
   // Task ranges a failed executor gave back, taken before the counter's; and claims not yet finished.
   std::mutex retry_mu_;
   std::condition_variable retry_cv_;
