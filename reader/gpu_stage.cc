@@ -25,7 +25,8 @@ std::string FallbackSummary(const StageStats& s) {
   return out;
 }
 
-TwinStageWorker::TwinStageWorker() : tables_(std::make_unique<kernels::TwinTables>()) {}
+TwinStageWorker::TwinStageWorker()
+    : tables_(std::make_unique<kernels::TwinTables>()), last_frame_(std::make_unique<kernels::TwinFrame>()) {}
 TwinStageWorker::~TwinStageWorker() = default;
 
 uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height) {
@@ -36,8 +37,20 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   kernels::TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
-  const kernels::TwinParseResult r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size,
-                                                        &frame, tables_.get(), &scan, uint32_t(most));
+  kernels::TwinParseResult r;
+  if (parts.head.size && parts.head.data == last_head_ && parts.head.size == last_head_size_) {
+    // The same shared table set as the last payload (as the stager does): scan the body only.
+    frame = *last_frame_;
+    r = kernels::ScanTwinEntropy(frame, parts.body.data, parts.body.size, 0, parts.head.size, &scan);
+  } else {
+    last_head_ = nullptr;
+    r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &frame, tables_.get(),
+                           &scan, uint32_t(most));
+    if (r.status == kernels::kTwinOk && parts.head.size && scan.data == parts.body.data) {
+      last_head_ = parts.head.data, last_head_size_ = parts.head.size;
+      *last_frame_ = frame;
+    }
+  }
   if (r.status != kernels::kTwinOk) return uint8_t(r.reason ? r.reason : kernels::kReasonBadMarker);
   // Another size than the index's: the CPU decoder reports the disagreement.
   if (frame.width != width || frame.height != height) return kernels::kReasonBadMarker;

@@ -20,6 +20,7 @@
 namespace dsc {
 namespace kernels {
 struct TwinTables;
+struct TwinFrame;
 class TwinBatchStager;
 }  // namespace kernels
 
@@ -51,6 +52,10 @@ class TwinStageWorker {
 
  private:
   std::unique_ptr<kernels::TwinTables> tables_;
+  // The last shared table set Check parsed (payloads sharing it skip the header parse).
+  const uint8_t* last_head_ = nullptr;
+  size_t last_head_size_ = 0;
+  std::unique_ptr<kernels::TwinFrame> last_frame_;
   std::vector<uint32_t> begin_, end_;
   std::unique_ptr<kernels::TwinBatchStager> stager_;
   size_t stager_units_ = 0;
