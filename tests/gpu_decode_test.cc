@@ -242,6 +242,32 @@ TEST(GpuDecode, OptionsTheGpuDecoderCannotServeAreRefused) {
   EXPECT_THROW(ValidateOptions(o), OptionError);
 }
 
+// dsc bench --decoder gpu counts what it staged and what fell back, per reason, in text and JSON.
+TEST(GpuDecode, BenchReportsStagedAndFallbackCounts) {
+  const std::string& file = MixedFile();
+  Dataset ds(file);
+  uint64_t progressive = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) progressive += IsProgressive(ds, i);
+  // Batches of 48 tile the 240 samples: each epoch holds every sample once.
+  ASSERT_EQ(ds.size() % 48, 0u);
+  const std::string args = " --decoder gpu --batch-size 48 --epochs 2 --threads 2 '" + file + "'";
+  std::string out;
+  ASSERT_EQ(RunDsc("bench --json" + args, &out), 0) << out;
+  EXPECT_EQ(out.find("notice: no usable GPU") == std::string::npos, gpu::Available()) << out;
+  EXPECT_NE(out.find("\"twin_staged\": " + std::to_string(2 * (ds.size() - progressive))), std::string::npos) << out;
+  EXPECT_NE(out.find("\"twin_fallback\": {\"progressive\": " + std::to_string(2 * progressive) + "}"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("bench" + args, &out), 0) << out;
+  EXPECT_NE(out.find(std::to_string(2 * (ds.size() - progressive)) + " payloads staged for the GPU, " +
+                     std::to_string(2 * progressive) + " decoded on the CPU (progressive: " + std::to_string(2 * progressive) + ")"),
+            std::string::npos)
+      << out;
+  // What --decoder gpu cannot serve is a usage error naming the option.
+  EXPECT_EQ(RunDsc("bench --preset imagenet-train" + args, &out), 2) << out;
+  EXPECT_NE(out.find("decoder"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench --digest" + args, &out), 2) << out;
+  EXPECT_EQ(RunDsc("bench --decoder tpu '" + file + "'", &out), 2) << out;
+}
+
 // Without a GPU the Augmenter refuses clearly; with one (not here) its batches from the gpu decoder
 // equal the host twin's.
 TEST(GpuDecode, DeviceDecodeEqualsHostTwin) {
