@@ -188,6 +188,39 @@ TEST(GpuDecode, RawPayloadsAreNotJpegFallbacks) {
   EXPECT_EQ(c.fallback[Batch::kNotJpeg], 50u);  // 30 samples, one padded batch of 50
 }
 
+// A leased batch keeps its staged payloads: decoded after the loader has moved on (and refilled the
+// ring), it equals the CPU decoder's batch.
+TEST(GpuDecode, LeasedBatchKeepsItsStagedPayloads) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.batch_size = 20;
+  o.prefetch = 1;
+  o.seed = 9;
+  o.threads = 2;
+  LoaderOptions g = o;
+  g.decoder = LoaderOptions::Decoder::kGpu;
+  Loader cpu(MixedFile(), o), gpu(MixedFile(), g);
+  std::vector<uint8_t> want;
+  {
+    auto r = cpu.epoch(0);
+    const Batch& b = *r.begin();
+    want.assign(b.images_as<uint8_t>(), b.images_as<uint8_t>() + b.image_bytes() * b.size);
+  }
+  BatchLease lease;
+  {
+    auto r = gpu.epoch(0);
+    auto it = r.begin();
+    lease = it.lease();
+    for (int k = 0; k < 6 && it != r.end(); ++k) ++it;  // the ring is written over several times
+  }
+  ASSERT_NE(lease->staged, nullptr);
+  std::vector<uint8_t> got(lease->images_as<uint8_t>(), lease->images_as<uint8_t>() + lease->image_bytes() * lease->size);
+  DecodeStagedOnHost(*lease, got.data(), MixedFile());
+  EXPECT_EQ(got, want);
+}
+
 TEST(GpuDecode, CorruptStagedPayloadIsNamed) {
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.defer_augment = true;
