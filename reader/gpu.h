@@ -43,7 +43,8 @@
 //   slots of samples the loader decoded on the CPU keep its pixels, then the augment kernel runs as
 //   above. Same ring, same contract. A staged payload the kernels find corrupt (rare: the loader
 //   checked its structure) makes a later Process / ProcessFor call throw dsc::Error naming the sample
-//   (at most `slots` batches later: checking at once would stall the host on the GPU).
+//   (at most `slots` batches later: checking at once would stall the host on the GPU; the last
+//   batches of a run are checked only if Process is called again).
 // - One thread drives an Augmenter. Destroy it after the consumer's uses are enqueued; the destructor
 //   waits for them and for dsc's stream.
 #pragma once

@@ -88,7 +88,8 @@ struct Counts {
 
 // Runs an epoch of both loaders side by side and compares every batch; counts the gpu loader's
 // staged samples and per-sample fallback reasons into *c.
-void ExpectGpuEqualsCpu(const std::string& file, LoaderOptions cpu, int gpu_threads, Counts* out, uint64_t staging = 0) {
+void ExpectGpuEqualsCpu(const std::string& file, LoaderOptions cpu, int gpu_threads, Counts* out, uint64_t staging = 0,
+                        bool pread = false) {
   cpu.defer_augment = true;
   cpu.dtype = DType::kUint8;
   cpu.layout = Layout::kNHWC;
@@ -100,6 +101,7 @@ void ExpectGpuEqualsCpu(const std::string& file, LoaderOptions cpu, int gpu_thre
   gpu.decoder = LoaderOptions::Decoder::kGpu;
   gpu.threads = gpu_threads;
   gpu.gpu_staging_bytes = staging;
+  gpu.use_pread = pread;  // payloads read into scratch memory instead of mapped
   gpu.collect_stats = true;
   Loader a(file, cpu), b(file, gpu);
   const bool jpeg = format::Encoding(a.dataset().entry(0).encoding) == format::Encoding::kJpeg;
@@ -158,7 +160,7 @@ TEST(GpuDecode, MixedCifarFileEqualsCpuDecoderAndProgressiveFallsBack) {
   ASSERT_EQ(ds.size() % 50, 40u);
   for (int threads : {1, 3}) {
     Counts c;
-    ExpectGpuEqualsCpu(file, LoaderOptions::CifarTrain(), threads, &c);
+    ExpectGpuEqualsCpu(file, LoaderOptions::CifarTrain(), threads, &c, 0, threads > 1);
     uint64_t fallbacks = 0;
     for (uint64_t f : c.fallback) fallbacks += f;
     // drop_last is off: the last batch is padded with repeats; count what the batches held.
