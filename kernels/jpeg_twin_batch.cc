@@ -17,15 +17,24 @@ TwinBatchStager::TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_ima
   Reset();
 }
 
+void TwinBatchStager::Reset(uint8_t* buf, size_t capacity) {
+  buf_ = buf;
+  cap_ = capacity;
+  h_ = reinterpret_cast<TwinBatchHeader*>(buf);
+  Reset();
+}
+
 void TwinBatchStager::Reset() {
   std::memset(h_, 0, sizeof(*h_));
   h_->bytes_used = Align(sizeof(TwinBatchHeader));
   images_.clear();
   units_.clear();
   last_head_ = nullptr;
+  append_rgb_ = 0;
 }
 
-TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size) {
+TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
+                                     uint64_t rgb) {
   TwinParseResult full;
   full.status = kTwinUnsupported;
   full.reason = kReasonTooLarge;
@@ -40,18 +49,24 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   TwinImage im;
   TwinParseResult r;
   uint64_t at = h_->bytes_used;
+  // Whether the image's bytes ending at `end` and the arrays Finish appends (this image included) fit.
+  auto fits = [&](uint64_t end, uint32_t units) {
+    return Align(end) + Align((images_.size() + 1) * sizeof(TwinImage)) + (units_.size() + units) * sizeof(TwinUnit) <= cap_;
+  };
   if (head_size && head == last_head_ && head_size == last_head_size_) {
     im.frame = last_frame_;
     im.tables = last_tables_;
     if (im.frame.intervals > room) return full;
     r = ScanTwinEntropy(im.frame, body, body_size, 0, head_size, &scan, buf_ + at);
     if (r.status != kTwinOk) return r;
+    if (!fits(at + scan.size, im.frame.intervals)) return full;
   } else {
     auto* tables = reinterpret_cast<TwinTables*>(buf_ + at);
     r = ParseTwin(head, head_size, body, body_size, &im.frame, tables, &scan, room < most ? room : uint32_t(most),
                   buf_ + at + Align(sizeof(TwinTables)));
     if (r.status == kTwinUnsupported && r.reason == kReasonTooLarge) return full;
     if (r.status != kTwinOk) return r;
+    if (!fits(at + Align(sizeof(TwinTables)) + scan.size, im.frame.intervals)) return full;  // nothing kept
     im.tables = at;
     at += Align(sizeof(TwinTables));
     ++h_->table_sets;
@@ -79,8 +94,11 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   }
   im.coef_block = h_->total_blocks;
   h_->total_blocks += f.total_blocks;
-  im.rgb = h_->rgb_bytes;
-  h_->rgb_bytes += uint64_t(f.width) * f.height * 3;
+  const uint64_t rgb_size = uint64_t(f.width) * f.height * 3;
+  if (rgb == kAppend) rgb = append_rgb_;
+  im.rgb = rgb;
+  append_rgb_ = rgb + rgb_size;
+  if (rgb + rgb_size > h_->rgb_bytes) h_->rgb_bytes = rgb + rgb_size;
   images_.push_back(im);
   return r;
 }

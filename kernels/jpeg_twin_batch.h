@@ -43,12 +43,18 @@ class TwinBatchStager {
   TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_images, uint32_t max_units);
   // Starts a new batch (keeps nothing from the last).
   void Reset();
+  // Starts a new batch in another buffer (the loader stages each batch in its own buffer).
+  void Reset(uint8_t* buf, size_t capacity);
   // Adds one payload. kTwinOk: staged as image header().images - 1. Otherwise the caller decodes it
-  // on the CPU (kTwinUnsupported, or kTwinCorrupt); nothing is staged. Out of room counts as
-  // unsupported with kReasonTooLarge (stage it in the next batch).
-  TwinParseResult Add(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size);
+  // on the CPU (kTwinUnsupported, or kTwinCorrupt); nothing is staged. Out of room (counting the
+  // arrays Finish appends) is unsupported with kReasonTooLarge (stage it in the next batch).
+  // `rgb`: where the image's RGB output goes, as a byte offset in the caller's output; kAppend: after
+  // the previous image's (header().rgb_bytes is then the end of the furthest image).
+  static constexpr uint64_t kAppend = ~uint64_t(0);
+  TwinParseResult Add(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
+                      uint64_t rgb = kAppend);
   // Appends the image and unit arrays; then buf[0, bytes_used()) is the batch to copy to the device.
-  // false when they do not fit (stage fewer images).
+  // false when they do not fit (cannot happen after Adds that succeeded).
   bool Finish();
   const TwinBatchHeader& header() const { return *h_; }
   size_t bytes_used() const { return size_t(h_->bytes_used); }
@@ -67,6 +73,7 @@ class TwinBatchStager {
   size_t last_head_size_ = 0;
   TwinFrame last_frame_;
   uint64_t last_tables_ = 0;
+  uint64_t append_rgb_ = 0;  // where the next kAppend image's RGB goes
 };
 
 // ---- The GPU stages, one call per thread (kernels/cuda/jpeg_decode.cu); buf is the staged batch --------

@@ -38,6 +38,8 @@ void BatchDigest::Add(const Batch& b) {
   State& s = *s_;
   const size_t n = b.size;
   // Fixed-width header: a field boundary can never shift bytes from one field into another.
+  if (b.staged)  // the staged samples' pixels are not in the batch yet
+    throw Error("BatchDigest: batch " + std::to_string(b.index) + " holds staged JPEG payloads (decoder gpu): decode them first");
   s.Value<uint64_t>(b.index);
   s.Value<uint32_t>(b.size);
   s.Value<uint8_t>(uint8_t(b.dtype));

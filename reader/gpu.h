@@ -10,6 +10,8 @@
 //   gpu::UsePinnedMemory(opt);                              // page-locked batches: asynchronous copies
 //   Loader loader(path, opt);
 //   gpu::Augmenter aug(opt.augment, loader.width(), loader.height(), opt.batch_size, DType::kFloat16, Layout::kNCHW);
+//   // GPU JPEG decode too: opt.decoder = LoaderOptions::Decoder::kGpu above, and
+//   //   gpu::AugmenterOptions ao; ao.staging_bytes = gpu::StagingBytesFor(loader);  (pass ao to aug)
 //   auto range = loader.epoch(e);
 //   for (auto it = range.begin(); it != range.end(); ++it) {
 //     gpu::DeviceBatch d = aug.ProcessFor(it.lease(), my_stream);  // my_stream waits for the batch
@@ -34,6 +36,15 @@
 // - Devices: every call runs on the Augmenter's device and restores the calling thread's current
 //   device on return. No call before Available()/UsePinnedMemory/the Augmenter's construction touches
 //   a GPU, so a Loader built first creates no CUDA context on GPU 0.
+// - GPU JPEG decode (LoaderOptions::decoder = Decoder::kGpu, AugmenterOptions::staging_bytes set):
+//   the batch's images and its staged payloads (Batch::staged, right after the images in the same
+//   pinned buffer) go to the device in one asynchronous copy; the decode kernels
+//   (kernels/cuda/jpeg_decode.h) write each staged image into its sample's slot of that copy, the
+//   slots of samples the loader decoded on the CPU keep its pixels, then the augment kernel runs as
+//   above. Same ring, same contract. A staged payload the kernels find corrupt (rare: the loader
+//   checked its structure) makes a later Process / ProcessFor call throw dsc::Error naming the sample
+//   (at most `slots` batches later: checking at once would stall the host on the GPU; the last
+//   batches of a run are checked only if Process is called again).
 // - One thread drives an Augmenter. Destroy it after the consumer's uses are enqueued; the destructor
 //   waits for them and for dsc's stream.
 #pragma once
@@ -90,7 +101,13 @@ struct AugmenterOptions {
   int device = -1;         // -1: the calling thread's current device at construction
   uint32_t slots = 3;      // device output buffers in the ring
   uint32_t max_leases = 2; // leased host batches kept while their copies run (<= LoaderOptions::max_leases)
+  // GPU JPEG decode: a Decoder::kGpu loader's staging area (StagingBytesFor); 0 = batches carry no
+  // staged payloads (Process refuses those that do).
+  uint64_t staging_bytes = 0;
 };
+
+// The staging area of `loader`'s batches (0 unless its decoder is Decoder::kGpu).
+uint64_t StagingBytesFor(const Loader& loader);
 
 class Augmenter {
  public:
@@ -100,7 +117,8 @@ class Augmenter {
   ~Augmenter();
   Augmenter(const Augmenter&) = delete;
   Augmenter& operator=(const Augmenter&) = delete;
-  // `batch` must come from a loader with defer_augment (uint8 NHWC + params). See the contract above.
+  // `batch` must come from a loader with defer_augment (uint8 NHWC + params), and may carry staged
+  // payloads when made with staging_bytes. See the contract above.
   DeviceBatch Process(BatchLease batch);
   DeviceBatch ProcessFor(BatchLease batch, void* consumer_stream);
   // Gives a batch from Process back: dsc reuses its buffer once the work enqueued on `stream` so far

@@ -7,8 +7,11 @@
 
 #include "format/error.h"
 #include "kernels/cuda/batch_augment.h"
+#include "kernels/cuda/jpeg_decode.h"
+#include "kernels/jpeg_twin_batch.h"
 #include "reader/gpu.h"
 #include "reader/gpu_ring.h"
+#include "reader/gpu_stage.h"
 
 #ifndef DSC_CUDA_ARCHITECTURES
 #define DSC_CUDA_ARCHITECTURES "unknown"
@@ -221,9 +224,19 @@ struct CudaStreamOps final : StreamOps {
   }
 };
 
+struct PinnedDeleter {
+  void operator()(int* p) const { cudaFreeHost(p); }
+};
+
 struct Slot {
   DevicePtr images, params, out;
   EventPtr copied, ready, consumed;
+  // GPU JPEG decode: the decode status of the slot's last staged images (pinned, copied back after
+  // the kernels; `decoded` follows the copy) and their samples, checked before the slot is reused.
+  std::unique_ptr<int, PinnedDeleter> status;
+  EventPtr decoded;
+  std::vector<uint32_t> samples;
+  bool check = false;
 };
 
 }  // namespace
@@ -235,6 +248,30 @@ struct Augmenter::Impl {
   DType dtype;
   Layout layout;
   CudaStreamOps ops;
+  // GPU JPEG decode (staging_bytes > 0): each slot's images buffer has room for the staged payloads
+  // after the images; one coefficient / plane / status scratch serves every slot (one stream).
+  size_t input_bytes = 0;  // a slot's images buffer
+  uint64_t max_blocks = 0;
+  DevicePtr coef, planes, status;
+
+  // Throws naming the samples when slot s's last staged images failed to decode (its `decoded`
+  // event has completed or is waited for here).
+  void CheckSlot(Slot& s) {
+    Check(cudaEventSynchronize(s.decoded.get()), "cudaEventSynchronize");
+    s.check = false;
+    const std::string err = StagedErrors(s.samples, s.status.get(), "");
+    if (!err.empty()) throw Error(err);
+  }
+  // Checks the slots whose decode has completed, without waiting.
+  void CheckDecoded() {
+    for (Slot& s : slots) {
+      if (!s.check) continue;
+      const cudaError_t e = cudaEventQuery(s.decoded.get());
+      if (e == cudaErrorNotReady) continue;
+      Check(e, "cudaEventQuery");
+      CheckSlot(s);
+    }
+  }
   // Declared before the stream so they are destroyed after it: the stream's deleter waits for the
   // work that still uses them.
   std::vector<Slot> slots;
@@ -259,10 +296,25 @@ Augmenter::Augmenter(const kernels::AugmentSpec& spec, uint32_t width, uint32_t 
   DeviceGuard guard(m->device);
   m->stream = MakeStream();
   const size_t pixels = size_t(max_batch) * width * height * 3;
+  // The loader's buffer: the images (rounded up to 64 bytes), then the staging area.
+  m->input_bytes = options.staging_bytes ? (pixels + 63) / 64 * 64 + size_t(options.staging_bytes) : pixels;
+  if (options.staging_bytes) {
+    // At most 3 components of (2 x 2)-block MCUs covering the image, per image.
+    m->max_blocks = uint64_t(max_batch) * 3 * 4 * ((width + 15) / 16) * ((height + 15) / 16);
+    m->coef = DeviceAlloc(m->max_blocks * 64 * sizeof(int16_t), "cudaMalloc coefficients");
+    m->planes = DeviceAlloc(m->max_blocks * 64, "cudaMalloc planes");
+    m->status = DeviceAlloc(sizeof(int) * max_batch, "cudaMalloc status");
+  }
   std::vector<BufferRing::SlotEvents> events;
   m->slots.resize(options.slots);
   for (Slot& s : m->slots) {
-    s.images = DeviceAlloc(pixels, "cudaMalloc images");
+    s.images = DeviceAlloc(m->input_bytes, "cudaMalloc images");
+    if (options.staging_bytes) {
+      int* host = nullptr;
+      Check(cudaMallocHost(reinterpret_cast<void**>(&host), sizeof(int) * max_batch), "cudaMallocHost status");
+      s.status.reset(host);
+      s.decoded = MakeEvent();
+    }
     s.params = DeviceAlloc(sizeof(kernels::SampleParams) * max_batch, "cudaMalloc params");
     s.out = DeviceAlloc(pixels * DTypeSize(dtype), "cudaMalloc output");
     s.copied = MakeEvent();
@@ -301,18 +353,43 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
     throw Error("gpu::Augmenter needs batches from a loader with defer_augment (uint8 NHWC)");
   if (b.size > m.max_batch || int(b.width) != m.a.width || int(b.height) != m.a.height)
     throw Error("gpu::Augmenter: batch shape differs from the one it was made for");
+  if (b.staged && !m.max_blocks)
+    throw Error("gpu::Augmenter: the batch carries staged JPEG payloads (decoder gpu) but the Augmenter was made "
+                "without AugmenterOptions::staging_bytes");
   DeviceGuard guard(m.device);
+  m.CheckDecoded();
   const size_t i = m.ring->Acquire();
   Slot& s = m.slots[i];
+  if (s.check) m.CheckSlot(s);  // its last batch's decode is complete: the ring waited for its consumer
   auto* images = static_cast<uint8_t*>(s.images.get());
   auto* params = static_cast<kernels::SampleParams*>(s.params.get());
   cudaStream_t stream = m.stream.get();
   try {
     // Asynchronous from the leased pinned batch: the ring keeps the lease until `copied` completes.
-    Check(cudaMemcpyAsync(images, b.images, b.image_bytes() * b.size, cudaMemcpyHostToDevice, stream), "copy images");
+    // With staged payloads, one copy from the images to the end of the staged bytes.
+    const auto* host = static_cast<const uint8_t*>(b.images);
+    const size_t staged_at = b.staged ? size_t(b.staged - host) : 0;
+    const size_t bytes = b.staged ? staged_at + b.staged_bytes : b.image_bytes() * b.size;
+    if (bytes > m.input_bytes) throw Error("gpu::Augmenter: the batch's staged payloads exceed staging_bytes");
+    Check(cudaMemcpyAsync(images, b.images, bytes, cudaMemcpyHostToDevice, stream), "copy images");
     Check(cudaMemcpyAsync(params, b.params, sizeof(kernels::SampleParams) * b.size, cudaMemcpyHostToDevice, stream),
           "copy params");
     Check(cudaEventRecord(s.copied.get(), stream), "cudaEventRecord");
+    if (b.staged) {
+      const auto& h = kernels::TwinHeader(b.staged);
+      if (h.total_blocks > m.max_blocks || h.images > m.max_batch || h.rgb_bytes > b.image_bytes() * b.size)
+        throw Error("gpu::Augmenter: a staged batch larger than its buffers");
+      std::string why;
+      if (!kernels::cuda::LaunchTwinKernels(h, images + staged_at, static_cast<int16_t*>(m.coef.get()),
+                                            static_cast<uint8_t*>(m.planes.get()), images,
+                                            static_cast<int*>(m.status.get()), stream, &why))
+        throw Error("CUDA: JPEG decode: " + why);
+      Check(cudaMemcpyAsync(s.status.get(), m.status.get(), sizeof(int) * h.images, cudaMemcpyDeviceToHost, stream),
+            "copy decode status");
+      Check(cudaEventRecord(s.decoded.get(), stream), "cudaEventRecord");
+      s.samples = StagedSamples(b);
+      s.check = true;
+    }
     Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), s.out.get(), stream), "augment kernel");
     Check(cudaEventRecord(s.ready.get(), stream), "cudaEventRecord");
     if (auto_return)

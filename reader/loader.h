@@ -126,6 +126,16 @@ struct LoaderOptions {
   // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,
   // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
   bool defer_augment = false;
+  // Who decodes JPEG payloads. kGpu (needs defer_augment and no crop transform): the workers do not
+  // decode the payloads the GPU decoder supports; they stage them (kernels/jpeg_twin_batch.h) in the
+  // batch buffer after the images, and gpu::Augmenter decodes them on the device (Batch::staged).
+  // Other payloads (progressive, arithmetic, raw...) are decoded here as with kCpu, counted per reason
+  // in StageStats::twin_fallback. Batches are the same whatever the decoder once finished.
+  enum class Decoder : uint8_t { kCpu, kGpu };
+  Decoder decoder = Decoder::kCpu;
+  // kGpu: room for one batch's staged payloads, in bytes (0 = batch_size x max(image bytes, 4 KiB) +
+  // 1 MiB). A payload that does not fit is decoded on the CPU (counted as "too large").
+  uint64_t gpu_staging_bytes = 0;
   // Batch buffer memory (e.g. pinned host memory for fast copies to a GPU); aligned_alloc when unset.
   // Set both or neither. With leases, a buffer may be released after the loader is destroyed: the
   // hooks are copied, and what they capture must stay usable until the last lease is released.
@@ -177,6 +187,15 @@ struct Batch {
   // the uint8 images (source region = the whole image); otherwise what was already applied.
   const kernels::SampleParams* params = nullptr;
   bool deferred = false;  // LoaderOptions::defer_augment: images un-augmented, params say what is left
+  // LoaderOptions::Decoder::kGpu: the staged payloads (kernels/jpeg_twin_batch.h, in the same buffer
+  // right after the images, so one copy moves both). Staged image i decodes into the batch's images at
+  // byte offset TwinImage::rgb (its sample's slot); the other slots already hold CPU-decoded pixels.
+  // fallback[j]: 0 when sample j is staged, else why it was decoded on the CPU (a kernels::TwinReason,
+  // or kNotJpeg).
+  const uint8_t* staged = nullptr;
+  size_t staged_bytes = 0;
+  const uint8_t* fallback = nullptr;
+  static constexpr uint8_t kNotJpeg = 31;
   template <typename T>
   const T* images_as() const { return static_cast<const T*>(images); }
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }
@@ -249,6 +268,10 @@ struct StageStats {
   uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch
   uint64_t samples = 0, payload_bytes = 0;
   uint64_t advised_bytes = 0;  // bytes the block readahead asked of storage (quasi_random)
+  // Decoder::kGpu: samples staged for the GPU, and samples decoded on the CPU instead, per reason
+  // (index: kernels::TwinReason, or Batch::kNotJpeg; names: reader/gpu_stage.h FallbackName).
+  uint64_t twin_staged = 0;
+  uint64_t twin_fallback[32] = {};
   StageStats& operator+=(const StageStats& o) {
     read_ns += o.read_ns;
     decode_ns += o.decode_ns;
@@ -258,6 +281,8 @@ struct StageStats {
     samples += o.samples;
     payload_bytes += o.payload_bytes;
     advised_bytes += o.advised_bytes;
+    twin_staged += o.twin_staged;
+    for (int i = 0; i < 32; ++i) twin_fallback[i] += o.twin_fallback[i];
     return *this;
   }
 };

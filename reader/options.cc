@@ -59,6 +59,14 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (o.dtype == DType::kUint8 && o.augment.normalize && !o.defer_augment)
     Bad("augment.normalize", "true", "uint8 output is unnormalised (normalise on the GPU, or use defer_augment)");
   if (o.defer_augment && o.dtype != DType::kUint8) Bad("defer_augment", "true", "needs uint8 NHWC output");
+  if (o.decoder == LoaderOptions::Decoder::kGpu) {
+    if (!o.defer_augment) Bad("decoder", "gpu", "needs defer_augment (the GPU finishes the batch)");
+    if (o.augment.crop != kernels::CropMode::kNone)
+      Bad("decoder", "gpu", "supports no crop transform yet (RandomResizedCrop / CenterCrop decode on the CPU: decoder cpu)");
+    if (o.fancy_upsampling) Bad("decoder", "gpu", "decodes with box upsampling only (fancy_upsampling must be false)");
+    if (!o.remote.addresses.empty()) Bad("decoder", "gpu", "cannot be combined with remote workers");
+    if (o.gpu_staging_bytes > (uint64_t(4) << 30)) Bad("gpu_staging_bytes", Str(o.gpu_staging_bytes), "must be at most 4 GiB");
+  }
 
   const kernels::AugmentSpec& a = o.augment;
   if (a.crop != kernels::CropMode::kNone) {

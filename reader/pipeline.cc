@@ -19,7 +19,9 @@
 #include "format/error.h"
 #include "reader/autotune.h"
 #include "reader/executor.h"
+#include "reader/gpu_stage.h"
 #include "reader/loader.h"
+#include "reader/mmap_guard.h"
 #include "reader/readahead.h"
 #include "reader/sample_processor.h"
 #include "reader/sample_work.h"
@@ -130,6 +132,8 @@ struct BatchBuffer {
   size_t bytes = 0;  // images' capacity
   std::function<void(void*)> release;
   std::vector<kernels::SampleParams> params;
+  std::vector<uint8_t> fallback;  // Decoder::kGpu: Batch::fallback
+  size_t staged_bytes = 0;        // Decoder::kGpu: Batch::staged_bytes
   std::vector<int32_t> labels[2];
   std::vector<uint32_t> indices;
   std::vector<uint8_t> padding;
@@ -221,6 +225,7 @@ class Pipeline {
     PlanEpoch(ds_.view(), order_, 0);  // validates the options early
     work_ = std::make_shared<SampleWork>(opt_, width_, height_);
     sample_bytes_ = work_->sample_bytes();
+    staging_ = StagingBytes(opt_, sample_bytes_);
     slots_.resize(size_t(o.prefetch) + 1);
     pool_ = std::make_shared<BufferPool>();
     pool_->limit = slots_.size() + o.max_leases;
@@ -354,7 +359,7 @@ class Pipeline {
     Slot* s = slots_[k % slots_.size()].get();
     const uint32_t len = plan_.batch_length(k);
     const uint64_t t0 = NowNs();
-    auto ready = [&] { return s->done.load() >= len; };
+    auto ready = [&] { return Complete(s, len); };
     if (!opt_.wait_poll) {
       done_cv_.wait(l, ready);
     } else {
@@ -382,6 +387,9 @@ class Pipeline {
     b.images = buf->images;
     b.params = buf->params.data();
     b.deferred = opt_.defer_augment;
+    b.staged = staging_ && buf->staged_bytes ? buf->images + ImageBytes() : nullptr;
+    b.staged_bytes = b.staged ? buf->staged_bytes : 0;
+    b.fallback = staging_ ? buf->fallback.data() : nullptr;
     b.dtype = opt_.dtype;
     b.layout = opt_.layout;
     b.height = height_;
@@ -589,7 +597,9 @@ class Pipeline {
     for (auto& b : pool_->free) b->Ensure(pool_->bytes, opt_.allocate);
   }
 
-  size_t BufferBytes() const { return std::max<size_t>((sample_bytes_ * opt_.batch_size + 63) / 64 * 64, 64); }
+  // A buffer: the images, then (Decoder::kGpu) the staging area.
+  size_t ImageBytes() const { return (sample_bytes_ * opt_.batch_size + 63) / 64 * 64; }
+  size_t BufferBytes() const { return std::max<size_t>(ImageBytes() + staging_, 64); }
 
   void ResetSlot(Slot* s) {
     s->done.store(0);
@@ -604,6 +614,7 @@ class Pipeline {
     if (!b->images) throw Error("cannot allocate a batch buffer of " + std::to_string(bytes) + " bytes");
     b->bytes = bytes;
     b->params.resize(opt_.batch_size);
+    if (staging_) b->fallback.resize(opt_.batch_size);
     for (auto& l : b->labels) l.resize(opt_.batch_size);
     b->indices.resize(opt_.batch_size);
     b->padding.resize(opt_.batch_size);
@@ -820,11 +831,52 @@ class Pipeline {
     return !cancel_.load();
   }
 
-  // Marks `n` samples of slot s done; wakes the consumer when its batch is complete.
-  void Done(Slot* s, uint32_t n, uint32_t len) {
-    if (s->done.fetch_add(n) + n >= len) {
+  // Whether slot s holds its batch of `len` samples complete (Decoder::kGpu: and staged).
+  bool Complete(Slot* s, uint32_t len) const { return s->done.load() >= len + (staging_ ? 1 : 0); }
+
+  // Marks `n` samples of slot s done; wakes the consumer when its batch is complete. `last` (with
+  // Decoder::kGpu) runs on the thread that marks the batch's last sample, before the consumer sees it.
+  template <typename Last>
+  void Done(Slot* s, uint32_t n, uint32_t len, Last last) {
+    uint32_t now = s->done.fetch_add(n) + n;
+    if (staging_ && now == len) {
+      last();
+      now = s->done.fetch_add(1) + 1;
+    }
+    if (now >= len + (staging_ ? 1 : 0)) {
       std::lock_guard<std::mutex> l(mu_);
       done_cv_.notify_all();
+    }
+  }
+  void Done(Slot* s, uint32_t n, uint32_t len) { Done(s, n, len, [] {}); }
+
+  // Decoder::kGpu, on the thread completing batch k: stages the samples its workers left undecoded
+  // and decodes here those that do not fit (reader/gpu_stage.h).
+  void StageBatch(Slot* s, BatchBuffer* b, uint32_t len, SampleProcessor* proc, uint64_t epoch, uint64_t seed,
+                  StageStats* st, uint32_t track) {
+    b->staged_bytes = 0;
+    {
+      std::lock_guard<std::mutex> l(s->error_mu);
+      if (!s->error.empty()) return;  // the batch is not delivered
+    }
+    const bool timed = opt_.collect_stats || opt_.tracer;
+    const uint64_t t0 = timed ? NowNs() : 0;
+    TwinStageWorker& w = *proc->twin();
+    try {
+      const bool ok = mmap_guard::RunGuarded([&] {
+        b->staged_bytes = w.StageBatch(ds_, b->indices.data(), b->fallback.data(), len, sample_bytes_,
+                                       b->images + ImageBytes(), staging_, opt_.batch_size, st);
+      });
+      if (!ok) throw Error(ds_.path() + ": its mapped bytes became unreadable while staging a batch for the GPU decoder");
+      if (timed) {  // the staging counts as decoding: it is the loader's share of the GPU decode
+        const uint64_t t1 = NowNs();
+        st->decode_ns += t1 - t0;
+        if (opt_.tracer) opt_.tracer->Add(track, "stage for GPU", t0, t1);
+      }
+      for (uint32_t j : w.left_for_cpu())
+        proc->Process(b->indices[j], seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
+    } catch (const std::exception& ex) {
+      SetError(s, ex.what());
     }
   }
 
@@ -879,14 +931,15 @@ class Pipeline {
         if (opt_.tracer) opt_.tracer->Add(track, "collate", c0, c1, sample);
       }
       try {
-        proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
+        proc->Process(sample, seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j],
+                      staging_ ? &b->fallback[j] : nullptr);
       } catch (const std::exception& ex) {
         SetError(s, ex.what());
       }
     }
     if (opt_.tracer) opt_.tracer->Add(track, "batch", b0, NowNs(), int64_t(k));  // this worker's share of batch k
     if (tuner_) NoteBusy(b0, to - from);
-    Done(s, to - from, len);
+    Done(s, to - from, len, [&] { StageBatch(s, b, len, proc, epoch, seed, st, track); });
   }
 
   // ---- Remote workers (LoaderOptions::remote) ----
@@ -1253,7 +1306,7 @@ class Pipeline {
     last_delivery_ns_ = now_ns;
     ob.samples = len;
     for (uint64_t j = k + 1; j < std::min<uint64_t>(plan_.batches, k + slots_.size()); ++j)
-      ob.ahead += slots_[j % slots_.size()]->done.load(std::memory_order_relaxed) >= plan_.batch_length(j);
+      ob.ahead += Complete(slots_[j % slots_.size()].get(), plan_.batch_length(j));
     const uint64_t busy = busy_ns_.load(std::memory_order_relaxed), done = busy_samples_.load(std::memory_order_relaxed);
     ob.busy_ns = busy - seen_busy_ns_;
     ob.local_samples = done - seen_busy_samples_;
@@ -1277,6 +1330,7 @@ class Pipeline {
   uint64_t geometry_ = 0;                   // counts applied output sizes (workers rebuild their processor)
   std::shared_ptr<const SampleWork> work_;  // replaced by set_output_size; workers keep theirs alive
   size_t sample_bytes_ = 0;
+  size_t staging_ = 0;  // Decoder::kGpu: bytes of a buffer's staging area (else 0)
   std::vector<std::unique_ptr<Slot>> slots_;
   std::shared_ptr<BufferPool> pool_;
   int threads_ = 1;

@@ -14,6 +14,7 @@
 #include "kernels/crop_resize.h"
 #include "kernels/normalize_row.h"
 #include "reader/decode_rgb.h"
+#include "reader/gpu_stage.h"
 #include "reader/mmap_guard.h"
 #include "reader/trace.h"
 
@@ -47,13 +48,14 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
     spec_.normalize = false;
   }
   row_.resize(size_t(out.width) * 3);
+  if (out.twin) twin_ = std::make_unique<TwinStageWorker>();
 }
 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
 
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
-                              kernels::SampleParams* applied) {
-  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied); })) return;
+                              kernels::SampleParams* applied, uint8_t* fallback) {
+  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback); })) return;
   // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
   ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
@@ -61,7 +63,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
 }
 
 void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
-                                       kernels::SampleParams* applied) {
+                                       kernels::SampleParams* applied, uint8_t* fallback) {
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
   const format::IndexEntry& e = parts.entry;
@@ -88,6 +90,14 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     params.cut_x = params.cut_y = -1;
   } else if (applied) {
     *applied = params;
+  }
+  if (fallback && twin_) {  // Decoder::kGpu: the batch's last worker stages what the GPU takes
+    *fallback = twin_->Check(parts, e.width, e.height);
+    if (*fallback == 0) {
+      if (stats_) Account(st, t0, t1, NowNs(), p.size);
+      return;
+    }
+    ++st->twin_fallback[*fallback];
   }
   const uint8_t* src = nullptr;
   int sw = e.width, sh = e.height, stride = e.width * 3;

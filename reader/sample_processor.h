@@ -25,7 +25,10 @@ struct OutputFormat {
   float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};  // the table's coefficients (kernels::Normalize)
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // LoaderOptions::max_pixels
   bool dct_scaling = true;           // LoaderOptions::dct_scaling
+  bool twin = false;                 // LoaderOptions::Decoder::kGpu (reader/gpu_stage.h)
 };
+
+class TwinStageWorker;  // reader/gpu_stage.h
 
 class SampleProcessor {
  public:
@@ -38,9 +41,13 @@ class SampleProcessor {
   // Writes sample `index` (augmented for `epoch` with `seed`) to `dst`. Throws dsc::Error naming the
   // file and sample when the payload cannot be decoded, is over the pixel limit, or its mapped bytes
   // are no longer readable (file truncated while open: reader/mmap_guard.h).
-  // `applied` receives the sample's parameters (see Batch::params).
+  // `applied` receives the sample's parameters (see Batch::params). With `fallback` (a processor
+  // made with OutputFormat::twin), a payload the GPU decoder takes is left undecoded (*fallback = 0);
+  // any other is decoded and *fallback says why (Batch::fallback).
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
-               kernels::SampleParams* applied = nullptr);
+               kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr);
+  // The per-thread staging scratch with OutputFormat::twin, else nullptr.
+  TwinStageWorker* twin() { return twin_.get(); }
   // The rest of Process for a sample decoded elsewhere in the deferred form (defer_augment: uint8 RGB
   // at the output size, cropped and resized, nothing else): flip / translate / cutout and the output
   // format into `dst`, `applied` as Process gives it. Same bytes as Process (remote workers ship this
@@ -50,7 +57,7 @@ class SampleProcessor {
 
  private:
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
-                        kernels::SampleParams* applied);
+                        kernels::SampleParams* applied, uint8_t* fallback);
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
@@ -74,6 +81,7 @@ class SampleProcessor {
   std::vector<uint8_t> scratch_, pixels_, row_, decode_buf_, planar_;
   std::vector<uint8_t> resized_, resample_scratch_;  // crop modes: the resized image, the resampler's rows
   kernels::ResampleAxis axis_h_, axis_v_;
+  std::unique_ptr<TwinStageWorker> twin_;  // OutputFormat::twin
 };
 
 }  // namespace dsc

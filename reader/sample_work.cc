@@ -12,6 +12,7 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
   for (int i = 0; i < 3 * 256; ++i) half_[i] = kernels::FloatToHalf(table_[i]);
   format_ = {o.dtype, o.layout, width, height, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
              o.dct_scaling};
+  format_.twin = o.decoder == LoaderOptions::Decoder::kGpu;
   if (o.defer_augment) {  // the CPU stage writes plain pixels
     kernels::AugmentSpec plain;
     kernels::MakeNormalizeTable(plain, table_);

@@ -15,6 +15,8 @@
 #include "kernels/cpu.h"
 #include "reader/bottleneck.h"
 #include "reader/digest.h"
+#include "reader/gpu.h"
+#include "reader/gpu_stage.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
 #include "reader/trace.h"
@@ -68,8 +70,9 @@ double ProcessCpuSeconds() {
 }
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
+// `gpu`: --decoder gpu with a usable GPU: each batch is leased to it (decode + augment on the device).
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool spin, uint64_t max_batches, uint64_t* peak,
-                     std::FILE* indices = nullptr, BatchDigest* digest = nullptr) {
+                     std::FILE* indices = nullptr, BatchDigest* digest = nullptr, gpu::Augmenter* gpu = nullptr) {
   loader.reset_stats();
   EpochResult r;
   const uint64_t io0 = StorageReadBytes();
@@ -85,6 +88,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool sp
     }
     r.images += b.size - b.padding_count;
     if (digest) digest->Add(b);
+    if (gpu) gpu->ProcessFor(loader.lease(b), gpu::LegacyDefaultStream());
     if (indices) {
       for (uint32_t i = 0; i < b.size; ++i) std::fprintf(indices, i ? " %u" : "%u", b.indices[i]);
       std::fputc('\n', indices);
@@ -158,6 +162,9 @@ int CmdBench(int argc, char** argv) {
       ("prefetch", "batches prepared ahead", cxxopts::value<uint32_t>()->default_value("3"))
       ("order", "random, quasi_random or sequential (default: the preset's)", cxxopts::value<std::string>()->default_value(""))
       ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cxxopts::value<std::string>()->default_value("float32"))
+      ("decoder", "cpu, or gpu: the loader stages the JPEGs the GPU decoder takes (the rest it decodes, counted per reason) "
+       "and the GPU decodes and augments them (--dtype is then its output); without a usable GPU, a notice and the "
+       "loader's side only", cxxopts::value<std::string>()->default_value("cpu"))
       ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
       ("consumer-spin", "the simulated step spins (keeps a core busy, as a GPU-polling trainer does) instead of sleeping")
@@ -186,7 +193,8 @@ int CmdBench(int argc, char** argv) {
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
-  bool json = false, cold = false, digest = false, spin = false;
+  bool json = false, cold = false, digest = false, spin = false, gpu_decoder = false;
+  DType gpu_dtype = DType::kFloat32;
   try {
     auto r = opts.parse(argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -253,6 +261,19 @@ int CmdBench(int argc, char** argv) {
       o.remote.ship_uint8 = false;
     }
     digest = r.count("digest") > 0;
+    const std::string decoder = r["decoder"].as<std::string>();
+    if (decoder == "gpu") {
+      if (digest) throw cxxopts::exceptions::exception("--digest needs --decoder cpu (staged batches are finished on the GPU)");
+      if (o.dtype == DType::kUint8) throw cxxopts::exceptions::exception("--decoder gpu: --dtype is the GPU's output, float32 or float16");
+      gpu_decoder = true;
+      gpu_dtype = o.dtype;
+      o.decoder = LoaderOptions::Decoder::kGpu;
+      o.defer_augment = true;
+      o.dtype = DType::kUint8;
+      o.layout = Layout::kNHWC;
+    } else if (decoder != "cpu") {
+      throw cxxopts::exceptions::exception("unknown --decoder '" + decoder + "': cpu or gpu");
+    }
     if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc bench: %s\n\n%s", e.what(), opts.help().c_str());
@@ -271,8 +292,23 @@ int CmdBench(int argc, char** argv) {
       indices.reset(std::fopen(indices_path.c_str(), "w"));
       if (!indices) throw Error(indices_path + ": cannot write: " + std::strerror(errno));
     }
+    std::string why;
+    const bool on_gpu = gpu_decoder && gpu::Available(&why);
+    if (gpu_decoder && !on_gpu)
+      std::fprintf(stderr, "notice: no usable GPU (%s): the loader stages the batches for the GPU decoder but nothing "
+                   "decodes them; the figures are the loader's side only\n", why.c_str());
+    if (on_gpu) gpu::UsePinnedMemory(o);
+    StageStats twin;  // --decoder gpu: staged and fallback counts over every epoch
     {
       Loader loader(file, o);
+      std::unique_ptr<gpu::Augmenter> aug;
+      if (on_gpu) {
+        gpu::AugmenterOptions ao;
+        ao.staging_bytes = gpu::StagingBytesFor(loader);
+        ao.max_leases = o.max_leases;
+        aug = std::make_unique<gpu::Augmenter>(o.augment, loader.width(), loader.height(), loader.options().batch_size,
+                                               gpu_dtype, Layout::kNCHW, ao);
+      }
       for (int e = 0; e < epochs; ++e) {
         if (cold) DropCachedPages(loader.dataset());
         BatchDigest epoch_digest;
@@ -281,11 +317,13 @@ int CmdBench(int argc, char** argv) {
           LoaderOptions t = o;
           t.tracer = &tracer;
           Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
+          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
         } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr));
+          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
         }
         const auto& r = results.back();
+        twin.twin_staged += r.stages.twin_staged;
+        for (int k = 0; k < 32; ++k) twin.twin_fallback[k] += r.stages.twin_fallback[k];
         if (!json)
           std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
@@ -329,6 +367,14 @@ int CmdBench(int argc, char** argv) {
         << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
       if (o.autotune) j << ",\n  \"autotune\": true,\n  \"max_threads\": " << max_threads;
       if (spin) j << ",\n  \"consumer_spin\": true";
+      if (gpu_decoder) {
+        j << ",\n  \"decoder\": \"gpu\",\n  \"gpu_used\": " << (on_gpu ? "true" : "false") << ",\n  \"twin_staged\": "
+          << twin.twin_staged << ",\n  \"twin_fallback\": {";
+        bool first = true;
+        for (int k = 1; k < 32; ++k)
+          if (twin.twin_fallback[k]) j << (first ? "" : ", ") << JsonString(FallbackName(k)) << ": " << twin.twin_fallback[k], first = false;
+        j << "}";
+      }
       j << ",\n  \"cpu_us_per_image\": " << cpu_us;
       if (!remote.empty()) {
         j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
@@ -370,6 +416,14 @@ int CmdBench(int argc, char** argv) {
       std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
                   100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
       std::printf("this process's CPU time per delivered image: %.1f us (all threads, median of epochs after the first)\n", cpu_us);
+      if (gpu_decoder) {
+        uint64_t fell = 0;
+        for (uint64_t f : twin.twin_fallback) fell += f;
+        const std::string why_cpu = FallbackSummary(twin);
+        std::printf("decoder gpu%s: %llu payloads staged for the GPU, %llu decoded on the CPU%s (all epochs)\n",
+                    on_gpu ? "" : " (no GPU: not decoded)", (unsigned long long)twin.twin_staged, (unsigned long long)fell,
+                    why_cpu.empty() ? "" : (" (" + why_cpu + ")").c_str());
+      }
       for (const auto& w : remote)
         std::printf("remote %s: %s, %llu images in %llu requests, %llu failed requests, %.0f wire bytes per image\n",
                     w.address.c_str(), w.up ? "up" : "down", (unsigned long long)w.samples, (unsigned long long)w.requests,

@@ -78,16 +78,23 @@ bool LaunchTwinDecode(const uint8_t* staged, size_t staged_bytes, const TwinDevi
     return false;
   }
   if (h.images == 0) return true;
-  auto s = static_cast<cudaStream_t>(stream);
-  if (!Check(cudaMemcpyAsync(d.staged, staged, staged_bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync", error) ||
-      !Check(cudaMemsetAsync(d.status, 0, h.images * sizeof(int), s), "cudaMemsetAsync", error))
+  if (!Check(cudaMemcpyAsync(d.staged, staged, staged_bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+             "cudaMemcpyAsync", error))
     return false;
+  return LaunchTwinKernels(h, d.staged, d.coef, d.planes, d.rgb, d.status, stream, error);
+}
+
+bool LaunchTwinKernels(const TwinBatchHeader& h, const uint8_t* staged, int16_t* coef, uint8_t* planes, uint8_t* rgb,
+                       int* status, void* stream, std::string* error) {
+  if (h.images == 0) return true;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (!Check(cudaMemsetAsync(status, 0, h.images * sizeof(int), s), "cudaMemsetAsync", error)) return false;
   constexpr int kThreads = 128;
-  EntropyKernel<<<(h.units + kThreads - 1) / kThreads, kThreads, 0, s>>>(d.staged, h.units, d.coef, d.status);
-  IdctKernel<<<unsigned((h.total_blocks + kThreads - 1) / kThreads), kThreads, 0, s>>>(d.staged, h.total_blocks,
-                                                                                     d.coef, d.planes, d.status);
+  EntropyKernel<<<(h.units + kThreads - 1) / kThreads, kThreads, 0, s>>>(staged, h.units, coef, status);
+  IdctKernel<<<unsigned((h.total_blocks + kThreads - 1) / kThreads), kThreads, 0, s>>>(staged, h.total_blocks, coef,
+                                                                                     planes, status);
   const dim3 grid(64, h.images);
-  PixelKernel<<<grid, 256, 0, s>>>(d.staged, d.planes, d.rgb);
+  PixelKernel<<<grid, 256, 0, s>>>(staged, planes, rgb);
   return Check(cudaGetLastError(), "kernel launch", error);
 }
 

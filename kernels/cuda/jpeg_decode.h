@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <string>
 
+namespace dsc::kernels {
+struct TwinBatchHeader;
+}
+
 namespace dsc::kernels::cuda {
 
 struct TwinDeviceBuffers {
@@ -31,5 +35,12 @@ void FreePinned(uint8_t* p);
 // The staged buffer must stay untouched until the stream reaches this point (record an event).
 bool LaunchTwinDecode(const uint8_t* staged, size_t staged_bytes, const TwinDeviceBuffers& d, void* stream,
                       std::string* error);
+
+// The kernels alone, on a batch already on the device: `h` is the batch's header (read on the host),
+// `staged` its device copy, and each image's RGB goes to rgb + TwinImage::rgb. coef / planes hold
+// h.total_blocks * 64 entries, status h.images ints (zeroed here). For the loader's batches, whose
+// staged payloads and images travel in one copy (gpu::Augmenter).
+bool LaunchTwinKernels(const TwinBatchHeader& h, const uint8_t* staged, int16_t* coef, uint8_t* planes, uint8_t* rgb,
+                       int* status, void* stream, std::string* error);
 
 }  // namespace dsc::kernels::cuda

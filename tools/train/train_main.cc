@@ -21,6 +21,7 @@
 #include "format/error.h"
 #include "kernels/random.h"
 #include "reader/gpu.h"
+#include "reader/gpu_stage.h"
 #include "reader/loader.h"
 #include "reader/torch_adapter.h"
 #include "tools/train/amp.h"
@@ -38,7 +39,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string train, test, json, checkpoint, resume, device = "cpu", precision = "auto", trace, trace_steps, save_init, steps_out;
+  std::string train, test, json, checkpoint, resume, device = "cpu", decoder = "cpu", precision = "auto", trace, trace_steps, save_init, steps_out;
   int epochs = 24;
   uint32_t batch = 512;
   double lr = 0.5, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.1, peak = 5.0 / 24;
@@ -327,9 +328,12 @@ int Run(Config c) {
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
   tools::ApplyRemoteFlags(c.remote, c.token_file, c.tls_root, c.local_threads, c.wire_compression, &to);
   const kernels::AugmentSpec train_aug = to.augment;
+  const bool gpu_decode = cuda && c.decoder == "gpu";
+  if (c.decoder == "gpu" && !cuda) std::printf("notice: --decoder gpu: decoding on the CPU\n");
   if (cuda) {
     to.defer_augment = true;
     to.dtype = DType::kUint8;
+    if (gpu_decode) to.decoder = LoaderOptions::Decoder::kGpu;  // JPEGs decoded on the GPU (reader/gpu_stage.h)
     gpu::UsePinnedMemory(to, kCudaDevice);  // allocated through that GPU's context, none on another
   }
   LoaderOptions eo = LoaderOptions::CifarTest();
@@ -364,6 +368,7 @@ int Run(Config c) {
     gpu::AugmenterOptions ao;
     ao.device = kCudaDevice;
     ao.max_leases = to.max_leases;
+    if (gpu_decode) ao.staging_bytes = gpu::StagingBytesFor(train);
     augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch,
                                                  precision == Precision::kFloat32 ? DType::kFloat32 : DType::kFloat16,
                                                  Layout::kNHWC, ao);
@@ -492,6 +497,14 @@ int Run(Config c) {
     if (log.test_accuracy >= 0) std::printf(", test accuracy %.2f%%", 100 * log.test_accuracy);
     std::printf(" (%.1f s)\n  phases: %s; evaluation %.1f s\n  verdict: %s\n", log.seconds, FormatShares(log.profile).c_str(),
                 log.profile.seconds[int(Phase::kEvaluation)], log.verdict.advice.c_str());
+    if (gpu_decode) {
+      const StageStats st = train.stats();
+      uint64_t fell = 0;
+      for (uint64_t f : st.twin_fallback) fell += f;
+      const std::string why = FallbackSummary(st);
+      std::printf("  decoder gpu: %llu JPEGs decoded on the GPU, %llu on the CPU%s\n", (unsigned long long)st.twin_staged,
+                  (unsigned long long)fell, why.empty() ? "" : (" (" + why + ")").c_str());
+    }
     std::fflush(stdout);
     logs.push_back(log);
     if (!c.checkpoint.empty() && dist.lead()) {
@@ -583,6 +596,8 @@ int main(int argc, char** argv) {
       ("torch-threads", "libtorch threads (0: all cores with one loader thread, else the cores the loader leaves)",
        cxxopts::value<int>()->default_value("0"))
       ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cxxopts::value<std::string>()->default_value("cpu"))
+      ("decoder", "cpu, or gpu (needs --device cuda): JPEGs decoded on the GPU, those it cannot decode on the CPU (counted)",
+       cxxopts::value<std::string>()->default_value("cpu"))
       ("precision", "cuda: auto (bf16 on sm_80+, else fp16 with loss scaling), bf16, fp16 or fp32", cxxopts::value<std::string>()->default_value("auto"))
       ("checkpoint", "save model, optimiser and loader state to DIR after every epoch", cxxopts::value<std::string>()->default_value(""))
       ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
@@ -637,6 +652,10 @@ int main(int argc, char** argv) {
     c.local_threads = r["local-threads"].as<int>();
     c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
+    c.decoder = r["decoder"].as<std::string>();
+    if (c.decoder != "cpu" && c.decoder != "gpu")
+      throw cxxopts::exceptions::exception("unknown --decoder '" + c.decoder + "': cpu or gpu");
+    if (c.decoder == "gpu" && c.device != "cuda") throw cxxopts::exceptions::exception("--decoder gpu needs --device cuda");
     c.precision = r["precision"].as<std::string>();
     dsc::train::ChoosePrecision(c.precision, 0);  // a bad name is a usage error on any device
     c.checkpoint = r["checkpoint"].as<std::string>();

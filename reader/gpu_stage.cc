@@ -1,0 +1,138 @@
+#include "reader/gpu_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "kernels/jpeg_twin.h"
+#include "kernels/jpeg_twin_batch.h"
+#include "reader/gpu.h"
+
+namespace dsc {
+
+static_assert(kernels::kTwinReasonCount <= Batch::kNotJpeg, "fallback reasons share one byte with kNotJpeg");
+static_assert(Batch::kNotJpeg < sizeof(StageStats::twin_fallback) / sizeof(uint64_t), "a count per reason");
+
+const char* FallbackName(int reason) {
+  return reason == Batch::kNotJpeg ? "not a JPEG" : kernels::TwinReasonName(reason);
+}
+
+std::string FallbackSummary(const StageStats& s) {
+  std::string out;
+  for (int r = 1; r <= Batch::kNotJpeg; ++r)
+    if (s.twin_fallback[r]) out += (out.empty() ? "" : ", ") + std::string(FallbackName(r)) + ": " + std::to_string(s.twin_fallback[r]);
+  return out;
+}
+
+TwinStageWorker::TwinStageWorker()
+    : tables_(std::make_unique<kernels::TwinTables>()), last_frame_(std::make_unique<kernels::TwinFrame>()) {}
+TwinStageWorker::~TwinStageWorker() = default;
+
+uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height) {
+  if (format::Encoding(parts.entry.encoding) != format::Encoding::kJpeg) return Batch::kNotJpeg;
+  const size_t most = parts.body.size / 2 + 2;  // as the stager bounds a scan's intervals
+  if (begin_.size() < most) begin_.resize(most), end_.resize(most);
+  kernels::TwinFrame frame;
+  kernels::TwinScan scan;
+  scan.unit_begin = begin_.data();
+  scan.unit_end = end_.data();
+  kernels::TwinParseResult r;
+  if (parts.head.size && parts.head.data == last_head_ && parts.head.size == last_head_size_) {
+    // The same shared table set as the last payload (as the stager does): scan the body only.
+    frame = *last_frame_;
+    r = kernels::ScanTwinEntropy(frame, parts.body.data, parts.body.size, 0, parts.head.size, &scan);
+  } else {
+    last_head_ = nullptr;
+    r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &frame, tables_.get(),
+                           &scan, uint32_t(most));
+    if (r.status == kernels::kTwinOk && parts.head.size && scan.data == parts.body.data) {
+      last_head_ = parts.head.data, last_head_size_ = parts.head.size;
+      *last_frame_ = frame;
+    }
+  }
+  if (r.status != kernels::kTwinOk) return uint8_t(r.reason ? r.reason : kernels::kReasonBadMarker);
+  // Another size than the index's: the CPU decoder reports the disagreement.
+  if (frame.width != width || frame.height != height) return kernels::kReasonBadMarker;
+  return 0;
+}
+
+size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, uint8_t* fallback, uint32_t n,
+                                   size_t sample_bytes, uint8_t* buf, size_t capacity, uint32_t max_images,
+                                   StageStats* st) {
+  // A bound on the decode units (restart intervals) per batch, which the stager reserves: an image
+  // staged with more is decoded on the CPU (too large).
+  const size_t units = std::min<size_t>(capacity / 64, UINT32_MAX);
+  if (!stager_ || stager_units_ != units || stager_images_ != max_images)
+    stager_ = std::make_unique<kernels::TwinBatchStager>(buf, capacity, max_images, uint32_t(units));
+  stager_units_ = units;
+  stager_images_ = max_images;
+  stager_->Reset(buf, capacity);
+  cpu_.clear();
+  for (uint32_t j = 0; j < n; ++j) {
+    if (fallback[j]) continue;
+    const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_);
+    const kernels::TwinParseResult r =
+        stager_->Add(p.head.data, p.head.size, p.body.data, p.body.size, uint64_t(sample_bytes) * j);
+    if (r.status == kernels::kTwinOk) {
+      ++st->twin_staged;
+      continue;
+    }
+    fallback[j] = uint8_t(r.reason ? r.reason : kernels::kReasonTooLarge);
+    ++st->twin_fallback[fallback[j]];
+    cpu_.push_back(j);
+  }
+  if (!stager_->Finish()) throw Error("staging a batch for the GPU decoder: the arrays do not fit (a bug)");
+  return stager_->bytes_used();
+}
+
+size_t StagingBytes(const LoaderOptions& o, size_t sample_bytes) {
+  if (o.decoder != LoaderOptions::Decoder::kGpu) return 0;
+  if (o.gpu_staging_bytes) return size_t(o.gpu_staging_bytes);
+  return size_t(o.batch_size) * std::max<size_t>(sample_bytes, 4096) + (size_t(1) << 20);
+}
+
+std::vector<uint32_t> StagedSamples(const Batch& b) {
+  std::vector<uint32_t> out;
+  if (!b.staged) return out;
+  const auto& h = kernels::TwinHeader(b.staged);
+  const kernels::TwinImage* im = kernels::TwinImages(b.staged);
+  const size_t sample_bytes = b.image_bytes();
+  for (uint32_t i = 0; i < h.images; ++i) {
+    const size_t j = size_t(im[i].rgb / sample_bytes);
+    out.push_back(j < b.size ? b.indices[j] : UINT32_MAX);
+  }
+  return out;
+}
+
+std::string StagedErrors(const std::vector<uint32_t>& samples, const int* status, const std::string& path) {
+  std::string out;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!status[i]) continue;
+    if (!out.empty()) out += "; ";
+    out += (path.empty() ? "" : path + ": ") + "sample " + std::to_string(samples[i]) +
+           ": corrupt JPEG (GPU decoder): " + kernels::TwinReasonName(status[i]);
+  }
+  return out;
+}
+
+void DecodeStagedOnHost(const Batch& b, uint8_t* images, const std::string& path) {
+  if (!b.staged) return;
+  const auto& h = kernels::TwinHeader(b.staged);
+  if (h.rgb_bytes > b.image_bytes() * b.size) throw Error("DecodeStagedOnHost: staged images outside the batch");
+  std::vector<int16_t> coef(h.total_blocks * 64);
+  std::vector<uint8_t> planes(h.total_blocks * 64);
+  std::vector<int> status(h.images);
+  kernels::DecodeTwinBatchCpu(b.staged, coef.data(), planes.data(), images, status.data());
+  const std::string err = StagedErrors(StagedSamples(b), status.data(), path);
+  if (!err.empty()) throw Error(err);
+}
+
+}  // namespace dsc
+
+namespace dsc::gpu {
+// Declared in reader/gpu.h; plain host code, the same with or without CUDA.
+uint64_t StagingBytesFor(const Loader& loader) {
+  return StagingBytes(loader.options(), size_t(loader.width()) * loader.height() * 3);
+}
+}  // namespace dsc::gpu

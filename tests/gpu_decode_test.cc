@@ -1,0 +1,342 @@
+// LoaderOptions::Decoder::kGpu: the loader stages the JPEG payloads the GPU decoder takes and decodes
+// the rest itself. Finished on the host twin of the GPU stages (DecodeStagedOnHost, then
+// kernels::AugmentBatchCpu), its batches equal the CPU decoder's deferred batches (+ the same
+// augment) bit for bit, on real CIFAR-10 JPEGs with progressive ones among them, which fall back and
+// are counted. No GPU runs here.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "kernels/batch_augment.h"
+#include "kernels/jpeg_twin.h"
+#include "kernels/jpeg_twin_batch.h"
+#include "reader/gpu.h"
+#include "reader/gpu_stage.h"
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kPerClass = 24;
+constexpr int kProgressiveEvery = 6;  // of each class's files, every 6th is made progressive
+
+// The first kPerClass CIFAR-10 train images of each class, stored pass-through (restart interval
+// "none", so the progressive ones stay progressive), every kProgressiveEvery-th one transcoded by
+// jpegtran -progressive (the same coefficients, another coding).
+const std::string& MixedFile() {
+  static std::string f = [] {
+    const std::string dir = ScratchDir("-gpudec");
+    const fs::path tree = fs::path(dir) / "tree";
+    for (const auto& cls : fs::directory_iterator(fs::path(CifarJpegRoot()) / "train")) {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(cls.path())) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      fs::create_directories(tree / cls.path().filename());
+      for (int i = 0; i < kPerClass && i < int(files.size()); ++i) {
+        const fs::path to = tree / cls.path().filename() / files[size_t(i)].filename();
+        if (i % kProgressiveEvery == 0) {
+          const std::string cmd = "jpegtran -progressive -outfile '" + to.string() + "' '" + files[size_t(i)].string() + "'";
+          if (std::system(cmd.c_str()) != 0) throw Error("jpegtran failed (package libjpeg-turbo-progs)");
+        } else {
+          fs::copy_file(files[size_t(i)], to);
+        }
+      }
+    }
+    writer::BuildOptions o;
+    o.encode.restart_interval = "none";
+    o.log = [](const std::string&) {};
+    writer::Build(tree.string(), dir + "/mixed.beton", o);
+    return dir + "/mixed.beton";
+  }();
+  return f;
+}
+
+// The same images stored raw: no payload is a JPEG, every sample falls back.
+const std::string& RawFile() {
+  static std::string f = [] {
+    const std::string dir = ScratchDir("-gpudec-raw");
+    writer::BuildOptions o;
+    o.encode.encoding = "raw";
+    o.log = [](const std::string&) {};
+    writer::Build(SubsetTree(3), dir + "/raw.beton", o);
+    return dir + "/raw.beton";
+  }();
+  return f;
+}
+
+// Whether dataset sample i's stored JPEG is progressive (its SOF2 marker), read independently of the
+// twin's parser.
+bool IsProgressive(const Dataset& ds, uint64_t i) {
+  std::vector<uint8_t> scratch;
+  const Payload p = ds.ReadPayload(i, &scratch);
+  for (size_t k = 0; k + 1 < p.size; ++k)
+    if (p.data[k] == 0xFF && p.data[k + 1] == 0xC2) return true;
+  return false;
+}
+
+struct Counts {
+  uint64_t staged = 0, fallback[32] = {};
+};
+
+// Runs an epoch of both loaders side by side and compares every batch; counts the gpu loader's
+// staged samples and per-sample fallback reasons into *c.
+void ExpectGpuEqualsCpu(const std::string& file, LoaderOptions cpu, int gpu_threads, Counts* out, uint64_t staging = 0,
+                        bool pread = false) {
+  cpu.defer_augment = true;
+  cpu.dtype = DType::kUint8;
+  cpu.layout = Layout::kNHWC;
+  cpu.augment.normalize = true;
+  cpu.batch_size = 50;
+  cpu.seed = 77;
+  cpu.threads = 1;
+  LoaderOptions gpu = cpu;
+  gpu.decoder = LoaderOptions::Decoder::kGpu;
+  gpu.threads = gpu_threads;
+  gpu.gpu_staging_bytes = staging;
+  gpu.use_pread = pread;  // payloads read into scratch memory instead of mapped
+  gpu.collect_stats = true;
+  Loader a(file, cpu), b(file, gpu);
+  const bool jpeg = format::Encoding(a.dataset().entry(0).encoding) == format::Encoding::kJpeg;
+  const auto aug = kernels::MakeDeferredAugment(cpu.augment, int(a.width()), int(a.height()), kernels::kOutFloat32,
+                                                kernels::kOutNCHW);
+  Counts& c = *out;
+  auto ra = a.epoch(3), rb = b.epoch(3);
+  auto ia = ra.begin(), ib = rb.begin();
+  size_t batches = 0;
+  for (; ia != ra.end() && ib != rb.end(); ++ia, ++ib, ++batches) {
+    const Batch& x = *ia;
+    const Batch& y = *ib;
+    EXPECT_EQ(x.fallback, nullptr);
+    EXPECT_EQ(x.staged, nullptr);
+    EXPECT_NE(y.fallback, nullptr);
+    EXPECT_TRUE(y.deferred);
+    ASSERT_EQ(x.size, y.size);
+    ASSERT_EQ(std::memcmp(x.indices, y.indices, x.size * 4), 0);
+    ASSERT_EQ(std::memcmp(x.labels[0], y.labels[0], x.size * 4), 0);
+    for (uint32_t j = 0; j < x.size; ++j) {
+      const kernels::SampleParams &p = x.params[j], &q = y.params[j];
+      ASSERT_TRUE(p.dx == q.dx && p.dy == q.dy && p.cut_x == q.cut_x && p.cut_y == q.cut_y && p.flip == q.flip &&
+                  p.src_w == q.src_w && p.src_h == q.src_h)
+          << "sample " << j;
+      ++(y.fallback[j] ? c.fallback[y.fallback[j]] : c.staged);
+      // Exactly the progressive JPEGs fall back (unless the staging area is full).
+      if (jpeg && y.fallback[j] != kernels::kReasonTooLarge) {
+        EXPECT_EQ(y.fallback[j] == kernels::kReasonProgressive, IsProgressive(b.dataset(), y.indices[j])) << y.indices[j];
+      }
+    }
+    std::vector<uint8_t> images(static_cast<const uint8_t*>(y.images),
+                                static_cast<const uint8_t*>(y.images) + y.image_bytes() * y.size);
+    DecodeStagedOnHost(y, images.data(), file);
+    ASSERT_EQ(std::memcmp(images.data(), x.images, images.size()), 0) << "batch " << batches << " (uint8 images)";
+    std::vector<float> want(size_t(x.size) * 3 * x.height * x.width), got(want.size());
+    kernels::AugmentBatchCpu(aug, x.images_as<uint8_t>(), x.params, int(x.size), want.data());
+    kernels::AugmentBatchCpu(aug, images.data(), y.params, int(y.size), got.data());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << "batch " << batches;
+  }
+  EXPECT_EQ(batches, a.batches_per_epoch());
+  EXPECT_EQ(ia != ra.end(), ib != rb.end());
+  // The loader's counters say the same as its batches.
+  const StageStats st = b.stats();
+  EXPECT_EQ(st.twin_staged, c.staged);
+  for (int r = 0; r < 32; ++r) EXPECT_EQ(st.twin_fallback[r], c.fallback[r]) << FallbackName(r);
+}
+
+TEST(GpuDecode, MixedCifarFileEqualsCpuDecoderAndProgressiveFallsBack) {
+  const std::string& file = MixedFile();
+  Dataset ds(file);
+  uint64_t progressive = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) progressive += IsProgressive(ds, i);
+  ASSERT_GT(progressive, 0u);
+  ASSERT_LT(progressive, ds.size());
+  // One epoch covers every sample once (random order, no padding with 240 = 48 x 5 samples).
+  ASSERT_EQ(ds.size() % 50, 40u);
+  for (int threads : {1, 3}) {
+    Counts c;
+    ExpectGpuEqualsCpu(file, LoaderOptions::CifarTrain(), threads, &c, 0, threads > 1);
+    uint64_t fallbacks = 0;
+    for (uint64_t f : c.fallback) fallbacks += f;
+    // drop_last is off: the last batch is padded with repeats; count what the batches held.
+    EXPECT_EQ(c.fallback[kernels::kReasonProgressive], fallbacks) << "only progressive payloads fall back";
+    EXPECT_GE(c.fallback[kernels::kReasonProgressive], progressive);
+    EXPECT_GE(c.staged, ds.size() - progressive);
+    EXPECT_EQ(c.staged + fallbacks, 250u);  // 5 batches of 50
+  }
+  Counts test;
+  ExpectGpuEqualsCpu(file, LoaderOptions::CifarTest(), 2, &test);
+  EXPECT_GE(test.fallback[kernels::kReasonProgressive], progressive);
+}
+
+TEST(GpuDecode, StagingAreaFullFallsBackAsTooLarge) {
+  // Room for a few images per batch only (the shared tables take about 10 KiB): the rest is decoded
+  // by the thread completing the batch, and counted.
+  Counts c;
+  ExpectGpuEqualsCpu(MixedFile(), LoaderOptions::CifarTrain(), 2, &c, 24 << 10);
+  EXPECT_GT(c.fallback[kernels::kReasonTooLarge], 0u);
+  EXPECT_GT(c.staged, 0u);
+}
+
+TEST(GpuDecode, RawPayloadsAreNotJpegFallbacks) {
+  Counts c;
+  ExpectGpuEqualsCpu(RawFile(), LoaderOptions::CifarTrain(), 2, &c);
+  EXPECT_EQ(c.staged, 0u);
+  EXPECT_EQ(c.fallback[Batch::kNotJpeg], 50u);  // 30 samples, one padded batch of 50
+}
+
+// A leased batch keeps its staged payloads: decoded after the loader has moved on (and refilled the
+// ring), it equals the CPU decoder's batch.
+TEST(GpuDecode, LeasedBatchKeepsItsStagedPayloads) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.batch_size = 20;
+  o.prefetch = 1;
+  o.seed = 9;
+  o.threads = 2;
+  LoaderOptions g = o;
+  g.decoder = LoaderOptions::Decoder::kGpu;
+  Loader cpu(MixedFile(), o), gpu(MixedFile(), g);
+  std::vector<uint8_t> want;
+  {
+    auto r = cpu.epoch(0);
+    const Batch& b = *r.begin();
+    want.assign(b.images_as<uint8_t>(), b.images_as<uint8_t>() + b.image_bytes() * b.size);
+  }
+  BatchLease lease;
+  {
+    auto r = gpu.epoch(0);
+    auto it = r.begin();
+    lease = it.lease();
+    for (int k = 0; k < 6 && it != r.end(); ++k) ++it;  // the ring is written over several times
+  }
+  ASSERT_NE(lease->staged, nullptr);
+  std::vector<uint8_t> got(lease->images_as<uint8_t>(), lease->images_as<uint8_t>() + lease->image_bytes() * lease->size);
+  DecodeStagedOnHost(*lease, got.data(), MixedFile());
+  EXPECT_EQ(got, want);
+}
+
+TEST(GpuDecode, CorruptStagedPayloadIsNamed) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  o.batch_size = 16;
+  o.order = Order::kSequential;
+  Loader loader(MixedFile(), o);
+  auto range = loader.epoch(0);
+  const Batch& b = *range.begin();
+  ASSERT_NE(b.staged, nullptr);
+  // A copy of the staged batch whose first image's entropy bytes are all 0xFF 0xFF...: not a code.
+  std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
+  const kernels::TwinImage& im = kernels::TwinImages(staged.data())[0];
+  const kernels::TwinUnit& u =
+      reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
+  ASSERT_GT(u.end, u.begin);
+  std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
+  Batch bad = b;
+  bad.staged = staged.data();
+  const uint32_t sample = b.indices[im.rgb / b.image_bytes()];
+  std::vector<uint8_t> images(b.image_bytes() * b.size);
+  try {
+    DecodeStagedOnHost(bad, images.data(), "f.beton");
+    FAIL() << "a corrupt staged payload decoded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f.beton: sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
+              std::string::npos)
+        << e.what();
+  }
+  // The untouched batch decodes.
+  DecodeStagedOnHost(b, images.data(), "f.beton");
+}
+
+TEST(GpuDecode, OptionsTheGpuDecoderCannotServeAreRefused) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  EXPECT_THROW(ValidateOptions(o), OptionError);  // not deferred
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  EXPECT_NO_THROW(ValidateOptions(o));
+  LoaderOptions crop = LoaderOptions::ImagenetTrain();
+  crop.defer_augment = true;
+  crop.dtype = DType::kUint8;
+  crop.layout = Layout::kNHWC;
+  crop.augment.normalize = false;
+  crop.decoder = LoaderOptions::Decoder::kGpu;
+  EXPECT_THROW(ValidateOptions(crop), OptionError);
+  o.fancy_upsampling = true;
+  EXPECT_THROW(ValidateOptions(o), OptionError);
+}
+
+// dsc bench --decoder gpu counts what it staged and what fell back, per reason, in text and JSON.
+TEST(GpuDecode, BenchReportsStagedAndFallbackCounts) {
+  const std::string& file = MixedFile();
+  Dataset ds(file);
+  uint64_t progressive = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) progressive += IsProgressive(ds, i);
+  // Batches of 48 tile the 240 samples: each epoch holds every sample once.
+  ASSERT_EQ(ds.size() % 48, 0u);
+  const std::string args = " --decoder gpu --batch-size 48 --epochs 2 --threads 2 '" + file + "'";
+  std::string out;
+  ASSERT_EQ(RunDsc("bench --json" + args, &out), 0) << out;
+  EXPECT_EQ(out.find("notice: no usable GPU") == std::string::npos, gpu::Available()) << out;
+  EXPECT_NE(out.find("\"twin_staged\": " + std::to_string(2 * (ds.size() - progressive))), std::string::npos) << out;
+  EXPECT_NE(out.find("\"twin_fallback\": {\"progressive\": " + std::to_string(2 * progressive) + "}"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("bench" + args, &out), 0) << out;
+  EXPECT_NE(out.find(std::to_string(2 * (ds.size() - progressive)) + " payloads staged for the GPU, " +
+                     std::to_string(2 * progressive) + " decoded on the CPU (progressive: " + std::to_string(2 * progressive) + ")"),
+            std::string::npos)
+      << out;
+  // What --decoder gpu cannot serve is a usage error naming the option.
+  EXPECT_EQ(RunDsc("bench --preset imagenet-train" + args, &out), 2) << out;
+  EXPECT_NE(out.find("decoder"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench --digest" + args, &out), 2) << out;
+  EXPECT_EQ(RunDsc("bench --decoder tpu '" + file + "'", &out), 2) << out;
+}
+
+// Without a GPU the Augmenter refuses clearly; with one (not here) its batches from the gpu decoder
+// equal the host twin's.
+TEST(GpuDecode, DeviceDecodeEqualsHostTwin) {
+  std::string why;
+  if (!gpu::Available(&why)) {
+    EXPECT_FALSE(why.empty());
+    GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
+  }
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  o.batch_size = 50;
+  gpu::UsePinnedMemory(o);
+  Loader loader(MixedFile(), o);
+  gpu::AugmenterOptions ao;
+  ao.staging_bytes = gpu::StagingBytesFor(loader);
+  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
+  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
+                                                 kernels::kOutFloat32, kernels::kOutNCHW);
+  auto range = loader.epoch(1);
+  for (auto it = range.begin(); it != range.end(); ++it) {
+    const Batch& b = *it;
+    std::vector<uint8_t> images(static_cast<const uint8_t*>(b.images),
+                                static_cast<const uint8_t*>(b.images) + b.image_bytes() * b.size);
+    DecodeStagedOnHost(b, images.data(), MixedFile());
+    std::vector<float> want(size_t(b.size) * 3 * b.height * b.width), got(want.size());
+    kernels::AugmentBatchCpu(twin, images.data(), b.params, int(b.size), want.data());
+    const gpu::DeviceBatch d = aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream());
+    gpu::CopyToHost(d, got.data());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "batch " << b.index;
+  }
+}
+
+}  // namespace
+}  // namespace dsc::test
