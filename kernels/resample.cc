@@ -13,18 +13,48 @@
 
 namespace dsc::kernels {
 
+namespace {
+
+// Outputs [o0, o0 + n) of an axis (ResampleTaps for each, as Q22), mirrored when asked; source indices
+// shifted by `shift`. The filter is a template argument so that its weight function folds into the
+// loop (the axes are built for every sample: this was a tenth of the RandomResizedCrop step).
+template <ResampleFilter F>
+void FillAxis(int in_size, float in0, float in1, int out_size, int o0, int n, int shift, bool mirror, ResampleAxis* a) {
+  thread_local std::vector<double> w;
+  w.resize(size_t(a->ksize));
+  for (int i = 0; i < n; ++i) {
+    const int o = mirror ? n - 1 - i : i;
+    int first = 0;
+    const int c = ResampleTaps(F, in_size, in0, in1, out_size, o0 + o, &first, w.data());
+    a->first[i] = first + shift;
+    a->count[i] = c;
+    int32_t* k = &a->k[size_t(i) * a->ksize];
+    for (int t = 0; t < c; ++t) k[t] = ResampleFixed(w[t]);
+  }
+}
+
+// Sizes *a for n outputs (keeping its memory) and fills it.
+void MakeAxis(ResampleFilter f, int in_size, float in0, float in1, int out_size, int o0, int n, int shift, bool mirror,
+              ResampleAxis* a) {
+  a->ksize = ResampleMaxTaps(f, in0, in1, out_size);
+  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
+  a->count.resize(size_t(n));
+  a->k.assign(size_t(n) * a->ksize, 0);
+  switch (f) {
+    case ResampleFilter::kBox: return FillAxis<ResampleFilter::kBox>(in_size, in0, in1, out_size, o0, n, shift, mirror, a);
+    case ResampleFilter::kBilinear:
+      return FillAxis<ResampleFilter::kBilinear>(in_size, in0, in1, out_size, o0, n, shift, mirror, a);
+    case ResampleFilter::kBicubic:
+      return FillAxis<ResampleFilter::kBicubic>(in_size, in0, in1, out_size, o0, n, shift, mirror, a);
+  }
+  throw Error("resample: unsupported filter " + std::to_string(int(f)));
+}
+
+}  // namespace
+
 ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in1, int out_size) {
   ResampleAxis a;
-  a.ksize = ResampleMaxTaps(f, in0, in1, out_size);
-  a.first.resize(size_t(out_size));
-  a.count.resize(size_t(out_size));
-  a.k.assign(size_t(out_size) * a.ksize, 0);
-  std::vector<double> w(size_t(a.ksize));
-  for (int i = 0; i < out_size; ++i) {
-    const int n = ResampleTaps(f, in_size, in0, in1, out_size, i, &a.first[i], w.data());
-    a.count[i] = n;
-    for (int t = 0; t < n; ++t) a.k[size_t(i) * a.ksize + t] = ResampleFixed(w[t]);
-  }
+  MakeAxis(f, in_size, in0, in1, out_size, 0, out_size, 0, false, &a);
   return a;
 }
 
@@ -398,7 +428,8 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
 
 // Both passes over precomputed axes (ResampleRgbAxes).
 void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
-             uint8_t* dst, std::vector<uint8_t>* scratch, bool simd, HorizontalFn horizontal, VerticalFn vertical) {
+             uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink, bool simd, HorizontalFn horizontal,
+             VerticalFn vertical) {
   const int dw = int(h.count.size()), dh = int(v.count.size());
   auto check = [](const ResampleAxis& a, int size, const char* name) {
     for (size_t i = 0; i < a.count.size(); ++i)
@@ -427,8 +458,28 @@ void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAx
   std::vector<uint8_t>& tmp = scratch ? *scratch : local;
   const int rows = p.y_last - p.y_first;
   tmp.resize(size_t(dw) * rows * 3);
-  horizontal(src + size_t(p.y_first) * stride, stride, rows, p, tmp.data(), dw);
-  vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
+  if (!sink) {
+    horizontal(src + size_t(p.y_first) * stride, stride, rows, p, tmp.data(), dw);
+    vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
+    return;
+  }
+  // Pipelined: the horizontal pass runs 8 rows (one AVX2 block) ahead of the vertical rows that need
+  // them, and each output row goes to the sink at once, so the sink's stores (the batch, past the
+  // cache) overlap the arithmetic instead of following it, and the intermediate rows are still hot.
+  const size_t row_bytes = size_t(dw) * 3;
+  int done = 0;  // intermediate rows [0, done) are computed
+  for (int y = 0; y < dh; ++y) {
+    const int need = p.v.first[y] + p.v.count[y];
+    if (need > done) {
+      int upto = done + (need - done + 7) / 8 * 8;  // whole blocks of 8 from `done`
+      if (upto > rows) upto = rows;
+      horizontal(src + size_t(p.y_first + done) * stride, stride, upto - done, p, tmp.data() + size_t(done) * row_bytes,
+                 dw);
+      done = upto;
+    }
+    vertical(tmp.data(), row_bytes, p.v, dst, y, y + 1);
+    sink->Row(y, dst + size_t(y) * row_bytes);
+  }
 }
 
 }  // namespace
@@ -440,34 +491,20 @@ void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, 
                 std::to_string(o0) + "+" + std::to_string(n) + " of " + std::to_string(out_size) + ")");
   // Relative to lo, as Pillow sees a cropped image: exact (float minus a smaller integer) for the
   // integer crops of an unscaled decode.
-  const float r0 = in0 - float(lo), r1 = in1 - float(lo);
-  a->ksize = ResampleMaxTaps(f, r0, r1, out_size);
-  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
-  a->count.resize(size_t(n));
-  a->k.assign(size_t(n) * a->ksize, 0);
-  thread_local std::vector<double> w;
-  w.resize(size_t(a->ksize));
-  for (int i = 0; i < n; ++i) {
-    const int o = mirror ? n - 1 - i : i;
-    int first = 0;
-    const int c = ResampleTaps(f, hi - lo, r0, r1, out_size, o0 + o, &first, w.data());
-    a->first[i] = first + lo - origin;
-    a->count[i] = c;
-    for (int t = 0; t < c; ++t) a->k[size_t(i) * a->ksize + t] = ResampleFixed(w[t]);
-  }
+  MakeAxis(f, hi - lo, in0 - float(lo), in1 - float(lo), out_size, o0, n, lo - origin, mirror, a);
 }
 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
-                     uint8_t* dst, std::vector<uint8_t>* scratch) {
+                     uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, true, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2, VerticalAvx2);
 #endif
-  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
 
 void ResampleRgbAxesScalar(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h,
-                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch) {
-  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
 
 void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,

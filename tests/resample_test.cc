@@ -279,6 +279,54 @@ TEST(Resample, WindowsOfAxesMatchTheReference) {
                dsc::Error);
 }
 
+// With a row sink, each output row reaches the sink once, in order, already final (equal to the
+// reference's row when it arrives), for the scalar and AVX2 paths: heights around the 8-row blocks of
+// the pipelined horizontal pass, upscales and downscales, a mirrored vertical axis (its first row needs
+// the last source rows) and windows of a larger resize.
+TEST(Resample, RowSinkGetsFinalRowsInOrder) {
+  ASSERT_FALSE(Photos().empty());
+  struct Record final : dsc::kernels::ResampleRowSink {
+    std::vector<int> ys;
+    std::vector<uint8_t> rows;
+    size_t row_bytes = 0;
+    void Row(int y, const uint8_t* rgb) override {
+      ys.push_back(y);
+      rows.insert(rows.end(), rgb, rgb + row_bytes);
+    }
+  };
+  Lcg g{7};
+  using dsc::kernels::ResampleAxis;
+  const int heights[] = {1, 2, 7, 8, 9, 15, 16, 17, 57, 224, 300};
+  for (int r = 0; r < 44; ++r) {
+    const Image& im = Photos()[size_t(r * 7) % Photos().size()];
+    const size_t stride = size_t(im.w) * 3 + 32 * (r % 2);
+    std::vector<uint8_t> src(stride * size_t(im.h));
+    for (int y = 0; y < im.h; ++y) std::memcpy(&src[y * stride], &im.rgb[size_t(y) * im.w * 3], size_t(im.w) * 3);
+    const int dw = 1 + int(260 * g.Next()), dh = heights[r % 11];
+    const int lo = int(im.h * 0.3 * g.Next()), hi = lo + 1 + int((im.h - lo - 1) * g.Next());
+    const bool window = r % 4 == 3;  // outputs [oy, oy + dh) of a resize to 2 * dh + 3 rows
+    const int full = window ? 2 * dh + 3 : dh, oy = window ? int((dh + 3) * g.Next()) : 0;
+    ResampleAxis h, v;
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.w, 0, float(im.w), dw, 0, dw, 0, r % 3 == 0, &h);
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, lo, hi, float(lo), float(hi), full, oy, dh, 0,
+                                     /*mirror=*/r % 2 == 1, &v);
+    std::vector<uint8_t> want(size_t(dw) * dh * 3);
+    dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, want.data());
+    for (int fast = 0; fast < 2; ++fast) {
+      Record rec;
+      rec.row_bytes = size_t(dw) * 3;
+      std::vector<uint8_t> got(want.size(), 0xEE);
+      if (fast) dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, got.data(), nullptr, &rec);
+      else dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data(), nullptr, &rec);
+      std::vector<int> order(static_cast<size_t>(dh));
+      for (int y = 0; y < dh; ++y) order[size_t(y)] = y;
+      ASSERT_EQ(rec.ys, order) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
+      ASSERT_EQ(rec.rows, want) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
+      ASSERT_EQ(got, want) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
+    }
+  }
+}
+
 TEST(Resample, RefusesBadGeometry) {
   std::vector<uint8_t> src(10 * 8 * 3, 7), dst(5 * 5 * 3);
   auto run = [&](int sw, int sh, int dw, int dh, ResampleBox b) -> std::string {
