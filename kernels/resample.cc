@@ -382,6 +382,65 @@ __attribute__((target("avx2"))) void VerticalAvx2Row(const uint8_t* in, size_t s
   if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
 }
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
+// reports as a use of an uninitialised value (a false positive: every lane is written).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// VerticalAvx2Row with 16-lane vectors, 64 bytes per step (where AVX-512 runs at full width, twice the
+// work per instruction); the row's last bytes with masked loads and store. The packs work within
+// 128-bit lanes, so the bytes come out in an order (lane l: elements 4l..4l+3 of each accumulator) that
+// `order` undoes.
+template <int kTaps>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void VerticalAvx512Row(const uint8_t* in, size_t stride,
+                                                                             const ResampleAxis& a, uint8_t* out,
+                                                                             int y) {
+  const __m512i bias = _mm512_set1_epi32(int32_t(ResampleBias()));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const uint8_t* s = in + size_t(a.first[y]) * stride;
+  const int32_t* k = &a.k[size_t(y) * a.ksize];
+  const int n = kTaps > 0 ? kTaps : a.count[y];
+  uint8_t* o = out + size_t(y) * stride;
+  for (size_t i = 0; i < stride; i += 64) {
+    const size_t left = stride - i;
+    const uint64_t m = left >= 64 ? ~uint64_t(0) : (uint64_t(1) << left) - 1;
+    __m512i acc[4] = {bias, bias, bias, bias};
+    for (int t = 0; t < n; ++t) {
+      const uint8_t* p = s + size_t(t) * stride + i;
+      const __m512i kt = _mm512_set1_epi32(k[t]);
+      for (int g = 0; g < 4; ++g) {
+        const __m128i v = left >= 64 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g))
+                                     : _mm_maskz_loadu_epi8(__mmask16(m >> (16 * g)), p + 16 * g);
+        acc[g] = _mm512_add_epi32(acc[g], _mm512_mullo_epi32(_mm512_cvtepu8_epi32(v), kt));
+      }
+    }
+    // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
+    const __m512i w01 = _mm512_packs_epi32(_mm512_srai_epi32(acc[0], kResampleBits), _mm512_srai_epi32(acc[1], kResampleBits));
+    const __m512i w23 = _mm512_packs_epi32(_mm512_srai_epi32(acc[2], kResampleBits), _mm512_srai_epi32(acc[3], kResampleBits));
+    const __m512i bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(w01, w23));
+    _mm512_mask_storeu_epi8(o + i, __mmask64(m), bytes);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+void VerticalAvx512(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
+  for (int y = y0; y < y1; ++y) {
+    switch (a.count[y]) {
+      case 1: VerticalAvx512Row<1>(in, stride, a, out, y); break;
+      case 2: VerticalAvx512Row<2>(in, stride, a, out, y); break;
+      case 3: VerticalAvx512Row<3>(in, stride, a, out, y); break;
+      case 4: VerticalAvx512Row<4>(in, stride, a, out, y); break;
+      case 5: VerticalAvx512Row<5>(in, stride, a, out, y); break;
+      case 6: VerticalAvx512Row<6>(in, stride, a, out, y); break;
+      default: VerticalAvx512Row<0>(in, stride, a, out, y); break;
+    }
+  }
+}
+
 void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
   for (int y = y0; y < y1; ++y) {
     switch (a.count[y]) {
@@ -497,7 +556,9 @@ void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
                      uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx2())
+    return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2,
+                   UseAvx512() ? VerticalAvx512 : VerticalAvx2);
 #endif
   RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
@@ -515,7 +576,7 @@ void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw,
 void ResampleRgb(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                  ResampleBox box, std::vector<uint8_t>* scratch) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, UseAvx512() ? VerticalAvx512 : VerticalAvx2);
 #endif
   ResampleRgbScalar(src, sw, sh, dst, dw, dh, f, box, scratch);
 }

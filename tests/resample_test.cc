@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -169,6 +170,12 @@ TEST(Resample, ScalarMatchesPil) {
   std::printf("resample vs PIL: %d of %zu cases bit-exact, max error %d\n", exact, cases.size(), worst);
 }
 
+// Turns the AVX-512 twins off while alive, so that an AVX-512 machine checks the AVX2 code as well.
+struct Avx2Only {
+  Avx2Only() { dsc::kernels::LimitToAvx2(true); }
+  ~Avx2Only() { dsc::kernels::LimitToAvx2(false); }
+};
+
 // Many geometries, including the awkward ones for the SIMD path (taps past the row end, sources
 // narrower than the tap count, big downscale factors, bicubic lobes), against the scalar reference.
 TEST(Resample, Avx2MatchesScalar) {
@@ -193,9 +200,14 @@ TEST(Resample, Avx2MatchesScalar) {
     }
     std::vector<uint8_t> want(size_t(dw) * dh * 3), got(want.size(), 0xAB);
     dsc::kernels::ResampleRgbScalar(src.data(), sw, sh, want.data(), dw, dh, f, b);
-    dsc::kernels::ResampleRgb(src.data(), sw, sh, got.data(), dw, dh, f, b, &scratch);
-    ASSERT_EQ(got, want) << sw << "x" << sh << " -> " << dw << "x" << dh << " filter " << int(f) << " box (" << b.x0
-                         << ", " << b.y0 << ", " << b.x1 << ", " << b.y1 << ")";
+    for (int avx2_only = 0; avx2_only < 2; ++avx2_only) {
+      std::optional<Avx2Only> limit;
+      if (avx2_only) limit.emplace();
+      std::fill(got.begin(), got.end(), 0xAB);
+      dsc::kernels::ResampleRgb(src.data(), sw, sh, got.data(), dw, dh, f, b, &scratch);
+      ASSERT_EQ(got, want) << sw << "x" << sh << " -> " << dw << "x" << dh << " filter " << int(f) << " box (" << b.x0
+                           << ", " << b.y0 << ", " << b.x1 << ", " << b.y1 << ")" << (avx2_only ? " AVX2 only" : "");
+    }
     ++n;
   }
   // The benchmark's geometry, exactly.
@@ -267,7 +279,13 @@ TEST(Resample, WindowsOfAxesMatchTheReference) {
     dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data());
     ASSERT_EQ(got, want) << "case " << r;
     dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, fast.data());
-    ASSERT_EQ(fast, want) << "case " << r << " (AVX2)";
+    ASSERT_EQ(fast, want) << "case " << r << " (SIMD)";
+    {
+      Avx2Only limit;
+      std::fill(fast.begin(), fast.end(), 0xCD);
+      dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, fast.data());
+      ASSERT_EQ(fast, want) << "case " << r << " (AVX2 only)";
+    }
   }
   // Taps reaching past the buffer are refused, not read.
   const Image& im = Photos()[0];
@@ -312,7 +330,9 @@ TEST(Resample, RowSinkGetsFinalRowsInOrder) {
                                      /*mirror=*/r % 2 == 1, &v);
     std::vector<uint8_t> want(size_t(dw) * dh * 3);
     dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, want.data());
-    for (int fast = 0; fast < 2; ++fast) {
+    for (int fast = 0; fast < 3; ++fast) {  // scalar, SIMD as dispatched, AVX2 only
+      std::optional<Avx2Only> limit;
+      if (fast == 2) limit.emplace();
       Record rec;
       rec.row_bytes = size_t(dw) * 3;
       std::vector<uint8_t> got(want.size(), 0xEE);
@@ -320,9 +340,9 @@ TEST(Resample, RowSinkGetsFinalRowsInOrder) {
       else dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data(), nullptr, &rec);
       std::vector<int> order(static_cast<size_t>(dh));
       for (int y = 0; y < dh; ++y) order[size_t(y)] = y;
-      ASSERT_EQ(rec.ys, order) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
-      ASSERT_EQ(rec.rows, want) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
-      ASSERT_EQ(got, want) << "case " << r << (fast ? " (AVX2)" : " (scalar)");
+      ASSERT_EQ(rec.ys, order) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
+      ASSERT_EQ(rec.rows, want) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
+      ASSERT_EQ(got, want) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
     }
   }
 }
