@@ -423,6 +423,114 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void VerticalAvx512Row(cons
   }
 }
 
+// The horizontal pass on blocks of 16 rows: the two 8-row sideways blocks (TransposeIn32) are
+// interleaved so that column j's 16 rows are the 16 bytes T16[16j ..] (source pixel p's three channels
+// at 48p, 48p + 16, 48p + 32), the taps are 16-lane vectors, and each output pixel's 48 bytes are split
+// back into the two 8-row layouts U that TransposeOut32 undoes.
+
+// T16 columns [0, cols) from ta (rows 0..7) and tb (rows 8..15); cols a multiple of 4.
+__attribute__((target("avx2"))) inline void Interleave16(const uint8_t* ta, const uint8_t* tb, size_t cols,
+                                                         uint8_t* t16) {
+  for (size_t j = 0; j < cols; j += 4) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ta + 8 * j));  // columns j .. j + 3
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb + 8 * j));
+    const __m256i lo = _mm256_unpacklo_epi64(a, b);  // columns j, j + 2 (rows 0..15 each)
+    const __m256i hi = _mm256_unpackhi_epi64(a, b);  // columns j + 1, j + 3
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
+template <int kTaps>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalBlock16(const uint8_t* t, const HorizontalSimd& h,
+                                                                             int ow, uint8_t* ua, uint8_t* ub) {
+  const __m512i bias = _mm512_set1_epi32(int32_t(ResampleBias()));
+  // After the packs, 128-bit lane l holds rows 4l..4l+3 as dwords R, G, B, B: rows 0..7 are dwords
+  // 0, 4 (R), 1, 5 (G), 2, 6 (B); rows 8..15 the same plus 8.
+  const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 8, 12, 9, 13, 10, 14, 3, 7, 11, 15);
+  const int taps = kTaps > 0 ? kTaps : h.taps;
+  const int32_t* kx = h.k.data();
+  for (int x = 0; x < ow; ++x, kx += taps) {
+    const uint8_t* s = t + size_t(h.start[x]) * 48;
+    __m512i r = bias, g = bias, b = bias;
+    for (int i = 0; i < taps; ++i, s += 48) {
+      const __m512i k = _mm512_set1_epi32(kx[i]);
+      r = _mm512_add_epi32(r, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))), k));
+      g = _mm512_add_epi32(g, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16))), k));
+      b = _mm512_add_epi32(b, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32))), k));
+    }
+    r = _mm512_srai_epi32(r, kResampleBits);
+    g = _mm512_srai_epi32(g, kResampleBits);
+    b = _mm512_srai_epi32(b, kResampleBits);
+    const __m512i bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(_mm512_packs_epi32(r, g), _mm512_packs_epi32(b, b)));
+    // 24 bytes to each U (plus 8 spare, overwritten by the next pixel or landing in U's padding).
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ua + 24 * size_t(x)), _mm512_castsi512_si256(bytes));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 24 * size_t(x)),
+                        _mm512_castsi512_si256(_mm512_alignr_epi32(bytes, bytes, 6)));
+  }
+}
+
+void HorizontalAvx512(const uint8_t* in, size_t in_stride, int rows, const Plan& p, uint8_t* out, int ow) {
+  if (!p.hs_ok) return HorizontalScalar(in, in_stride, rows, p, out, ow);
+  const HorizontalSimd& h = p.hs;
+  const size_t in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
+  in += size_t(h.x0) * 3;
+  const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
+  const size_t in_cols = (in_bytes + 31) & ~size_t(31), out_cols = (out_bytes + 31) & ~size_t(31);
+  thread_local std::vector<uint8_t> tbuf, ubuf;
+  tbuf.resize(32 * in_cols);  // ta, tb (8 rows each), t16
+  ubuf.resize(2 * (8 * out_cols + 32));
+  uint8_t* ta = tbuf.data();
+  uint8_t* tb = ta + 8 * in_cols;
+  uint8_t* t16 = tb + 8 * in_cols;
+  uint8_t* ua = ubuf.data();
+  uint8_t* ub = ua + 8 * out_cols + 32;
+  alignas(32) uint8_t in_tail[16][32] = {}, out_tail[8][32];
+  for (int y0 = 0; y0 < rows; y0 += 16) {
+    const int n = rows - y0 < 16 ? rows - y0 : 16;
+    // A short last block repeats its last row; those results are not stored.
+    const uint8_t* src[16];
+    for (int r = 0; r < 16; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_stride;
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* const* rs = src + 8 * half;
+      uint8_t* t = half ? tb : ta;
+      for (size_t j = 0; j < in_full; j += 32) TransposeIn32(rs, j, t);
+      if (in_full < in_bytes) {
+        const uint8_t* tail[8];
+        for (int r = 0; r < 8; ++r) {
+          std::memcpy(in_tail[8 * half + r], rs[r] + in_full, in_bytes - in_full);
+          tail[r] = in_tail[8 * half + r];
+        }
+        TransposeIn32(tail, 0, t + 8 * in_full);
+      }
+    }
+    Interleave16(ta, tb, in_cols, t16);
+    switch (h.taps) {
+      case 1: HorizontalBlock16<1>(t16, h, ow, ua, ub); break;
+      case 2: HorizontalBlock16<2>(t16, h, ow, ua, ub); break;
+      case 3: HorizontalBlock16<3>(t16, h, ow, ua, ub); break;
+      case 4: HorizontalBlock16<4>(t16, h, ow, ua, ub); break;
+      case 5: HorizontalBlock16<5>(t16, h, ow, ua, ub); break;
+      case 6: HorizontalBlock16<6>(t16, h, ow, ua, ub); break;
+      default: HorizontalBlock16<0>(t16, h, ow, ua, ub); break;
+    }
+    for (int half = 0; half < 2 && 8 * half < n; ++half) {
+      const uint8_t* u = half ? ub : ua;
+      const int r0 = y0 + 8 * half, m = n - 8 * half < 8 ? n - 8 * half : 8;  // rows of this half to store
+      uint8_t* dst[8];
+      for (size_t j = 0; j < out_full; j += 32) {
+        for (int r = 0; r < 8; ++r) dst[r] = r < m ? out + size_t(r0 + r) * out_bytes + j : out_tail[r];
+        TransposeOut32(u + 8 * j, dst);
+      }
+      if (out_full < out_bytes) {
+        for (int r = 0; r < 8; ++r) dst[r] = out_tail[r];
+        TransposeOut32(u + 8 * out_full, dst);
+        for (int r = 0; r < m; ++r) std::memcpy(out + size_t(r0 + r) * out_bytes + out_full, out_tail[r], out_bytes - out_full);
+      }
+    }
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -488,7 +596,7 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
 // Both passes over precomputed axes (ResampleRgbAxes).
 void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
              uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink, bool simd, HorizontalFn horizontal,
-             VerticalFn vertical) {
+             VerticalFn vertical, int block = 8) {
   const int dw = int(h.count.size()), dh = int(v.count.size());
   auto check = [](const ResampleAxis& a, int size, const char* name) {
     for (size_t i = 0; i < a.count.size(); ++i)
@@ -522,15 +630,15 @@ void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAx
     vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
     return;
   }
-  // Pipelined: the horizontal pass runs 8 rows (one AVX2 block) ahead of the vertical rows that need
-  // them, and each output row goes to the sink at once, so the sink's stores (the batch, past the
+  // Pipelined: the horizontal pass runs a block of rows (its SIMD block: 8 or 16) ahead of the vertical
+  // rows that need them, and each output row goes to the sink at once, so the sink's stores (the batch, past the
   // cache) overlap the arithmetic instead of following it, and the intermediate rows are still hot.
   const size_t row_bytes = size_t(dw) * 3;
   int done = 0;  // intermediate rows [0, done) are computed
   for (int y = 0; y < dh; ++y) {
     const int need = p.v.first[y] + p.v.count[y];
     if (need > done) {
-      int upto = done + (need - done + 7) / 8 * 8;  // whole blocks of 8 from `done`
+      int upto = done + (need - done + block - 1) / block * block;  // whole blocks from `done`
       if (upto > rows) upto = rows;
       horizontal(src + size_t(p.y_first + done) * stride, stride, upto - done, p, tmp.data() + size_t(done) * row_bytes,
                  dw);
@@ -556,9 +664,9 @@ void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
                      uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
 #if defined(__x86_64__)
-  if (UseAvx2())
-    return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2,
-                   UseAvx512() ? VerticalAvx512 : VerticalAvx2);
+  if (UseAvx512())
+    return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx512, VerticalAvx512, 16);
+  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2, VerticalAvx2);
 #endif
   RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
@@ -576,7 +684,8 @@ void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw,
 void ResampleRgb(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                  ResampleBox box, std::vector<uint8_t>* scratch) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, UseAvx512() ? VerticalAvx512 : VerticalAvx2);
+  if (UseAvx512()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx512, VerticalAvx512);
+  if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, VerticalAvx2);
 #endif
   ResampleRgbScalar(src, sw, sh, dst, dw, dh, f, box, scratch);
 }
