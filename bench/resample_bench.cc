@@ -83,9 +83,9 @@ void BM_CropResizeFlipNormalize(benchmark::State& state) {
   for (int y = 0; y < sh; ++y) std::copy_n(&packed[size_t(y) * sw * 3], sw * 3, &src[y * stride]);
   std::vector<uint8_t> resized(224 * 224 * 3), scratch;
   const int mode = int(state.range(0)), slots = int(state.range(1));
-  const size_t slot = 3 * 224 * 224 + 8;  // floats; a multiple of 8 keeps every slot's alignment
-  std::vector<float> out(slot * slots + 16);  // + room to align
-  float* o0 = out.data() + (32 - reinterpret_cast<uintptr_t>(out.data()) % 32) % 32 / 4 + (mode == 2 || mode == 4);
+  const size_t slot = 3 * 224 * 224 + 16;  // floats; a multiple of 16 keeps every slot 64-byte aligned
+  std::vector<float> out(slot * slots + 32);  // + room to align
+  float* o0 = out.data() + (64 - reinterpret_cast<uintptr_t>(out.data()) % 64) % 64 / 4 + (mode == 2 || mode == 4);
   dsc::kernels::AugmentSpec spec;
   spec.normalize = true;
   for (int c = 0; c < 3; ++c) spec.mean[c] = 120, spec.std[c] = 60;
