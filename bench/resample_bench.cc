@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/cpu.h"
 #include "kernels/normalize_row.h"
 #include "kernels/resample.h"
 
@@ -148,4 +150,17 @@ BENCHMARK(BM_OnePass)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// --avx2-only: the AVX2 code on an AVX-512 machine (kernels::LimitToAvx2).
+int main(int argc, char** argv) {
+  int n = 0;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--avx2-only") dsc::kernels::LimitToAvx2(true);
+    else argv[n++] = argv[i];
+  }
+  argc = n;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
