@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "format/error.h"
 #include "kernels/cpu.h"
@@ -278,6 +279,21 @@ void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, 
 
 #if defined(__x86_64__)
 
+// Calls f(std::integral_constant<int, N>{}) with N the tap count when it is 1..6 (the loops unroll), else
+// with N = 0 (the count is read at run time).
+template <class F>
+inline void WithTaps(int taps, F&& f) {
+  switch (taps) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    default: return f(std::integral_constant<int, 0>{});
+  }
+}
+
 // The AVX2 passes. Every product and sum is the scalar one modulo 2^32 (integer adds in any order), so
 // the bytes are the same as the reference's.
 
@@ -398,15 +414,7 @@ void HorizontalAvx2(const uint8_t* in, size_t in_stride, int rows, const Plan& p
       }
       TransposeIn32(tail, 0, t + 8 * in_full);
     }
-    switch (h.taps) {
-      case 1: HorizontalBlock<1>(t, h, ow, u); break;
-      case 2: HorizontalBlock<2>(t, h, ow, u); break;
-      case 3: HorizontalBlock<3>(t, h, ow, u); break;
-      case 4: HorizontalBlock<4>(t, h, ow, u); break;
-      case 5: HorizontalBlock<5>(t, h, ow, u); break;
-      case 6: HorizontalBlock<6>(t, h, ow, u); break;
-      default: HorizontalBlock<0>(t, h, ow, u); break;
-    }
+    WithTaps(h.taps, [&](auto k) { HorizontalBlock<decltype(k)::value>(t, h, ow, u); });
     for (size_t j = 0; j < out_full; j += 32) {
       for (int r = 0; r < 8; ++r) dst[r] = r < n ? out + size_t(y0 + r) * out_bytes + j : out_tail[r];
       TransposeOut32(u + 8 * j, dst);
@@ -574,15 +582,7 @@ void HorizontalAvx512(const uint8_t* in, size_t in_stride, int rows, const Plan&
       }
     }
     Interleave16(ta, tb, in_cols, t16);
-    switch (h.taps) {
-      case 1: HorizontalBlock16<1>(t16, h, ow, ua, ub); break;
-      case 2: HorizontalBlock16<2>(t16, h, ow, ua, ub); break;
-      case 3: HorizontalBlock16<3>(t16, h, ow, ua, ub); break;
-      case 4: HorizontalBlock16<4>(t16, h, ow, ua, ub); break;
-      case 5: HorizontalBlock16<5>(t16, h, ow, ua, ub); break;
-      case 6: HorizontalBlock16<6>(t16, h, ow, ua, ub); break;
-      default: HorizontalBlock16<0>(t16, h, ow, ua, ub); break;
-    }
+    WithTaps(h.taps, [&](auto k) { HorizontalBlock16<decltype(k)::value>(t16, h, ow, ua, ub); });
     for (int half = 0; half < 2 && 8 * half < n; ++half) {
       const uint8_t* u = half ? ub : ua;
       const int r0 = y0 + 8 * half, m = n - 8 * half < 8 ? n - 8 * half : 8;  // rows of this half to store
@@ -606,29 +606,13 @@ void HorizontalAvx512(const uint8_t* in, size_t in_stride, int rows, const Plan&
 
 void VerticalAvx512(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
   for (int y = y0; y < y1; ++y) {
-    switch (a.count[y]) {
-      case 1: VerticalAvx512Row<1>(in, stride, a, out, y); break;
-      case 2: VerticalAvx512Row<2>(in, stride, a, out, y); break;
-      case 3: VerticalAvx512Row<3>(in, stride, a, out, y); break;
-      case 4: VerticalAvx512Row<4>(in, stride, a, out, y); break;
-      case 5: VerticalAvx512Row<5>(in, stride, a, out, y); break;
-      case 6: VerticalAvx512Row<6>(in, stride, a, out, y); break;
-      default: VerticalAvx512Row<0>(in, stride, a, out, y); break;
-    }
+    WithTaps(a.count[y], [&](auto k) { VerticalAvx512Row<decltype(k)::value>(in, stride, a, out, y); });
   }
 }
 
 void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
   for (int y = y0; y < y1; ++y) {
-    switch (a.count[y]) {
-      case 1: VerticalAvx2Row<1>(in, stride, a, out, y); break;
-      case 2: VerticalAvx2Row<2>(in, stride, a, out, y); break;
-      case 3: VerticalAvx2Row<3>(in, stride, a, out, y); break;
-      case 4: VerticalAvx2Row<4>(in, stride, a, out, y); break;
-      case 5: VerticalAvx2Row<5>(in, stride, a, out, y); break;
-      case 6: VerticalAvx2Row<6>(in, stride, a, out, y); break;
-      default: VerticalAvx2Row<0>(in, stride, a, out, y); break;
-    }
+    WithTaps(a.count[y], [&](auto k) { VerticalAvx2Row<decltype(k)::value>(in, stride, a, out, y); });
   }
 }
 
