@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/cpu.h"
 #include "kernels/normalize_row.h"
 #include "kernels/resample.h"
 
@@ -70,7 +72,11 @@ BENCHMARK(BM_Crop320To224VaryingBox)->Unit(benchmark::kMicrosecond);
 // The loader's whole RandomResizedCrop step (issue 10's goal: <= 60 us on one core): a 320x320 crop of
 // a 500x375 decoded buffer (rows padded to 32 bytes, as the loader's) resized to 224x224 with the axes
 // built per sample (the crop moves every call), flipped (mirrored axis), then normalised to float32
-// NCHW, row by row as reader/sample_processor.cc does it.
+// NCHW as reader/sample_processor.cc does it. Arg 0, the normalisation: 0 after the resize, row by row,
+// aligned output (streaming stores, as the loader before); 1 none; 2 after the resize, misaligned output
+// (cached stores); 3 each row as soon as it is resampled (a ResampleRowSink, as the loader now),
+// aligned (streaming stores); 4 as 3, misaligned (cached stores). Arg 1: output slots written in turn:
+// 1 (stays in the cache from call to call) or 64 (a batch of 38 MB, as the loader's).
 void BM_CropResizeFlipNormalize(benchmark::State& state) {
   const int sw = 500, sh = 375;
   const size_t stride = (sw * 3 + 31) / 32 * 32;
@@ -78,35 +84,43 @@ void BM_CropResizeFlipNormalize(benchmark::State& state) {
   std::vector<uint8_t> src(stride * sh);
   for (int y = 0; y < sh; ++y) std::copy_n(&packed[size_t(y) * sw * 3], sw * 3, &src[y * stride]);
   std::vector<uint8_t> resized(224 * 224 * 3), scratch;
-  std::vector<float> out(3 * 224 * 224 + 16);  // + room to align
-  // Aligned, as batch slots (streaming stores); Arg 2: misaligned (cached stores); Arg 1: no normalisation.
-  float* o = out.data() + (32 - reinterpret_cast<uintptr_t>(out.data()) % 32) % 32 / 4 + (state.range(0) == 2);
+  const int mode = int(state.range(0)), slots = int(state.range(1));
+  const size_t slot = 3 * 224 * 224 + 16;  // floats; a multiple of 16 keeps every slot 64-byte aligned
+  std::vector<float> out(slot * slots + 32);  // + room to align
+  float* o0 = out.data() + (64 - reinterpret_cast<uintptr_t>(out.data()) % 64) % 64 / 4 + (mode == 2 || mode == 4);
   dsc::kernels::AugmentSpec spec;
   spec.normalize = true;
   for (int c = 0; c < 3; ++c) spec.mean[c] = 120, spec.std[c] = 60;
   float scale[3], bias[3];
   dsc::kernels::NormalizeCoefficients(spec, scale, bias);
+  struct Sink final : dsc::kernels::ResampleRowSink {
+    float* o = nullptr;
+    const float *scale = nullptr, *bias = nullptr;
+    void Row(int y, const uint8_t* rgb) override {
+      float* r = o + y * 224;
+      dsc::kernels::NormalizeRowPlanar(rgb, 224, r, r + 224 * 224, r + 2 * 224 * 224, scale, bias);
+    }
+  } sink;
+  sink.scale = scale, sink.bias = bias;
   int i = 0;
   dsc::kernels::ResampleAxis h, v;  // reused, as the loader's
   for (auto _ : state) {
     const int x0 = 17 + i % 50, y0 = 9 + i % 40;
+    float* o = o0 + slot * size_t(i % slots);
     ++i;
     dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, x0, x0 + 320, float(x0), float(x0 + 320), 224, 0, 224, 0,
                                      /*mirror=*/true, &h);
     dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, y0, y0 + 320, float(y0), float(y0 + 320), 224, 0, 224, 0,
                                      false, &v);
-    dsc::kernels::ResampleRgbAxes(src.data(), sw, sh, stride, h, v, resized.data(), &scratch);
-    for (int y = 0; y < 224 && state.range(0) != 1; ++y) {
-      float* r = o + y * 224;
-      dsc::kernels::NormalizeRowPlanar(&resized[size_t(y) * 224 * 3], 224, r, r + 224 * 224, r + 2 * 224 * 224, scale,
-                                       bias);
-    }
+    sink.o = o;
+    dsc::kernels::ResampleRgbAxes(src.data(), sw, sh, stride, h, v, resized.data(), &scratch, mode >= 3 ? &sink : nullptr);
+    for (int y = 0; y < 224 && (mode == 0 || mode == 2); ++y) sink.Row(y, &resized[size_t(y) * 224 * 3]);
     dsc::kernels::StreamFence();
     benchmark::DoNotOptimize(o);
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(BM_CropResizeFlipNormalize)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CropResizeFlipNormalize)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 64}})->Unit(benchmark::kMicrosecond);
 
 // Building one axis' coefficient table (a crop's 320 -> 224, fractional box edges).
 void BM_MakeAxis(benchmark::State& state) {
@@ -136,4 +150,17 @@ BENCHMARK(BM_OnePass)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// --avx2-only: the AVX2 code on an AVX-512 machine (kernels::LimitToAvx2).
+int main(int argc, char** argv) {
+  int n = 0;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--avx2-only") dsc::kernels::LimitToAvx2(true);
+    else argv[n++] = argv[i];
+  }
+  argc = n;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

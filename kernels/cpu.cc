@@ -27,7 +27,23 @@ bool CpuHasAvx2() {
   return true;
 }();
 
+bool CpuHasAvx512() {
+#if defined(__x86_64__)
+  static const bool have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl");
+  return have;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> g_avx2_only{false};
+
 }  // namespace
+
+bool UseAvx512() { return UseAvx2() && CpuHasAvx512() && !g_avx2_only.load(std::memory_order_relaxed); }
+
+void LimitToAvx2(bool limit) { g_avx2_only.store(limit, std::memory_order_relaxed); }
 
 bool UseAvx2() { return CpuHasAvx2() && !g_scalar.load(std::memory_order_relaxed); }
 

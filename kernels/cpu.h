@@ -15,6 +15,12 @@ namespace dsc::kernels {
 
 // True when the CPU has AVX2 and the scalar paths are not forced.
 bool UseAvx2();
+// True when UseAvx2() and the CPU has AVX-512 F, BW and VL, unless LimitToAvx2(true) was called: the few
+// kernels with a 512-bit twin (the resampler's vertical pass) then use it.
+bool UseAvx512();
+// Turns the AVX-512 twins off (true) or back on, so that tests and benchmarks on an AVX-512 machine
+// also run the AVX2 code.
+void LimitToAvx2(bool limit);
 // Turns every SIMD path off for the rest of the process (see above). setenv is not thread-safe: call it
 // while the process has one thread.
 void ForceScalar();

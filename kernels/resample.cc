@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "format/error.h"
 #include "kernels/cpu.h"
@@ -13,18 +14,117 @@
 
 namespace dsc::kernels {
 
+namespace {
+
+// Outputs [o0, o0 + n) of an axis (ResampleTaps for each, as Q22), mirrored when asked; source indices
+// shifted by `shift`. The filter is a template argument so that its weight function folds into the
+// loop (the axes are built for every sample: this was a tenth of the RandomResizedCrop step).
+#if defined(__x86_64__)
+// FillAxis<kBilinear> four outputs at a time, one per 64-bit lane: on each lane the same IEEE
+// operations in the same order as ResampleSpanOf, ResampleTaps and ResampleFixed (no FMA), the taps
+// past an output's count weighing +0.0 (the sum stays the same; k = 0 as in the padding). Fills outputs
+// [0, returned) (a multiple of 4); a group with more taps than the bound is left to the scalar loop.
+__attribute__((target("avx2"))) int FillBilinearAvx2(int in_size, float in0, float in1, int out_size, int o0, int n,
+                                                     int shift, bool mirror, ResampleAxis* a) {
+  const double scale = double(in1 - in0) / out_size;
+  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  const double support = ResampleSupport(ResampleFilter::kBilinear) * filterscale;
+  const int ks = a->ksize;
+  // No output has more than floor(2 * support) + 1 taps, + 1 for the rounding of its edges (checked).
+  const int nt = int(2 * support) + 2 < ks ? int(2 * support) + 2 : ks;
+  if (nt > 16) return 0;
+  const __m256d vscale = _mm256_set1_pd(scale), vin0 = _mm256_set1_pd(double(in0)), half = _mm256_set1_pd(0.5);
+  const __m256d vsupport = _mm256_set1_pd(support), vss = _mm256_set1_pd(1.0 / filterscale);
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd(), sign = _mm256_set1_pd(-0.0);
+  const __m256d q22 = _mm256_set1_pd(double(1 << kResampleBits));
+  const __m128i lo = _mm_setzero_si128(), hi = _mm_set1_epi32(in_size);
+  const __m128i lane = mirror ? _mm_setr_epi32(0, -1, -2, -3) : _mm_setr_epi32(0, 1, 2, 3);
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128i xx = _mm_add_epi32(_mm_set1_epi32(o0 + (mirror ? n - 1 - i : i)), lane);
+    const __m256d center = _mm256_add_pd(vin0, _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(xx), half), vscale));
+    const __m128i xmin = _mm_max_epi32(_mm256_cvttpd_epi32(_mm256_add_pd(_mm256_sub_pd(center, vsupport), half)), lo);
+    const __m128i xmax = _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_add_pd(_mm256_add_pd(center, vsupport), half)), hi);
+    const __m128i count = _mm_sub_epi32(xmax, xmin);
+    if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(count, _mm_set1_epi32(nt))))) break;
+    __m256d w[16];
+    __m256d ww = zero;
+    for (int t = 0; t < nt; ++t) {
+      const __m128i xt = _mm_add_epi32(xmin, _mm_set1_epi32(t));
+      const __m256d x = _mm256_mul_pd(_mm256_add_pd(_mm256_sub_pd(_mm256_cvtepi32_pd(xt), center), half), vss);
+      const __m256d ax = _mm256_andnot_pd(sign, x);
+      const __m256d v = _mm256_and_pd(_mm256_cmp_pd(ax, one, _CMP_LT_OQ), _mm256_sub_pd(one, ax));
+      const __m256d real = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpgt_epi32(count, _mm_set1_epi32(t))));
+      w[t] = _mm256_and_pd(real, v);
+      ww = _mm256_add_pd(ww, w[t]);
+    }
+    const __m256d nonzero = _mm256_cmp_pd(ww, zero, _CMP_NEQ_UQ);
+    alignas(16) int32_t k[16][4];
+    for (int t = 0; t < nt; ++t) {
+      const __m256d wt = _mm256_blendv_pd(w[t], _mm256_div_pd(w[t], ww), nonzero);
+      const __m256d p = _mm256_mul_pd(wt, q22);
+      const __m256d neg = _mm256_cmp_pd(wt, zero, _CMP_LT_OQ);
+      const __m256d r = _mm256_blendv_pd(_mm256_add_pd(half, p), _mm256_add_pd(_mm256_sub_pd(zero, half), p), neg);
+      _mm_store_si128(reinterpret_cast<__m128i*>(k[t]), _mm256_cvttpd_epi32(r));
+    }
+    alignas(16) int32_t first[4], cnt[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(first), xmin);
+    _mm_store_si128(reinterpret_cast<__m128i*>(cnt), count);
+    for (int j = 0; j < 4; ++j) {
+      a->first[i + j] = first[j] + shift;
+      a->count[i + j] = cnt[j] < 0 ? 0 : cnt[j];
+      int32_t* kj = &a->k[size_t(i + j) * ks];
+      for (int t = 0; t < nt; ++t) kj[t] = k[t][j];
+      for (int t = nt; t < ks; ++t) kj[t] = 0;
+    }
+  }
+  return i;
+}
+#endif
+
+template <ResampleFilter F>
+void FillAxis(int in_size, float in0, float in1, int out_size, int o0, int n, int shift, bool mirror, bool simd,
+              ResampleAxis* a) {
+  thread_local std::vector<double> w;
+  w.resize(size_t(a->ksize));
+  int i = 0;
+#if defined(__x86_64__)
+  if (F == ResampleFilter::kBilinear && simd) i = FillBilinearAvx2(in_size, in0, in1, out_size, o0, n, shift, mirror, a);
+#endif
+  for (; i < n; ++i) {
+    const int o = mirror ? n - 1 - i : i;
+    int first = 0;
+    const int c = ResampleTaps(F, in_size, in0, in1, out_size, o0 + o, &first, w.data());
+    a->first[i] = first + shift;
+    a->count[i] = c;
+    int32_t* k = &a->k[size_t(i) * a->ksize];
+    for (int t = 0; t < c; ++t) k[t] = ResampleFixed(w[t]);
+  }
+}
+
+// Sizes *a for n outputs (keeping its memory) and fills it (`simd`: with the AVX2 twin where there is one;
+// the scalar reference resampler builds its axes without).
+void MakeAxis(ResampleFilter f, int in_size, float in0, float in1, int out_size, int o0, int n, int shift, bool mirror,
+              bool simd, ResampleAxis* a) {
+  a->ksize = ResampleMaxTaps(f, in0, in1, out_size);
+  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
+  a->count.resize(size_t(n));
+  a->k.assign(size_t(n) * a->ksize, 0);
+  switch (f) {
+    case ResampleFilter::kBox: return FillAxis<ResampleFilter::kBox>(in_size, in0, in1, out_size, o0, n, shift, mirror, simd, a);
+    case ResampleFilter::kBilinear:
+      return FillAxis<ResampleFilter::kBilinear>(in_size, in0, in1, out_size, o0, n, shift, mirror, simd, a);
+    case ResampleFilter::kBicubic:
+      return FillAxis<ResampleFilter::kBicubic>(in_size, in0, in1, out_size, o0, n, shift, mirror, simd, a);
+  }
+  throw Error("resample: unsupported filter " + std::to_string(int(f)));
+}
+
+}  // namespace
+
 ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in1, int out_size) {
   ResampleAxis a;
-  a.ksize = ResampleMaxTaps(f, in0, in1, out_size);
-  a.first.resize(size_t(out_size));
-  a.count.resize(size_t(out_size));
-  a.k.assign(size_t(out_size) * a.ksize, 0);
-  std::vector<double> w(size_t(a.ksize));
-  for (int i = 0; i < out_size; ++i) {
-    const int n = ResampleTaps(f, in_size, in0, in1, out_size, i, &a.first[i], w.data());
-    a.count[i] = n;
-    for (int t = 0; t < n; ++t) a.k[size_t(i) * a.ksize + t] = ResampleFixed(w[t]);
-  }
+  MakeAxis(f, in_size, in0, in1, out_size, 0, out_size, 0, false, UseAvx2(), &a);
   return a;
 }
 
@@ -96,13 +196,13 @@ void MakePlan(int sw, int sh, int dw, int dh, ResampleFilter f, const ResampleBo
   p->simd = simd;
   p->hs_ok = false;
   if (p->need_v) {
-    p->v = MakeResampleAxis(f, sh, b.y0, b.y1, dh);
+    MakeAxis(f, sh, b.y0, b.y1, dh, 0, dh, 0, false, simd, &p->v);
     p->y_first = p->v.first[0];
     p->y_last = p->v.first[dh - 1] + p->v.count[dh - 1];
     if (p->y_last < p->y_first) p->y_last = p->y_first;
   }
   if (p->need_h) {
-    p->h = MakeResampleAxis(f, sw, b.x0, b.x1, dw);
+    MakeAxis(f, sw, b.x0, b.x1, dw, 0, dw, 0, false, simd, &p->h);
     if (p->need_v)
       for (int& y : p->v.first) y -= p->y_first;
     if (simd) p->hs_ok = MakeHorizontalSimd(p->h, sw, &p->hs);
@@ -178,6 +278,21 @@ void VerticalScalarAll(const uint8_t* in, size_t stride, const ResampleAxis& a, 
 }
 
 #if defined(__x86_64__)
+
+// Calls f(std::integral_constant<int, N>{}) with N the tap count when it is 1..6 (the loops unroll), else
+// with N = 0 (the count is read at run time).
+template <class F>
+inline void WithTaps(int taps, F&& f) {
+  switch (taps) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    default: return f(std::integral_constant<int, 0>{});
+  }
+}
 
 // The AVX2 passes. Every product and sum is the scalar one modulo 2^32 (integer adds in any order), so
 // the bytes are the same as the reference's.
@@ -299,15 +414,7 @@ void HorizontalAvx2(const uint8_t* in, size_t in_stride, int rows, const Plan& p
       }
       TransposeIn32(tail, 0, t + 8 * in_full);
     }
-    switch (h.taps) {
-      case 1: HorizontalBlock<1>(t, h, ow, u); break;
-      case 2: HorizontalBlock<2>(t, h, ow, u); break;
-      case 3: HorizontalBlock<3>(t, h, ow, u); break;
-      case 4: HorizontalBlock<4>(t, h, ow, u); break;
-      case 5: HorizontalBlock<5>(t, h, ow, u); break;
-      case 6: HorizontalBlock<6>(t, h, ow, u); break;
-      default: HorizontalBlock<0>(t, h, ow, u); break;
-    }
+    WithTaps(h.taps, [&](auto k) { HorizontalBlock<decltype(k)::value>(t, h, ow, u); });
     for (size_t j = 0; j < out_full; j += 32) {
       for (int r = 0; r < 8; ++r) dst[r] = r < n ? out + size_t(y0 + r) * out_bytes + j : out_tail[r];
       TransposeOut32(u + 8 * j, dst);
@@ -352,17 +459,160 @@ __attribute__((target("avx2"))) void VerticalAvx2Row(const uint8_t* in, size_t s
   if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
 }
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
+// reports as a use of an uninitialised value (a false positive: every lane is written).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// VerticalAvx2Row with 16-lane vectors, 64 bytes per step (where AVX-512 runs at full width, twice the
+// work per instruction); the row's last bytes with masked loads and store. The packs work within
+// 128-bit lanes, so the bytes come out in an order (lane l: elements 4l..4l+3 of each accumulator) that
+// `order` undoes.
+template <int kTaps>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void VerticalAvx512Row(const uint8_t* in, size_t stride,
+                                                                             const ResampleAxis& a, uint8_t* out,
+                                                                             int y) {
+  const __m512i bias = _mm512_set1_epi32(int32_t(ResampleBias()));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const uint8_t* s = in + size_t(a.first[y]) * stride;
+  const int32_t* k = &a.k[size_t(y) * a.ksize];
+  const int n = kTaps > 0 ? kTaps : a.count[y];
+  uint8_t* o = out + size_t(y) * stride;
+  for (size_t i = 0; i < stride; i += 64) {
+    const size_t left = stride - i;
+    const uint64_t m = left >= 64 ? ~uint64_t(0) : (uint64_t(1) << left) - 1;
+    __m512i acc[4] = {bias, bias, bias, bias};
+    for (int t = 0; t < n; ++t) {
+      const uint8_t* p = s + size_t(t) * stride + i;
+      const __m512i kt = _mm512_set1_epi32(k[t]);
+      for (int g = 0; g < 4; ++g) {
+        const __m128i v = left >= 64 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g))
+                                     : _mm_maskz_loadu_epi8(__mmask16(m >> (16 * g)), p + 16 * g);
+        acc[g] = _mm512_add_epi32(acc[g], _mm512_mullo_epi32(_mm512_cvtepu8_epi32(v), kt));
+      }
+    }
+    // Arithmetic shift, then the saturating packs clamp to 0..255 exactly like ResampleClip8.
+    const __m512i w01 = _mm512_packs_epi32(_mm512_srai_epi32(acc[0], kResampleBits), _mm512_srai_epi32(acc[1], kResampleBits));
+    const __m512i w23 = _mm512_packs_epi32(_mm512_srai_epi32(acc[2], kResampleBits), _mm512_srai_epi32(acc[3], kResampleBits));
+    const __m512i bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(w01, w23));
+    _mm512_mask_storeu_epi8(o + i, __mmask64(m), bytes);
+  }
+}
+
+// The horizontal pass on blocks of 16 rows: the two 8-row sideways blocks (TransposeIn32) are
+// interleaved so that column j's 16 rows are the 16 bytes T16[16j ..] (source pixel p's three channels
+// at 48p, 48p + 16, 48p + 32), the taps are 16-lane vectors, and each output pixel's 48 bytes are split
+// back into the two 8-row layouts U that TransposeOut32 undoes.
+
+// T16 columns [0, cols) from ta (rows 0..7) and tb (rows 8..15); cols a multiple of 4.
+__attribute__((target("avx2"))) inline void Interleave16(const uint8_t* ta, const uint8_t* tb, size_t cols,
+                                                         uint8_t* t16) {
+  for (size_t j = 0; j < cols; j += 4) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ta + 8 * j));  // columns j .. j + 3
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb + 8 * j));
+    const __m256i lo = _mm256_unpacklo_epi64(a, b);  // columns j, j + 2 (rows 0..15 each)
+    const __m256i hi = _mm256_unpackhi_epi64(a, b);  // columns j + 1, j + 3
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
+template <int kTaps>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalBlock16(const uint8_t* t, const HorizontalSimd& h,
+                                                                             int ow, uint8_t* ua, uint8_t* ub) {
+  const __m512i bias = _mm512_set1_epi32(int32_t(ResampleBias()));
+  // After the packs, 128-bit lane l holds rows 4l..4l+3 as dwords R, G, B, B: rows 0..7 are dwords
+  // 0, 4 (R), 1, 5 (G), 2, 6 (B); rows 8..15 the same plus 8.
+  const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 8, 12, 9, 13, 10, 14, 3, 7, 11, 15);
+  const int taps = kTaps > 0 ? kTaps : h.taps;
+  const int32_t* kx = h.k.data();
+  for (int x = 0; x < ow; ++x, kx += taps) {
+    const uint8_t* s = t + size_t(h.start[x]) * 48;
+    __m512i r = bias, g = bias, b = bias;
+    for (int i = 0; i < taps; ++i, s += 48) {
+      const __m512i k = _mm512_set1_epi32(kx[i]);
+      r = _mm512_add_epi32(r, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))), k));
+      g = _mm512_add_epi32(g, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16))), k));
+      b = _mm512_add_epi32(b, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32))), k));
+    }
+    r = _mm512_srai_epi32(r, kResampleBits);
+    g = _mm512_srai_epi32(g, kResampleBits);
+    b = _mm512_srai_epi32(b, kResampleBits);
+    const __m512i bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(_mm512_packs_epi32(r, g), _mm512_packs_epi32(b, b)));
+    // 24 bytes to each U (plus 8 spare, overwritten by the next pixel or landing in U's padding).
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ua + 24 * size_t(x)), _mm512_castsi512_si256(bytes));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 24 * size_t(x)),
+                        _mm512_castsi512_si256(_mm512_alignr_epi32(bytes, bytes, 6)));
+  }
+}
+
+void HorizontalAvx512(const uint8_t* in, size_t in_stride, int rows, const Plan& p, uint8_t* out, int ow) {
+  if (!p.hs_ok) return HorizontalScalar(in, in_stride, rows, p, out, ow);
+  const HorizontalSimd& h = p.hs;
+  const size_t in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
+  in += size_t(h.x0) * 3;
+  const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
+  const size_t in_cols = (in_bytes + 31) & ~size_t(31), out_cols = (out_bytes + 31) & ~size_t(31);
+  thread_local std::vector<uint8_t> tbuf, ubuf;
+  tbuf.resize(32 * in_cols);  // ta, tb (8 rows each), t16
+  ubuf.resize(2 * (8 * out_cols + 32));
+  uint8_t* ta = tbuf.data();
+  uint8_t* tb = ta + 8 * in_cols;
+  uint8_t* t16 = tb + 8 * in_cols;
+  uint8_t* ua = ubuf.data();
+  uint8_t* ub = ua + 8 * out_cols + 32;
+  alignas(32) uint8_t in_tail[16][32] = {}, out_tail[8][32];
+  for (int y0 = 0; y0 < rows; y0 += 16) {
+    const int n = rows - y0 < 16 ? rows - y0 : 16;
+    // A short last block repeats its last row; those results are not stored.
+    const uint8_t* src[16];
+    for (int r = 0; r < 16; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_stride;
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* const* rs = src + 8 * half;
+      uint8_t* t = half ? tb : ta;
+      for (size_t j = 0; j < in_full; j += 32) TransposeIn32(rs, j, t);
+      if (in_full < in_bytes) {
+        const uint8_t* tail[8];
+        for (int r = 0; r < 8; ++r) {
+          std::memcpy(in_tail[8 * half + r], rs[r] + in_full, in_bytes - in_full);
+          tail[r] = in_tail[8 * half + r];
+        }
+        TransposeIn32(tail, 0, t + 8 * in_full);
+      }
+    }
+    Interleave16(ta, tb, in_cols, t16);
+    WithTaps(h.taps, [&](auto k) { HorizontalBlock16<decltype(k)::value>(t16, h, ow, ua, ub); });
+    for (int half = 0; half < 2 && 8 * half < n; ++half) {
+      const uint8_t* u = half ? ub : ua;
+      const int r0 = y0 + 8 * half, m = n - 8 * half < 8 ? n - 8 * half : 8;  // rows of this half to store
+      uint8_t* dst[8];
+      for (size_t j = 0; j < out_full; j += 32) {
+        for (int r = 0; r < 8; ++r) dst[r] = r < m ? out + size_t(r0 + r) * out_bytes + j : out_tail[r];
+        TransposeOut32(u + 8 * j, dst);
+      }
+      if (out_full < out_bytes) {
+        for (int r = 0; r < 8; ++r) dst[r] = out_tail[r];
+        TransposeOut32(u + 8 * out_full, dst);
+        for (int r = 0; r < m; ++r) std::memcpy(out + size_t(r0 + r) * out_bytes + out_full, out_tail[r], out_bytes - out_full);
+      }
+    }
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+void VerticalAvx512(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
+  for (int y = y0; y < y1; ++y) {
+    WithTaps(a.count[y], [&](auto k) { VerticalAvx512Row<decltype(k)::value>(in, stride, a, out, y); });
+  }
+}
+
 void VerticalAvx2(const uint8_t* in, size_t stride, const ResampleAxis& a, uint8_t* out, int y0, int y1) {
   for (int y = y0; y < y1; ++y) {
-    switch (a.count[y]) {
-      case 1: VerticalAvx2Row<1>(in, stride, a, out, y); break;
-      case 2: VerticalAvx2Row<2>(in, stride, a, out, y); break;
-      case 3: VerticalAvx2Row<3>(in, stride, a, out, y); break;
-      case 4: VerticalAvx2Row<4>(in, stride, a, out, y); break;
-      case 5: VerticalAvx2Row<5>(in, stride, a, out, y); break;
-      case 6: VerticalAvx2Row<6>(in, stride, a, out, y); break;
-      default: VerticalAvx2Row<0>(in, stride, a, out, y); break;
-    }
+    WithTaps(a.count[y], [&](auto k) { VerticalAvx2Row<decltype(k)::value>(in, stride, a, out, y); });
   }
 }
 
@@ -398,7 +648,8 @@ void Run(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, Resam
 
 // Both passes over precomputed axes (ResampleRgbAxes).
 void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
-             uint8_t* dst, std::vector<uint8_t>* scratch, bool simd, HorizontalFn horizontal, VerticalFn vertical) {
+             uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink, bool simd, HorizontalFn horizontal,
+             VerticalFn vertical, int block = 8) {
   const int dw = int(h.count.size()), dh = int(v.count.size());
   auto check = [](const ResampleAxis& a, int size, const char* name) {
     for (size_t i = 0; i < a.count.size(); ++i)
@@ -427,8 +678,28 @@ void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAx
   std::vector<uint8_t>& tmp = scratch ? *scratch : local;
   const int rows = p.y_last - p.y_first;
   tmp.resize(size_t(dw) * rows * 3);
-  horizontal(src + size_t(p.y_first) * stride, stride, rows, p, tmp.data(), dw);
-  vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
+  if (!sink) {
+    horizontal(src + size_t(p.y_first) * stride, stride, rows, p, tmp.data(), dw);
+    vertical(tmp.data(), size_t(dw) * 3, p.v, dst, 0, dh);
+    return;
+  }
+  // Pipelined: the horizontal pass runs a block of rows (its SIMD block: 8 or 16) ahead of the vertical
+  // rows that need them, and each output row goes to the sink at once, so the sink's stores (the batch, past the
+  // cache) overlap the arithmetic instead of following it, and the intermediate rows are still hot.
+  const size_t row_bytes = size_t(dw) * 3;
+  int done = 0;  // intermediate rows [0, done) are computed
+  for (int y = 0; y < dh; ++y) {
+    const int need = p.v.first[y] + p.v.count[y];
+    if (need > done) {
+      int upto = done + (need - done + block - 1) / block * block;  // whole blocks from `done`
+      if (upto > rows) upto = rows;
+      horizontal(src + size_t(p.y_first + done) * stride, stride, upto - done, p, tmp.data() + size_t(done) * row_bytes,
+                 dw);
+      done = upto;
+    }
+    vertical(tmp.data(), row_bytes, p.v, dst, y, y + 1);
+    sink->Row(y, dst + size_t(y) * row_bytes);
+  }
 }
 
 }  // namespace
@@ -440,34 +711,22 @@ void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, 
                 std::to_string(o0) + "+" + std::to_string(n) + " of " + std::to_string(out_size) + ")");
   // Relative to lo, as Pillow sees a cropped image: exact (float minus a smaller integer) for the
   // integer crops of an unscaled decode.
-  const float r0 = in0 - float(lo), r1 = in1 - float(lo);
-  a->ksize = ResampleMaxTaps(f, r0, r1, out_size);
-  a->first.resize(size_t(n));  // assign/resize keep the capacity: no allocation from sample to sample
-  a->count.resize(size_t(n));
-  a->k.assign(size_t(n) * a->ksize, 0);
-  thread_local std::vector<double> w;
-  w.resize(size_t(a->ksize));
-  for (int i = 0; i < n; ++i) {
-    const int o = mirror ? n - 1 - i : i;
-    int first = 0;
-    const int c = ResampleTaps(f, hi - lo, r0, r1, out_size, o0 + o, &first, w.data());
-    a->first[i] = first + lo - origin;
-    a->count[i] = c;
-    for (int t = 0; t < c; ++t) a->k[size_t(i) * a->ksize + t] = ResampleFixed(w[t]);
-  }
+  MakeAxis(f, hi - lo, in0 - float(lo), in1 - float(lo), out_size, o0, n, lo - origin, mirror, UseAvx2(), a);
 }
 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
-                     uint8_t* dst, std::vector<uint8_t>* scratch) {
+                     uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, true, HorizontalAvx2, VerticalAvx2);
+  if (UseAvx512())
+    return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx512, VerticalAvx512, 16);
+  if (UseAvx2()) return RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, true, HorizontalAvx2, VerticalAvx2);
 #endif
-  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
 
 void ResampleRgbAxesScalar(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h,
-                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch) {
-  RunAxes(src, sw, sh, stride, h, v, dst, scratch, false, HorizontalScalar, VerticalScalarAll);
+                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch, ResampleRowSink* sink) {
+  RunAxes(src, sw, sh, stride, h, v, dst, scratch, sink, false, HorizontalScalar, VerticalScalarAll);
 }
 
 void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
@@ -478,6 +737,7 @@ void ResampleRgbScalar(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw,
 void ResampleRgb(const uint8_t* src, int sw, int sh, uint8_t* dst, int dw, int dh, ResampleFilter f,
                  ResampleBox box, std::vector<uint8_t>* scratch) {
 #if defined(__x86_64__)
+  if (UseAvx512()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx512, VerticalAvx512);
   if (UseAvx2()) return Run(src, sw, sh, dst, dw, dh, f, box, scratch, HorizontalAvx2, VerticalAvx2);
 #endif
   ResampleRgbScalar(src, sw, sh, dst, dw, dh, f, box, scratch);

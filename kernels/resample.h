@@ -109,13 +109,26 @@ ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in
 void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
                         bool mirror, ResampleAxis* axis);
 
+// Gets the output rows of ResampleRgbAxes in order, each as soon as it is written (e.g. to normalise it
+// into the batch while the next rows are resampled).
+class ResampleRowSink {
+ public:
+  virtual void Row(int y, const uint8_t* rgb) = 0;
+
+ protected:
+  ~ResampleRowSink() = default;
+};
+
 // Resamples with precomputed axes: dst (h's outputs x v's outputs RGB, rows packed) from src (sw x sh RGB,
 // rows `stride` bytes apart). Both passes always run (a one-tap identity pass gives its input back
-// exactly). Throws dsc::Error when a tap lies outside the source. ResampleRgbAxesScalar is the reference.
+// exactly). Throws dsc::Error when a tap lies outside the source (before any row is written or sunk).
+// With a `sink`, each row of dst goes to sink->Row as soon as it is written (the same bytes; the two
+// passes are interleaved). ResampleRgbAxesScalar is the reference.
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,
-                     uint8_t* dst, std::vector<uint8_t>* scratch = nullptr);
+                     uint8_t* dst, std::vector<uint8_t>* scratch = nullptr, ResampleRowSink* sink = nullptr);
 void ResampleRgbAxesScalar(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h,
-                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch = nullptr);
+                           const ResampleAxis& v, uint8_t* dst, std::vector<uint8_t>* scratch = nullptr,
+                           ResampleRowSink* sink = nullptr);
 
 // The source sub-rectangle, in float pixel coordinates (Pillow's box); x1 == 0 && y1 == 0 means the
 // whole image.

@@ -162,11 +162,26 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     // cutout and the output format then run on the resized image as on an uncropped one.
     const size_t bytes = size_t(out_.width) * out_.height * 3;
     if (resized_.size() < bytes) resized_.resize(bytes);
+    // Without translate or cutout each resized row is the output row: emitted as soon as it is
+    // resampled (kernels::ResampleRowSink), while it is still in the cache.
+    struct Emit final : kernels::ResampleRowSink {
+      SampleProcessor* self;
+      uint8_t* dst;
+      Emit(SampleProcessor* s, uint8_t* d) : self(s), dst(d) {}
+      void Row(int y, const uint8_t* rgb) override { self->EmitRow(rgb, y, dst); }
+    } emit(this, dst);
+    const bool direct = params.dx == 0 && params.dy == 0 && params.cut_x < 0;
     try {
       kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
-      kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_);
+      kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_,
+                               direct ? &emit : nullptr);
     } catch (const Error& ex) {  // a geometry the resampler refuses: name the sample
       throw fail(ex.what());
+    }
+    if (direct) {
+      kernels::StreamFence();  // streaming stores are visible before the batch is published
+      if (stats_) Account(st, t0, t1, t2, p.size);
+      return;
     }
     params.flip = 0;
     src = resized_.data();

@@ -65,16 +65,28 @@ TEST(NormalizeRow, Avx2EqualsScalarBitForBit) {
   std::mt19937 rng(2);
   const float scale[3] = {1 / 51.5865f, 1 / 50.847f, 1 / 51.255f};
   const float bias[3] = {-125.307f / 51.5865f, -122.961f / 50.847f, -113.8575f / 51.255f};
-  for (size_t w : {1u, 15u, 16u, 17u, 32u, 224u, 333u}) {
-    std::vector<uint8_t> rgb(w * 3);
-    for (auto& v : rgb) v = uint8_t(rng());
-    for (bool rev : {false, true}) {
-      std::vector<float> a(w * 3), b(w * 3);
-      NormalizeRowPlanar(rgb.data(), w, a.data(), a.data() + w, a.data() + 2 * w, scale, bias, rev);
-      NormalizeRowPlanarScalar(rgb.data(), w, b.data(), b.data() + w, b.data() + 2 * w, scale, bias, rev);
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "w=" << w << " reverse=" << rev;
+  // Every SIMD width this CPU has (the AVX-512 twin, then AVX2 only), rows 64-byte aligned (streaming
+  // stores) or not.
+  for (bool avx2_only : {false, true}) {
+    LimitToAvx2(avx2_only);
+    for (size_t w : {1u, 15u, 16u, 17u, 32u, 48u, 224u, 333u}) {
+      std::vector<uint8_t> rgb(w * 3);
+      for (auto& v : rgb) v = uint8_t(rng());
+      const size_t plane = (w + 15) / 16 * 16;
+      for (size_t shift : {0u, 1u, 8u})
+        for (bool rev : {false, true}) {
+          std::vector<float> buf(3 * plane + 32), b(w * 3);
+          float* a = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64 / 4 + shift;
+          NormalizeRowPlanar(rgb.data(), w, a, a + plane, a + 2 * plane, scale, bias, rev);
+          StreamFence();
+          NormalizeRowPlanarScalar(rgb.data(), w, b.data(), b.data() + w, b.data() + 2 * w, scale, bias, rev);
+          for (size_t c = 0; c < 3; ++c)
+            ASSERT_EQ(std::memcmp(a + c * plane, b.data() + c * w, w * 4), 0)
+                << "w=" << w << " reverse=" << rev << " shift=" << shift << " avx2_only=" << avx2_only;
+        }
     }
   }
+  LimitToAvx2(false);
 }
 
 TEST(Color, RowsFollowTheLibjpegFormula) {

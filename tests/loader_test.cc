@@ -215,40 +215,46 @@ TEST(Loader, CifarAugmentationsMatchANaiveReference) {
 }
 
 TEST(Loader, OutputFormatsAgreeWithNormalize) {
-  LoaderOptions base = LoaderOptions::CifarTrain();
-  base.batch_size = 100;
-  base.seed = 3;
-  Loader u8(Built().jpg, Uint8(base));
-  auto ref = RunEpoch(u8, 1);
-  float scale[3], bias[3];
-  kernels::NormalizeCoefficients(base.augment, scale, bias);
-  for (auto [dtype, layout] : {std::pair{DType::kFloat32, Layout::kNCHW}, {DType::kFloat32, Layout::kNHWC},
-                               {DType::kFloat16, Layout::kNCHW}, {DType::kFloat16, Layout::kNHWC}}) {
-    LoaderOptions o = base;
-    o.dtype = dtype;
-    o.layout = layout;
-    Loader l(Built().jpg, o);
-    auto got = RunEpoch(l, 1);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      ASSERT_EQ(got[k].indices, ref[k].indices);
-      const size_t n = ref[k].indices.size();
-      for (size_t j = 0; j < n; ++j)
-        for (size_t c = 0; c < 3; ++c)
-          for (size_t i = 0; i < 1024; ++i) {
-            const uint8_t v = ref[k].images[j * 3072 + i * 3 + c];
-            const size_t pos = j * 3072 + (layout == Layout::kNCHW ? c * 1024 + i : i * 3 + c);
-            const float want = kernels::Normalize(v, scale[c], bias[c]);
-            if (dtype == DType::kFloat32) {
-              float f;
-              std::memcpy(&f, got[k].images.data() + pos * 4, 4);
-              ASSERT_EQ(f, want);
-            } else {
-              uint16_t h;
-              std::memcpy(&h, got[k].images.data() + pos * 2, 2);
-              ASSERT_EQ(h, kernels::FloatToHalf(want));
+  // CIFAR's pad-and-crop (rows written after the augment) and ImageNet's RandomResizedCrop (each row
+  // normalised as soon as the resampler makes it), against the uint8 output through kernels::Normalize.
+  LoaderOptions train = LoaderOptions::ImagenetTrain();
+  train.augment.out_w = train.augment.out_h = 24;
+  for (LoaderOptions base : {LoaderOptions::CifarTrain(), train}) {
+    base.batch_size = 100;
+    base.seed = 3;
+    Loader u8(Built().jpg, Uint8(base));
+    auto ref = RunEpoch(u8, 1);
+    const size_t pixels = size_t(base.augment.out_w) * base.augment.out_h;
+    float scale[3], bias[3];
+    kernels::NormalizeCoefficients(base.augment, scale, bias);
+    for (auto [dtype, layout] : {std::pair{DType::kFloat32, Layout::kNCHW}, {DType::kFloat32, Layout::kNHWC},
+                                 {DType::kFloat16, Layout::kNCHW}, {DType::kFloat16, Layout::kNHWC}}) {
+      LoaderOptions o = base;
+      o.dtype = dtype;
+      o.layout = layout;
+      Loader l(Built().jpg, o);
+      auto got = RunEpoch(l, 1);
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        ASSERT_EQ(got[k].indices, ref[k].indices);
+        const size_t n = ref[k].indices.size();
+        for (size_t j = 0; j < n; ++j)
+          for (size_t c = 0; c < 3; ++c)
+            for (size_t i = 0; i < pixels; ++i) {
+              const uint8_t v = ref[k].images[j * 3 * pixels + i * 3 + c];
+              const size_t pos = j * 3 * pixels + (layout == Layout::kNCHW ? c * pixels + i : i * 3 + c);
+              const float want = kernels::Normalize(v, scale[c], bias[c]);
+              if (dtype == DType::kFloat32) {
+                float f;
+                std::memcpy(&f, got[k].images.data() + pos * 4, 4);
+                ASSERT_EQ(f, want);
+              } else {
+                uint16_t h;
+                std::memcpy(&h, got[k].images.data() + pos * 2, 2);
+                ASSERT_EQ(h, kernels::FloatToHalf(want));
+              }
             }
-          }
+      }
     }
   }
 }

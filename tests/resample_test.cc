@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -169,6 +170,12 @@ TEST(Resample, ScalarMatchesPil) {
   std::printf("resample vs PIL: %d of %zu cases bit-exact, max error %d\n", exact, cases.size(), worst);
 }
 
+// Turns the AVX-512 twins off while alive, so that an AVX-512 machine checks the AVX2 code as well.
+struct Avx2Only {
+  Avx2Only() { dsc::kernels::LimitToAvx2(true); }
+  ~Avx2Only() { dsc::kernels::LimitToAvx2(false); }
+};
+
 // Many geometries, including the awkward ones for the SIMD path (taps past the row end, sources
 // narrower than the tap count, big downscale factors, bicubic lobes), against the scalar reference.
 TEST(Resample, Avx2MatchesScalar) {
@@ -193,9 +200,14 @@ TEST(Resample, Avx2MatchesScalar) {
     }
     std::vector<uint8_t> want(size_t(dw) * dh * 3), got(want.size(), 0xAB);
     dsc::kernels::ResampleRgbScalar(src.data(), sw, sh, want.data(), dw, dh, f, b);
-    dsc::kernels::ResampleRgb(src.data(), sw, sh, got.data(), dw, dh, f, b, &scratch);
-    ASSERT_EQ(got, want) << sw << "x" << sh << " -> " << dw << "x" << dh << " filter " << int(f) << " box (" << b.x0
-                         << ", " << b.y0 << ", " << b.x1 << ", " << b.y1 << ")";
+    for (int avx2_only = 0; avx2_only < 2; ++avx2_only) {
+      std::optional<Avx2Only> limit;
+      if (avx2_only) limit.emplace();
+      std::fill(got.begin(), got.end(), 0xAB);
+      dsc::kernels::ResampleRgb(src.data(), sw, sh, got.data(), dw, dh, f, b, &scratch);
+      ASSERT_EQ(got, want) << sw << "x" << sh << " -> " << dw << "x" << dh << " filter " << int(f) << " box (" << b.x0
+                           << ", " << b.y0 << ", " << b.x1 << ", " << b.y1 << ")" << (avx2_only ? " AVX2 only" : "");
+    }
     ++n;
   }
   // The benchmark's geometry, exactly.
@@ -267,7 +279,13 @@ TEST(Resample, WindowsOfAxesMatchTheReference) {
     dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data());
     ASSERT_EQ(got, want) << "case " << r;
     dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, fast.data());
-    ASSERT_EQ(fast, want) << "case " << r << " (AVX2)";
+    ASSERT_EQ(fast, want) << "case " << r << " (SIMD)";
+    {
+      Avx2Only limit;
+      std::fill(fast.begin(), fast.end(), 0xCD);
+      dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, fast.data());
+      ASSERT_EQ(fast, want) << "case " << r << " (AVX2 only)";
+    }
   }
   // Taps reaching past the buffer are refused, not read.
   const Image& im = Photos()[0];
@@ -277,6 +295,56 @@ TEST(Resample, WindowsOfAxesMatchTheReference) {
   std::vector<uint8_t> out(50 * 50 * 3);
   EXPECT_THROW(dsc::kernels::ResampleRgbAxes(im.rgb.data(), im.w - 1, im.h, size_t(im.w) * 3, h, v, out.data()),
                dsc::Error);
+}
+
+// With a row sink, each output row reaches the sink once, in order, already final (equal to the
+// reference's row when it arrives), for the scalar and AVX2 paths: heights around the 8-row blocks of
+// the pipelined horizontal pass, upscales and downscales, a mirrored vertical axis (its first row needs
+// the last source rows) and windows of a larger resize.
+TEST(Resample, RowSinkGetsFinalRowsInOrder) {
+  ASSERT_FALSE(Photos().empty());
+  struct Record final : dsc::kernels::ResampleRowSink {
+    std::vector<int> ys;
+    std::vector<uint8_t> rows;
+    size_t row_bytes = 0;
+    void Row(int y, const uint8_t* rgb) override {
+      ys.push_back(y);
+      rows.insert(rows.end(), rgb, rgb + row_bytes);
+    }
+  };
+  Lcg g{7};
+  using dsc::kernels::ResampleAxis;
+  const int heights[] = {1, 2, 7, 8, 9, 15, 16, 17, 57, 224, 300};
+  for (int r = 0; r < 44; ++r) {
+    const Image& im = Photos()[size_t(r * 7) % Photos().size()];
+    const size_t stride = size_t(im.w) * 3 + 32 * (r % 2);
+    std::vector<uint8_t> src(stride * size_t(im.h));
+    for (int y = 0; y < im.h; ++y) std::memcpy(&src[y * stride], &im.rgb[size_t(y) * im.w * 3], size_t(im.w) * 3);
+    const int dw = 1 + int(260 * g.Next()), dh = heights[r % 11];
+    const int lo = int(im.h * 0.3 * g.Next()), hi = lo + 1 + int((im.h - lo - 1) * g.Next());
+    const bool window = r % 4 == 3;  // outputs [oy, oy + dh) of a resize to 2 * dh + 3 rows
+    const int full = window ? 2 * dh + 3 : dh, oy = window ? int((dh + 3) * g.Next()) : 0;
+    ResampleAxis h, v;
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, 0, im.w, 0, float(im.w), dw, 0, dw, 0, r % 3 == 0, &h);
+    dsc::kernels::MakeResampleWindow(ResampleFilter::kBilinear, lo, hi, float(lo), float(hi), full, oy, dh, 0,
+                                     /*mirror=*/r % 2 == 1, &v);
+    std::vector<uint8_t> want(size_t(dw) * dh * 3);
+    dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, want.data());
+    for (int fast = 0; fast < 3; ++fast) {  // scalar, SIMD as dispatched, AVX2 only
+      std::optional<Avx2Only> limit;
+      if (fast == 2) limit.emplace();
+      Record rec;
+      rec.row_bytes = size_t(dw) * 3;
+      std::vector<uint8_t> got(want.size(), 0xEE);
+      if (fast) dsc::kernels::ResampleRgbAxes(src.data(), im.w, im.h, stride, h, v, got.data(), nullptr, &rec);
+      else dsc::kernels::ResampleRgbAxesScalar(src.data(), im.w, im.h, stride, h, v, got.data(), nullptr, &rec);
+      std::vector<int> order(static_cast<size_t>(dh));
+      for (int y = 0; y < dh; ++y) order[size_t(y)] = y;
+      ASSERT_EQ(rec.ys, order) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
+      ASSERT_EQ(rec.rows, want) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
+      ASSERT_EQ(got, want) << "case " << r << (fast ? " (SIMD)" : " (scalar)") << fast;
+    }
+  }
 }
 
 TEST(Resample, RefusesBadGeometry) {
