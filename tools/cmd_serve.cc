@@ -13,6 +13,13 @@
 namespace dsc::tools {
 
 int CmdServe(int argc, char** argv) {
+#ifndef DSC_HAVE_REMOTE
+  // Before any option parsing: nothing else of this command exists here (and GCC 12 at -O3 warns
+  // about the unused parser's strings).
+  (void)argc, (void)argv;
+  std::fprintf(stderr, "dsc serve: this dsc was built without gRPC (install libgrpc++-dev, protobuf-compiler-grpc and rebuild)\n");
+  return kExitUsage;
+#else
   cxxopts::Options opts("dsc serve",
                         "Decode and augment batches of FILE... for loaders on other machines (their --remote).\n\n"
                         "  dsc serve train.beton --listen 127.0.0.1:7000 --threads 8\n"
@@ -34,11 +41,6 @@ int CmdServe(int argc, char** argv) {
       ("report-version", "test hook: claim this dsc version in the handshake", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
   opts.parse_positional({"files"});
-#ifndef DSC_HAVE_REMOTE
-  (void)argc, (void)argv;
-  std::fprintf(stderr, "dsc serve: this dsc was built without gRPC (install libgrpc++-dev, protobuf-compiler-grpc and rebuild)\n");
-  return kExitUsage;
-#else
   remote::ServeOptions so;
   try {
     auto r = opts.parse(argc, argv);
