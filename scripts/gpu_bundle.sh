@@ -21,7 +21,7 @@ case "$out" in /|/usr|/usr/*|/lib*|/etc*) echo "gpu_bundle.sh: refusing to write
 # them) and pkgconf (CMake's FindPkgConfig needs a pkg-config program).
 pkgs=(libturbojpeg0 libturbojpeg0-dev libjpeg62-turbo libjpeg62-turbo-dev libzstd1 libzstd-dev libxxhash0 libxxhash-dev
       libpng16-16 libpng-dev zlib1g zlib1g-dev libcxxopts-dev libgtest-dev libgmock-dev googletest
-      pkgconf pkgconf-bin libpkgconf3 zstd)
+      pkgconf pkgconf-bin libpkgconf3 zstd libjpeg-turbo-progs)
 
 rm -rf "$out"
 mkdir -p "$out/debs" "$out/deps" "$out/data"

@@ -1,4 +1,4 @@
-// Mixed precision for `dsc train --device cuda` (compiled, CPU-verified, not run on a GPU).
+// Mixed precision for `dsc train --device cuda` (run on an H100: bench/RESULTS.md).
 //
 // bf16 (the default on sm_80 and newer) keeps float32's exponent range, so it trains without loss
 // scaling and adds no host synchronisation. fp16 (the default below sm_80, where bf16 is emulated)
@@ -21,7 +21,10 @@ enum class Precision { kFloat32, kBFloat16, kFloat16 };
 // below. Throws dsc::Error for an unknown name or bf16 on a device without it.
 Precision ChoosePrecision(const std::string& flag, int compute_capability);
 const char* PrecisionName(Precision p);
-// Turns CUDA autocast on (to `p`'s type; off for kFloat32) or off, across libtorch versions.
+// Turns CUDA autocast on (to `p`'s type; off for kFloat32) or off, across libtorch versions. Turning it
+// off also clears autocast's cache of low-precision weights, as leaving Python's outermost
+// torch.autocast region does: turn it off after every step's forward, so the next step casts the
+// updated weights.
 void SetCudaAutocast(bool enabled, Precision p);
 
 class LossScaler {

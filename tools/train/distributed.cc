@@ -14,7 +14,9 @@
 #include <map>
 
 #include <torch/utils.h>  // NoGradGuard
+#if DSC_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "format/error.h"
@@ -36,7 +38,7 @@ long EnvInt(const char* name, long fallback, long lo, long hi) {
   return x;
 }
 
-bool IsLoopback(const std::string& addr) {
+[[maybe_unused]] bool IsLoopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
@@ -56,14 +58,27 @@ DistEnv ReadDistEnv() {
 
 struct Distributed::Group {
   c10::intrusive_ptr<c10d::Store> store;
+#if DSC_HAVE_GLOO
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+#endif
 };
+
+namespace {
+// PyTorch's pip wheels ship no gloo headers, so a dsc train built against one runs single-rank only.
+[[noreturn, maybe_unused]] void NoGloo(const std::string& where) {
+  throw Error(where + ": this dsc train was built without c10d Gloo (its libtorch has no gloo/ headers): "
+              "multi-rank training needs a libtorch that ships them (Debian's libtorch-dev with libgloo-dev)");
+}
+}  // namespace
 
 Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env), timeout_(timeout) {
   if (env_.world_size == 1) return;
   g_ = std::make_unique<Group>();
   const std::string where = "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + " (store " +
                             env_.master_addr + ":" + std::to_string(env_.master_port) + ")";
+#if !DSC_HAVE_GLOO
+  NoGloo(where);
+#else
   try {
     c10d::TCPStoreOptions so;
     so.port = env_.master_port;
@@ -85,6 +100,7 @@ Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) 
   } catch (const std::exception& e) {
     throw Error(where + ": cannot form the process group within " + std::to_string(timeout_.count() / 1000) + " s: " + e.what());
   }
+#endif
 }
 
 Distributed::~Distributed() = default;
@@ -92,7 +108,11 @@ Distributed::~Distributed() = default;
 void Distributed::AllReduce(const char* what, torch::Tensor t) {
   std::vector<at::Tensor> ts{std::move(t)};
   try {
+#if DSC_HAVE_GLOO
     g_->pg->allreduce(ts)->wait(timeout_);
+#else
+    NoGloo(what);
+#endif
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed (a peer rank exited or did not answer within " +
                 std::to_string(timeout_.count() / 1000) + " s): " + e.what());
@@ -143,7 +163,11 @@ void Distributed::BroadcastBuffers(const std::vector<torch::Tensor>& buffers) {
     for (const auto& b : list) flat.push_back(b.reshape({-1}));
     std::vector<at::Tensor> ts{torch::cat(flat)};
     try {
+#if DSC_HAVE_GLOO
       g_->pg->broadcast(ts)->wait(timeout_);
+#else
+      NoGloo("buffer broadcast");
+#endif
     } catch (const std::exception& e) {
       throw Error("rank " + std::to_string(env_.rank) + ": buffer broadcast failed (a peer rank exited or did not answer within " +
                   std::to_string(timeout_.count() / 1000) + " s): " + e.what());
