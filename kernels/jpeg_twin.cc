@@ -29,6 +29,9 @@ const char* TwinReasonName(int reason) {
     case kReasonTooLarge: return "too large";
     case kReasonSplitScan: return "scan split across payload pieces";
     case kReasonDefaultTables: return "no Huffman tables (Motion-JPEG)";
+    case kReasonCropScaled: return "DCT-scaled crop";
+    case kReasonCropIntervals: return "crop without restart intervals tiling MCU rows";
+    case kReasonCropGeometry: return "crop outside the decoded pixels";
     case kReasonBadMarker: return "bad marker segment";
     case kReasonBadTable: return "bad or missing table";
     case kReasonBadHuffmanCode: return "bad Huffman code";

@@ -43,6 +43,9 @@ enum TwinReason : int {
   kReasonTooLarge,         // larger than the twin's fixed limits
   kReasonSplitScan,        // scan data spread over both payload pieces
   kReasonDefaultTables,    // no Huffman table given (Motion-JPEG: libjpeg supplies the standard ones)
+  kReasonCropScaled,       // a crop the loader decodes DCT-scaled (the twin decodes at full size only)
+  kReasonCropIntervals,    // a crop of a stream without restart intervals that tile MCU rows
+  kReasonCropGeometry,     // a crop whose resize the resampler refuses, or reads outside its pixels
   kTwinFirstCorrupt,
   kReasonBadMarker = kTwinFirstCorrupt,  // malformed or truncated header / marker segment
   kReasonBadTable,         // missing or invalid Huffman / quantisation table

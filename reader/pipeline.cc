@@ -865,7 +865,10 @@ class Pipeline {
     try {
       const bool ok = mmap_guard::RunGuarded([&] {
         b->staged_bytes = w.StageBatch(ds_, b->indices.data(), b->fallback.data(), len, sample_bytes_,
-                                       b->images + ImageBytes(), staging_, opt_.batch_size, st);
+                                       b->images + ImageBytes(), staging_, opt_.batch_size, st,
+                                       [&](uint32_t j, kernels::TwinCropInput* in) {
+                                         return proc->TwinCropInputFor(b->indices[j], seed, epoch, in);
+                                       });
       });
       if (!ok) throw Error(ds_.path() + ": its mapped bytes became unreadable while staging a batch for the GPU decoder");
       if (timed) {  // the staging counts as decoding: it is the loader's share of the GPU decode
