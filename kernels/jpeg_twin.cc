@@ -382,6 +382,10 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
       if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
         return Fail(kReasonBadRestart, base + p);
       scan->unit_end[unit] = uint32_t(p - start);
+      if (unit == scan->last_unit) {
+        scan->size = p - start;
+        return TwinParseResult();
+      }
       ++unit;
       scan->unit_begin[unit] = uint32_t(q + 1 - start);
       i = q + 1;

@@ -425,6 +425,9 @@ struct TwinScan {
   // unit_begin/unit_end have frame.intervals entries.
   uint32_t* unit_begin = nullptr;
   uint32_t* unit_end = nullptr;
+  // Set by the caller: the scan stops once this unit's end is found (a crop needs no later interval,
+  // and, like the CPU path's interval assembly, does not check them); `size` then ends there.
+  uint32_t last_unit = ~uint32_t(0);
 };
 
 struct TwinParseResult {

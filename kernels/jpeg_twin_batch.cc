@@ -7,6 +7,10 @@ namespace dsc::kernels {
 
 namespace {
 size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
+// The last restart interval (in the image's numbering) a crop plan needs.
+uint32_t LastUnit(const TwinFrame& f, const TwinCropPlan& p) {
+  return uint32_t(p.row1 - 1) * (f.mcus_x / f.restart_interval) + uint32_t(p.col1 - 1);
+}
 }  // namespace
 
 TwinBatchStager::TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_images, uint32_t max_units)
@@ -47,6 +51,7 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
+  if (crop) scan.last_unit = 0;  // the header first; the intervals once the crop is planned
   TwinImage im;
   TwinParseResult r;
   uint64_t at = h_->bytes_used;
@@ -72,6 +77,7 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
     im.tables = last_tables_;
     if (crop) {
       if (const int why = PlanTwinCrop(*crop, im.frame, &plan)) return unsupported(why);
+      scan.last_unit = LastUnit(im.frame, plan);
     } else if (im.frame.intervals > room) {
       return full;
     }
@@ -86,6 +92,13 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
     if (r.status != kTwinOk) return r;
     if (crop) {
       if (const int why = PlanTwinCrop(*crop, im.frame, &plan)) return unsupported(why);
+      // Scans again up to the crop's last interval, from where ParseTwin found the scan's data.
+      const bool in_body = body_size && scan.data >= body && scan.data < body + body_size;
+      const uint8_t* piece = in_body ? body : head;
+      scan.last_unit = LastUnit(im.frame, plan);
+      r = ScanTwinEntropy(im.frame, piece, in_body ? body_size : head_size, size_t(scan.data - piece),
+                          in_body ? head_size : 0, &scan);
+      if (r.status != kTwinOk) return r;
     }
     im.tables = at;
     at += Align(sizeof(TwinTables));

@@ -38,6 +38,7 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   kernels::TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
+  if (crop) scan.last_unit = 0;  // a crop's intervals are found when staging it: the header suffices here
   kernels::TwinParseResult r;
   if (parts.head.size && parts.head.data == last_head_ && parts.head.size == last_head_size_) {
     // The same shared table set as the last payload (as the stager does): scan the body only.

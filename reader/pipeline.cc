@@ -874,6 +874,7 @@ class Pipeline {
       if (timed) {  // the staging counts as decoding: it is the loader's share of the GPU decode
         const uint64_t t1 = NowNs();
         st->decode_ns += t1 - t0;
+        st->twin_stage_ns += t1 - t0;
         if (opt_.tracer) opt_.tracer->Add(track, "stage for GPU", t0, t1);
       }
       for (uint32_t j : w.left_for_cpu())

@@ -96,7 +96,11 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     if (spec_.crop != kernels::CropMode::kNone) MakeTwinCropInput(e, rect, params, &crop);
     *fallback = twin_->Check(parts, e.width, e.height, spec_.crop != kernels::CropMode::kNone ? &crop : nullptr);
     if (*fallback == 0) {
-      if (stats_) Account(st, t0, t1, NowNs(), p.size);
+      if (stats_) {
+        const uint64_t t2 = NowNs();
+        st->twin_stage_ns += t2 - t1;
+        Account(st, t0, t1, t2, p.size);
+      }
       return;
     }
     ++st->twin_fallback[*fallback];
