@@ -376,6 +376,7 @@ int CmdBench(int argc, char** argv) {
         for (int k = 1; k < 32; ++k)
           if (twin.twin_fallback[k]) j << (first ? "" : ", ") << JsonString(FallbackName(k)) << ": " << twin.twin_fallback[k], first = false;
         j << "}";
+        if (staged_after_first) j << ",\n  \"twin_stage_us_per_staged\": " << double(stage_ns) / double(staged_after_first) / 1e3;
       }
       j << ",\n  \"cpu_us_per_image\": " << cpu_us;
       if (!remote.empty()) {
