@@ -137,7 +137,7 @@ void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed)
       ++checked;
     }
   }
-  EXPECT_GT(checked, 60u);
+  EXPECT_GE(checked, ds.size() / step);  // every photo tried was staged (all 500, or a subset's)
   EXPECT_GT(partial, checked / 2) << "crops should mostly decode part of the image";
 }
 
