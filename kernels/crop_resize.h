@@ -16,5 +16,14 @@ namespace dsc::kernels {
 // region.scale_num / 8, its pixels from (region.x, region.y) on). img_w x img_h: the original image.
 void CropResizeAxes(const AugmentSpec& s, int img_w, int img_h, const SampleParams& rebased,
                     const DecodedRegion& region, bool flip, ResampleAxis* h, ResampleAxis* v);
+// The same axes as spans (their taps not yet computed: the GPU decoder stages these).
+void CropResizeSpans(const AugmentSpec& s, int img_w, int img_h, const SampleParams& rebased,
+                     const DecodedRegion& region, bool flip, ResampleSpan* h, ResampleSpan* v);
+
+// The least size (*min_w x *min_h) the crop `rect` of an img_w x img_h image may be DCT-scaled down to
+// for an out_w x out_h output (JpegDecoder::DecodeRegion's min_w / min_h): the loader's choice, which
+// the GPU decoder follows to decode the same pixels.
+void CropDecodeMinSize(const AugmentSpec& s, int img_w, int img_h, const CropRect& rect, int out_w, int out_h,
+                       bool dct_scaling, int* min_w, int* min_h);
 
 }  // namespace dsc::kernels

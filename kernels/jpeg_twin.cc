@@ -29,6 +29,9 @@ const char* TwinReasonName(int reason) {
     case kReasonTooLarge: return "too large";
     case kReasonSplitScan: return "scan split across payload pieces";
     case kReasonDefaultTables: return "no Huffman tables (Motion-JPEG)";
+    case kReasonCropScaled: return "DCT-scaled crop";
+    case kReasonCropIntervals: return "crop without restart intervals tiling MCU rows";
+    case kReasonCropGeometry: return "crop outside the decoded pixels";
     case kReasonBadMarker: return "bad marker segment";
     case kReasonBadTable: return "bad or missing table";
     case kReasonBadHuffmanCode: return "bad Huffman code";
@@ -379,6 +382,10 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
       if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
         return Fail(kReasonBadRestart, base + p);
       scan->unit_end[unit] = uint32_t(p - start);
+      if (unit == scan->last_unit) {
+        scan->size = p - start;
+        return TwinParseResult();
+      }
       ++unit;
       scan->unit_begin[unit] = uint32_t(q + 1 - start);
       i = q + 1;

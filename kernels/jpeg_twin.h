@@ -43,6 +43,9 @@ enum TwinReason : int {
   kReasonTooLarge,         // larger than the twin's fixed limits
   kReasonSplitScan,        // scan data spread over both payload pieces
   kReasonDefaultTables,    // no Huffman table given (Motion-JPEG: libjpeg supplies the standard ones)
+  kReasonCropScaled,       // a crop the loader decodes DCT-scaled (the twin decodes at full size only)
+  kReasonCropIntervals,    // a crop of a stream without restart intervals that tile MCU rows
+  kReasonCropGeometry,     // a crop whose resize the resampler refuses, or reads outside its pixels
   kTwinFirstCorrupt,
   kReasonBadMarker = kTwinFirstCorrupt,  // malformed or truncated header / marker segment
   kReasonBadTable,         // missing or invalid Huffman / quantisation table
@@ -422,6 +425,9 @@ struct TwinScan {
   // unit_begin/unit_end have frame.intervals entries.
   uint32_t* unit_begin = nullptr;
   uint32_t* unit_end = nullptr;
+  // Set by the caller: the scan stops once this unit's end is found (a crop needs no later interval,
+  // and, like the CPU path's interval assembly, does not check them); `size` then ends there.
+  uint32_t last_unit = ~uint32_t(0);
 };
 
 struct TwinParseResult {

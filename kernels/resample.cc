@@ -93,12 +93,8 @@ void FillAxis(int in_size, float in0, float in1, int out_size, int o0, int n, in
 #endif
   for (; i < n; ++i) {
     const int o = mirror ? n - 1 - i : i;
-    int first = 0;
-    const int c = ResampleTaps(F, in_size, in0, in1, out_size, o0 + o, &first, w.data());
-    a->first[i] = first + shift;
-    a->count[i] = c;
-    int32_t* k = &a->k[size_t(i) * a->ksize];
-    for (int t = 0; t < c; ++t) k[t] = ResampleFixed(w[t]);
+    a->count[i] = ResampleIndexTaps(F, in_size, in0, in1, out_size, o0 + o, shift, &a->first[i], w.data(),
+                                    &a->k[size_t(i) * a->ksize]);
   }
 }
 
@@ -241,15 +237,7 @@ void HorizontalScalar(const uint8_t* in, size_t in_stride, int rows, const Plan&
     for (int x = 0; x < ow; ++x) {
       const uint8_t* s = row + size_t(a.first[x]) * 3;
       const int32_t* k = &a.k[size_t(x) * a.ksize];
-      uint32_t r = ResampleBias(), g = ResampleBias(), b = ResampleBias();
-      for (int t = 0; t < a.count[x]; ++t) {
-        r = ResampleMac(r, s[3 * t], k[t]);
-        g = ResampleMac(g, s[3 * t + 1], k[t]);
-        b = ResampleMac(b, s[3 * t + 2], k[t]);
-      }
-      o[3 * x] = ResampleClip8(r);
-      o[3 * x + 1] = ResampleClip8(g);
-      o[3 * x + 2] = ResampleClip8(b);
+      for (int c = 0; c < 3; ++c) o[3 * x + c] = ResampleByte(s + c, 3, k, a.count[x]);
     }
   }
 }
@@ -262,11 +250,7 @@ void VerticalScalar(const uint8_t* in, size_t stride, const ResampleAxis& a, uin
     const uint8_t* s = in + size_t(a.first[y]) * stride;
     const int32_t* k = &a.k[size_t(y) * a.ksize];
     uint8_t* o = out + size_t(y) * stride;
-    for (size_t i = b0; i < b1; ++i) {
-      uint32_t acc = ResampleBias();
-      for (int t = 0; t < a.count[y]; ++t) acc = ResampleMac(acc, s[size_t(t) * stride + i], k[t]);
-      o[i] = ResampleClip8(acc);
-    }
+    for (size_t i = b0; i < b1; ++i) o[i] = ResampleByte(s + i, stride, k, a.count[y]);
   }
 }
 
@@ -704,14 +688,33 @@ void RunAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAx
 
 }  // namespace
 
-void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
-                        bool mirror, ResampleAxis* a) {
+ResampleSpan MakeResampleSpan(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n,
+                              int origin, bool mirror) {
   if (hi <= lo || n < 1 || o0 < 0 || o0 + n > out_size || !(in1 >= in0))
     throw Error("resample: bad window (pixels " + std::to_string(lo) + ".." + std::to_string(hi) + ", outputs " +
                 std::to_string(o0) + "+" + std::to_string(n) + " of " + std::to_string(out_size) + ")");
   // Relative to lo, as Pillow sees a cropped image: exact (float minus a smaller integer) for the
   // integer crops of an unscaled decode.
-  MakeAxis(f, hi - lo, in0 - float(lo), in1 - float(lo), out_size, o0, n, lo - origin, mirror, UseAvx2(), a);
+  ResampleSpan s;
+  s.filter = f;
+  s.mirror = mirror;
+  s.in_size = hi - lo;
+  s.out_size = out_size;
+  s.o0 = o0;
+  s.n = n;
+  s.shift = lo - origin;
+  s.in0 = in0 - float(lo);
+  s.in1 = in1 - float(lo);
+  return s;
+}
+
+void MakeResampleAxis(const ResampleSpan& s, ResampleAxis* a) {
+  MakeAxis(s.filter, s.in_size, s.in0, s.in1, s.out_size, s.o0, s.n, s.shift, s.mirror, UseAvx2(), a);
+}
+
+void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
+                        bool mirror, ResampleAxis* a) {
+  MakeResampleAxis(MakeResampleSpan(f, lo, hi, in0, in1, out_size, o0, n, origin, mirror), a);
 }
 
 void ResampleRgbAxes(const uint8_t* src, int sw, int sh, size_t stride, const ResampleAxis& h, const ResampleAxis& v,

@@ -81,6 +81,26 @@ DSC_HD int ResampleTaps(ResampleFilter f, int in_size, float in0, float in1, int
   return xmax < 0 ? 0 : xmax;
 }
 
+// Output index o's taps as an axis holds them: ResampleTaps, source indices shifted by `shift`, the
+// weights in Q22 into k[0 .. returned). w is scratch for ResampleMaxTaps doubles. The one definition
+// every axis builder (MakeResampleWindow's scalar loop, the GPU decoder's crop stage) runs.
+DSC_HD int ResampleIndexTaps(ResampleFilter f, int in_size, float in0, float in1, int out_size, int o, int shift,
+                             int* first, double* w, int32_t* k) {
+  const int c = ResampleTaps(f, in_size, in0, in1, out_size, o, first, w);
+  *first += shift;
+  for (int t = 0; t < c; ++t) k[t] = ResampleFixed(w[t]);
+  return c;
+}
+
+// One output byte of a pass: `count` source bytes `step` apart weighed by k, rounded and clipped as
+// Pillow does. The per-element reference of both passes (horizontal: step 3 within a row; vertical:
+// step = the row stride); the SIMD passes are tested against it.
+DSC_HD uint8_t ResampleByte(const uint8_t* s, size_t step, const int32_t* k, int count) {
+  uint32_t acc = ResampleBias();
+  for (int t = 0; t < count; ++t) acc = ResampleMac(acc, s[size_t(t) * step], k[t]);
+  return ResampleClip8(acc);
+}
+
 // Pillow's ksize: the most taps any output index of this axis can have.
 DSC_HD int ResampleMaxTaps(ResampleFilter f, float in0, float in1, int out_size) {
   const double scale = double(in1 - in0) / out_size;
@@ -88,6 +108,22 @@ DSC_HD int ResampleMaxTaps(ResampleFilter f, float in0, float in1, int out_size)
   int c = int(support);
   if (c < support) ++c;
   return c * 2 + 1;
+}
+
+// An axis before its taps are computed: what MakeResampleWindow's arguments come to (outputs
+// [o0, o0 + n) of in_size source pixels' span [in0, in1) resized to out_size, source indices shifted
+// by `shift`, mirrored when asked). Plain data: the GPU decoder stages it and computes the taps there.
+struct ResampleSpan {
+  ResampleFilter filter = ResampleFilter::kBilinear;
+  bool mirror = false;
+  int32_t in_size = 0, out_size = 0, o0 = 0, n = 0, shift = 0;
+  float in0 = 0, in1 = 0;
+};
+
+// Output i's taps of a span (ResampleIndexTaps at the index the span maps i to).
+DSC_HD int ResampleSpanTaps(const ResampleSpan& s, int i, int* first, double* w, int32_t* k) {
+  const int o = s.mirror ? s.n - 1 - i : i;
+  return ResampleIndexTaps(s.filter, s.in_size, s.in0, s.in1, s.out_size, s.o0 + o, s.shift, first, w, k);
 }
 
 // One axis' precomputed taps: output i reads source first[i] .. first[i] + count[i] - 1 with the Q22
@@ -108,6 +144,11 @@ ResampleAxis MakeResampleAxis(ResampleFilter f, int in_size, float in0, float in
 // Writes *axis, reusing its memory.
 void MakeResampleWindow(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n, int origin,
                         bool mirror, ResampleAxis* axis);
+// MakeResampleWindow in two steps: the span (checked: throws dsc::Error as MakeResampleWindow does),
+// then its taps.
+ResampleSpan MakeResampleSpan(ResampleFilter f, int lo, int hi, float in0, float in1, int out_size, int o0, int n,
+                              int origin, bool mirror);
+void MakeResampleAxis(const ResampleSpan& s, ResampleAxis* axis);
 
 // Gets the output rows of ResampleRgbAxes in order, each as soon as it is written (e.g. to normalise it
 // into the batch while the next rows are resampled).

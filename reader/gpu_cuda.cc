@@ -253,6 +253,31 @@ struct Augmenter::Impl {
   size_t input_bytes = 0;  // a slot's images buffer
   uint64_t max_blocks = 0;
   DevicePtr coef, planes, status;
+  // Crops (kernels/jpeg_twin_crop.h) decode their source's intervals, not an output-sized image:
+  // the scratch grows to what a batch needs (after the stream drained: every slot shares it).
+  uint64_t max_decoded = 0, max_taps = 0;
+  DevicePtr decoded, taps;
+  void EnsureScratch(const kernels::TwinBatchHeader& h, cudaStream_t stream) {
+    if (h.total_blocks <= max_blocks && h.decoded_bytes <= max_decoded && h.tap_ints <= max_taps) return;
+    Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (h.total_blocks > max_blocks) {
+      coef.reset();
+      planes.reset();
+      max_blocks = h.total_blocks + h.total_blocks / 2;
+      coef = DeviceAlloc(max_blocks * 64 * sizeof(int16_t), "cudaMalloc coefficients");
+      planes = DeviceAlloc(max_blocks * 64, "cudaMalloc planes");
+    }
+    if (h.decoded_bytes > max_decoded) {
+      decoded.reset();
+      max_decoded = h.decoded_bytes + h.decoded_bytes / 2;
+      decoded = DeviceAlloc(max_decoded, "cudaMalloc decoded crops");
+    }
+    if (h.tap_ints > max_taps) {
+      taps.reset();
+      max_taps = h.tap_ints + h.tap_ints / 2;
+      taps = DeviceAlloc(max_taps * sizeof(int32_t), "cudaMalloc crop taps");
+    }
+  }
 
   // Throws naming the samples when slot s's last staged images failed to decode (its `decoded`
   // event has completed or is waited for here).
@@ -353,7 +378,7 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
     throw Error("gpu::Augmenter needs batches from a loader with defer_augment (uint8 NHWC)");
   if (b.size > m.max_batch || int(b.width) != m.a.width || int(b.height) != m.a.height)
     throw Error("gpu::Augmenter: batch shape differs from the one it was made for");
-  if (b.staged && !m.max_blocks)
+  if (b.staged && !m.status)
     throw Error("gpu::Augmenter: the batch carries staged JPEG payloads (decoder gpu) but the Augmenter was made "
                 "without AugmenterOptions::staging_bytes");
   DeviceGuard guard(m.device);
@@ -377,12 +402,14 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
     Check(cudaEventRecord(s.copied.get(), stream), "cudaEventRecord");
     if (b.staged) {
       const auto& h = kernels::TwinHeader(b.staged);
-      if (h.total_blocks > m.max_blocks || h.images > m.max_batch || h.rgb_bytes > b.image_bytes() * b.size)
+      if (h.images > m.max_batch || h.rgb_bytes > b.image_bytes() * b.size)
         throw Error("gpu::Augmenter: a staged batch larger than its buffers");
+      m.EnsureScratch(h, stream);
       std::string why;
       if (!kernels::cuda::LaunchTwinKernels(h, images + staged_at, static_cast<int16_t*>(m.coef.get()),
                                             static_cast<uint8_t*>(m.planes.get()), images,
-                                            static_cast<int*>(m.status.get()), stream, &why))
+                                            static_cast<int*>(m.status.get()), static_cast<uint8_t*>(m.decoded.get()),
+                                            static_cast<int32_t*>(m.taps.get()), stream, &why))
         throw Error("CUDA: JPEG decode: " + why);
       Check(cudaMemcpyAsync(s.status.get(), m.status.get(), sizeof(int) * h.images, cudaMemcpyDeviceToHost, stream),
             "copy decode status");

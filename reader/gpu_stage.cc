@@ -29,7 +29,8 @@ TwinStageWorker::TwinStageWorker()
     : tables_(std::make_unique<kernels::TwinTables>()), last_frame_(std::make_unique<kernels::TwinFrame>()) {}
 TwinStageWorker::~TwinStageWorker() = default;
 
-uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height) {
+uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
+                               const kernels::TwinCropInput* crop) {
   if (format::Encoding(parts.entry.encoding) != format::Encoding::kJpeg) return Batch::kNotJpeg;
   const size_t most = parts.body.size / 2 + 2;  // as the stager bounds a scan's intervals
   if (begin_.size() < most) begin_.resize(most), end_.resize(most);
@@ -37,6 +38,7 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   kernels::TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
+  if (crop) scan.last_unit = 0;  // a crop's intervals are found when staging it: the header suffices here
   kernels::TwinParseResult r;
   if (parts.head.size && parts.head.data == last_head_ && parts.head.size == last_head_size_) {
     // The same shared table set as the last payload (as the stager does): scan the body only.
@@ -54,12 +56,16 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   if (r.status != kernels::kTwinOk) return uint8_t(r.reason ? r.reason : kernels::kReasonBadMarker);
   // Another size than the index's: the CPU decoder reports the disagreement.
   if (frame.width != width || frame.height != height) return kernels::kReasonBadMarker;
+  if (crop) {
+    kernels::TwinCropPlan plan;
+    return uint8_t(kernels::PlanTwinCrop(*crop, frame, &plan));
+  }
   return 0;
 }
 
 size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, uint8_t* fallback, uint32_t n,
                                    size_t sample_bytes, uint8_t* buf, size_t capacity, uint32_t max_images,
-                                   StageStats* st) {
+                                   StageStats* st, const CropSource& crop) {
   // A bound on the decode units (restart intervals) per batch, which the stager reserves: an image
   // staged with more is decoded on the CPU (too large).
   const size_t units = std::min<size_t>(capacity / 64, UINT32_MAX);
@@ -69,11 +75,13 @@ size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, u
   stager_images_ = max_images;
   stager_->Reset(buf, capacity);
   cpu_.clear();
+  kernels::TwinCropInput in;
   for (uint32_t j = 0; j < n; ++j) {
     if (fallback[j]) continue;
     const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_);
-    const kernels::TwinParseResult r =
-        stager_->Add(p.head.data, p.head.size, p.body.data, p.body.size, uint64_t(sample_bytes) * j);
+    const bool cropped = crop && crop(j, &in);
+    const kernels::TwinParseResult r = stager_->Add(p.head.data, p.head.size, p.body.data, p.body.size,
+                                                    uint64_t(sample_bytes) * j, cropped ? &in : nullptr);
     if (r.status == kernels::kTwinOk) {
       ++st->twin_staged;
       continue;
@@ -121,9 +129,10 @@ void DecodeStagedOnHost(const Batch& b, uint8_t* images, const std::string& path
   const auto& h = kernels::TwinHeader(b.staged);
   if (h.rgb_bytes > b.image_bytes() * b.size) throw Error("DecodeStagedOnHost: staged images outside the batch");
   std::vector<int16_t> coef(h.total_blocks * 64);
-  std::vector<uint8_t> planes(h.total_blocks * 64);
+  std::vector<uint8_t> planes(h.total_blocks * 64), decoded(h.decoded_bytes);
+  std::vector<int32_t> taps(h.tap_ints);
   std::vector<int> status(h.images);
-  kernels::DecodeTwinBatchCpu(b.staged, coef.data(), planes.data(), images, status.data());
+  kernels::DecodeTwinBatchCpu(b.staged, coef.data(), planes.data(), images, status.data(), decoded.data(), taps.data());
   const std::string err = StagedErrors(StagedSamples(b), status.data(), path);
   if (!err.empty()) throw Error(err);
 }

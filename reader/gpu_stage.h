@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ namespace dsc {
 namespace kernels {
 struct TwinTables;
 struct TwinFrame;
+struct TwinCropInput;
 class TwinBatchStager;
 }  // namespace kernels
 
@@ -39,15 +41,22 @@ class TwinStageWorker {
   TwinStageWorker& operator=(const TwinStageWorker&) = delete;
 
   // Step 1: 0 when the GPU decoder takes the payload (a supported JPEG of exactly width x height,
-  // the index's size, so its output fills its slot and no more), else the reason to decode it here.
-  uint8_t Check(const Dataset::Parts& parts, uint32_t width, uint32_t height);
+  // the index's size, so its output fills its slot and no more; with `crop`, one whose crop the twin
+  // does: kernels/jpeg_twin_crop.h), else the reason to decode it here.
+  uint8_t Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
+                const kernels::TwinCropInput* crop = nullptr);
+
+  // Step 2's source of each sample's crop (batch position j): fills *in and returns true, or false
+  // when the loader has no crop transform.
+  using CropSource = std::function<bool(uint32_t j, kernels::TwinCropInput* in)>;
 
   // Step 2: stages samples j < n with fallback[j] == 0 into buf[0, capacity); sample j decodes to
   // byte sample_bytes * j of the batch's images. Those that do not fit get fallback[j] =
   // kReasonTooLarge and are listed in left_for_cpu() (the caller decodes them). Returns the staged
   // bytes. Throws dsc::Error naming the sample when its payload cannot be read.
   size_t StageBatch(const Dataset& ds, const uint32_t* indices, uint8_t* fallback, uint32_t n, size_t sample_bytes,
-                    uint8_t* buf, size_t capacity, uint32_t max_images, StageStats* st);
+                    uint8_t* buf, size_t capacity, uint32_t max_images, StageStats* st,
+                    const CropSource& crop = nullptr);
   const std::vector<uint32_t>& left_for_cpu() const { return cpu_; }
 
  private:

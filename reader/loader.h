@@ -126,10 +126,11 @@ struct LoaderOptions {
   // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,
   // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
   bool defer_augment = false;
-  // Who decodes JPEG payloads. kGpu (needs defer_augment and no crop transform): the workers do not
-  // decode the payloads the GPU decoder supports; they stage them (kernels/jpeg_twin_batch.h) in the
-  // batch buffer after the images, and gpu::Augmenter decodes them on the device (Batch::staged).
-  // Other payloads (progressive, arithmetic, raw...) are decoded here as with kCpu, counted per reason
+  // Who decodes JPEG payloads. kGpu (needs defer_augment): the workers do not decode the payloads the
+  // GPU decoder supports; they stage them (kernels/jpeg_twin_batch.h; with a crop transform only the
+  // restart intervals the crop needs, kernels/jpeg_twin_crop.h) in the batch buffer after the images,
+  // and gpu::Augmenter decodes (and crops and resizes) them on the device (Batch::staged). Other
+  // payloads (progressive, arithmetic, raw, crops decoded DCT-scaled...) are decoded here as with kCpu, counted per reason
   // in StageStats::twin_fallback. Batches are the same whatever the decoder once finished.
   enum class Decoder : uint8_t { kCpu, kGpu };
   Decoder decoder = Decoder::kCpu;
@@ -272,6 +273,9 @@ struct StageStats {
   // (index: kernels::TwinReason, or Batch::kNotJpeg; names: reader/gpu_stage.h FallbackName).
   uint64_t twin_staged = 0;
   uint64_t twin_fallback[32] = {};
+  // Decoder::kGpu: host time spent checking and staging the staged payloads (part of decode_ns; the
+  // CPU decodes of fallbacks excluded): the loader's share of the GPU decode.
+  uint64_t twin_stage_ns = 0;
   StageStats& operator+=(const StageStats& o) {
     read_ns += o.read_ns;
     decode_ns += o.decode_ns;
@@ -282,6 +286,7 @@ struct StageStats {
     payload_bytes += o.payload_bytes;
     advised_bytes += o.advised_bytes;
     twin_staged += o.twin_staged;
+    twin_stage_ns += o.twin_stage_ns;
     for (int i = 0; i < 32; ++i) twin_fallback[i] += o.twin_fallback[i];
     return *this;
   }

@@ -865,12 +865,16 @@ class Pipeline {
     try {
       const bool ok = mmap_guard::RunGuarded([&] {
         b->staged_bytes = w.StageBatch(ds_, b->indices.data(), b->fallback.data(), len, sample_bytes_,
-                                       b->images + ImageBytes(), staging_, opt_.batch_size, st);
+                                       b->images + ImageBytes(), staging_, opt_.batch_size, st,
+                                       [&](uint32_t j, kernels::TwinCropInput* in) {
+                                         return proc->TwinCropInputFor(b->indices[j], seed, epoch, in);
+                                       });
       });
       if (!ok) throw Error(ds_.path() + ": its mapped bytes became unreadable while staging a batch for the GPU decoder");
       if (timed) {  // the staging counts as decoding: it is the loader's share of the GPU decode
         const uint64_t t1 = NowNs();
         st->decode_ns += t1 - t0;
+        st->twin_stage_ns += t1 - t0;
         if (opt_.tracer) opt_.tracer->Add(track, "stage for GPU", t0, t1);
       }
       for (uint32_t j : w.left_for_cpu())

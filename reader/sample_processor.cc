@@ -92,9 +92,15 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     *applied = params;
   }
   if (fallback && twin_) {  // Decoder::kGpu: the batch's last worker stages what the GPU takes
-    *fallback = twin_->Check(parts, e.width, e.height);
+    kernels::TwinCropInput crop;
+    if (spec_.crop != kernels::CropMode::kNone) MakeTwinCropInput(e, rect, params, &crop);
+    *fallback = twin_->Check(parts, e.width, e.height, spec_.crop != kernels::CropMode::kNone ? &crop : nullptr);
     if (*fallback == 0) {
-      if (stats_) Account(st, t0, t1, NowNs(), p.size);
+      if (stats_) {
+        const uint64_t t2 = NowNs();
+        st->twin_stage_ns += t2 - t1;
+        Account(st, t0, t1, t2, p.size);
+      }
       return;
     }
     ++st->twin_fallback[*fallback];
@@ -138,13 +144,8 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (spec_.crop == kernels::CropMode::kNone) {
         if (!jpeg_->DecodeRGB(buf, size_t(stride), out_.fancy_upsampling)) throw fail("corrupt JPEG: " + jpeg_->error());
       } else {
-        int min_w = int(out_.width), min_h = int(out_.height);  // DCT-scale no further than the output needs
-        if (spec_.crop == kernels::CropMode::kCenter && spec_.resize > 0) {  // the whole image at its resized size
-          const kernels::ResizeWindow win = kernels::CenterWindow(spec_, w, h);
-          min_w = int((int64_t(win.w) * rect.w + w - 1) / w);
-          min_h = int((int64_t(win.h) * rect.h + h - 1) / h);
-        }
-        if (!out_.dct_scaling) min_w = rect.w, min_h = rect.h;
+        int min_w, min_h;
+        kernels::CropDecodeMinSize(spec_, w, h, rect, int(out_.width), int(out_.height), out_.dct_scaling, &min_w, &min_h);
         if (!jpeg_->DecodeRegion(rect.x, rect.y, rect.w, rect.h, min_w, min_h, buf, size_t(stride),
                                  size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
           throw fail("corrupt JPEG: " + jpeg_->error());
@@ -192,6 +193,27 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   WriteRows(params, src, sw, sh, stride, dst);
   kernels::StreamFence();  // streaming stores are visible before the batch is published
   if (stats_) Account(st, t0, t1, t2, p.size);
+}
+
+void SampleProcessor::MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect,
+                                        const kernels::SampleParams& params, kernels::TwinCropInput* in) const {
+  in->spec = &spec_;
+  in->img_w = int(e.width);
+  in->img_h = int(e.height);
+  in->rect = rect;
+  in->params = params;
+  kernels::CropDecodeMinSize(spec_, in->img_w, in->img_h, rect, int(out_.width), int(out_.height), out_.dct_scaling,
+                             &in->min_w, &in->min_h);
+}
+
+bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const {
+  if (spec_.crop == kernels::CropMode::kNone) return false;
+  const format::IndexEntry e = ds_.entry(index);
+  kernels::CropRect rect;
+  kernels::SampleParams params;
+  kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
+  MakeTwinCropInput(e, rect, params, in);
+  return true;
 }
 
 void SampleProcessor::FinishDeferred(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* rgb, uint8_t* dst,

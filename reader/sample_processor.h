@@ -8,6 +8,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/jpeg_decoder.h"
+#include "kernels/jpeg_twin_crop.h"
 #include "kernels/resample.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
@@ -48,6 +49,9 @@ class SampleProcessor {
                kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr);
   // The per-thread staging scratch with OutputFormat::twin, else nullptr.
   TwinStageWorker* twin() { return twin_.get(); }
+  // With a crop transform: sample `index`'s crop as Process draws and decodes it (for the GPU
+  // decoder's staging), and true; false without a crop transform.
+  bool TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const;
   // The rest of Process for a sample decoded elsewhere in the deferred form (defer_augment: uint8 RGB
   // at the output size, cropped and resized, nothing else): flip / translate / cutout and the output
   // format into `dst`, `applied` as Process gives it. Same bytes as Process (remote workers ship this
@@ -62,6 +66,8 @@ class SampleProcessor {
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
+  void MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect, const kernels::SampleParams& params,
+                         kernels::TwinCropInput* in) const;
   void EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed
   void Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes);
   static size_t DecodeStride(size_t width);

@@ -299,6 +299,7 @@ int CmdBench(int argc, char** argv) {
                    "decodes them; the figures are the loader's side only\n", why.c_str());
     if (on_gpu) gpu::UsePinnedMemory(o);
     StageStats twin;  // --decoder gpu: staged and fallback counts over every epoch
+    uint64_t stage_ns = 0, staged_after_first = 0;  // --decoder gpu: host staging, epochs after the first
     {
       Loader loader(file, o);
       std::unique_ptr<gpu::Augmenter> aug;
@@ -324,6 +325,7 @@ int CmdBench(int argc, char** argv) {
         const auto& r = results.back();
         twin.twin_staged += r.stages.twin_staged;
         for (int k = 0; k < 32; ++k) twin.twin_fallback[k] += r.stages.twin_fallback[k];
+        if (e > 0) stage_ns += r.stages.twin_stage_ns, staged_after_first += r.stages.twin_staged;
         if (!json)
           std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
                       (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
@@ -374,6 +376,7 @@ int CmdBench(int argc, char** argv) {
         for (int k = 1; k < 32; ++k)
           if (twin.twin_fallback[k]) j << (first ? "" : ", ") << JsonString(FallbackName(k)) << ": " << twin.twin_fallback[k], first = false;
         j << "}";
+        if (staged_after_first) j << ",\n  \"twin_stage_us_per_staged\": " << double(stage_ns) / double(staged_after_first) / 1e3;
       }
       j << ",\n  \"cpu_us_per_image\": " << cpu_us;
       if (!remote.empty()) {
@@ -423,6 +426,9 @@ int CmdBench(int argc, char** argv) {
         std::printf("decoder gpu%s: %llu payloads staged for the GPU, %llu decoded on the CPU%s (all epochs)\n",
                     on_gpu ? "" : " (no GPU: not decoded)", (unsigned long long)twin.twin_staged, (unsigned long long)fell,
                     why_cpu.empty() ? "" : (" (" + why_cpu + ")").c_str());
+        if (staged_after_first)
+          std::printf("host staging: %.2f us per staged payload (check + stage, summed over threads, epochs after the first)\n",
+                      double(stage_ns) / double(staged_after_first) / 1e3);
       }
       for (const auto& w : remote)
         std::printf("remote %s: %s, %llu images in %llu requests, %llu failed requests, %.0f wire bytes per image\n",

@@ -1,7 +1,9 @@
 // The GPU JPEG decoder's launcher: one staged batch (kernels/jpeg_twin_batch.h, in pinned memory) ->
 // one asynchronous host-to-device copy -> entropy decoding (one thread per decode unit: restart
 // intervals or whole small images, packed 32 independent units to a warp) -> IDCT (one thread per
-// block) -> upsampling + colour (one thread per pixel), RGB in device memory. Every stage calls the
+// block) -> upsampling + colour (one thread per pixel), RGB in device memory; crops (kernels/
+// jpeg_twin_crop.h): their axes' taps (one thread per axis entry), then the resize (one thread per
+// output pixel of a 16 x 16 tile). Every stage calls the
 // DSC_HD functions the host twin runs. Compiled, CPU-verified, not run on a GPU.
 #pragma once
 #include <cstddef>
@@ -20,12 +22,16 @@ struct TwinDeviceBuffers {
   uint8_t* planes = nullptr;  // total_blocks * 64
   uint8_t* rgb = nullptr;     // rgb_bytes
   int* status = nullptr;      // one per image
+  uint8_t* decoded = nullptr;  // decoded_bytes (crops)
+  int32_t* taps = nullptr;     // tap_ints (crops)
   size_t staged_capacity = 0, block_capacity = 0, rgb_capacity = 0, image_capacity = 0;
+  size_t decoded_capacity = 0, tap_capacity = 0;
 };
 
 // Allocates the device buffers for batches up to these bounds. false (with *error) on a CUDA error.
 bool AllocateTwinBuffers(size_t staged_bytes, size_t max_blocks, size_t max_rgb_bytes, size_t max_images,
-                         TwinDeviceBuffers* out, std::string* error);
+                         TwinDeviceBuffers* out, std::string* error, size_t max_decoded_bytes = 0,
+                         size_t max_tap_ints = 0);
 void FreeTwinBuffers(TwinDeviceBuffers* b);
 // Pinned host memory for the stager.
 bool AllocatePinned(size_t bytes, uint8_t** out, std::string* error);
@@ -38,9 +44,10 @@ bool LaunchTwinDecode(const uint8_t* staged, size_t staged_bytes, const TwinDevi
 
 // The kernels alone, on a batch already on the device: `h` is the batch's header (read on the host),
 // `staged` its device copy, and each image's RGB goes to rgb + TwinImage::rgb. coef / planes hold
-// h.total_blocks * 64 entries, status h.images ints (zeroed here). For the loader's batches, whose
-// staged payloads and images travel in one copy (gpu::Augmenter).
+// h.total_blocks * 64 entries, status h.images ints (zeroed here), decoded h.decoded_bytes and taps
+// h.tap_ints (crops). For the loader's batches, whose staged payloads and images travel in one copy
+// (gpu::Augmenter).
 bool LaunchTwinKernels(const TwinBatchHeader& h, const uint8_t* staged, int16_t* coef, uint8_t* planes, uint8_t* rgb,
-                       int* status, void* stream, std::string* error);
+                       int* status, uint8_t* decoded, int32_t* taps, void* stream, std::string* error);
 
 }  // namespace dsc::kernels::cuda

@@ -1,0 +1,310 @@
+// Crop presets with LoaderOptions::Decoder::kGpu (kernels/jpeg_twin_crop.h), on the 500 ImageNet
+// photos built with --max-resolution 512 (restart intervals, shared tables):
+// - the twin's interval-only decode of a crop equals libjpeg-turbo's full decode cut to the same
+//   pixels, and its resize equals the scalar reference resampler run on that full decode;
+// - the loader's batches finished on the host twin (DecodeStagedOnHost) equal the CPU decoder's for
+//   the imagenet-train and imagenet-test presets, bit for bit;
+// - payloads the twin cannot crop (no restart intervals, DCT-scaled crops) fall back, counted.
+// No GPU runs here.
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "kernels/augment.h"
+#include "kernels/batch_augment.h"
+#include "kernels/crop_resize.h"
+#include "kernels/jpeg_twin.h"
+#include "kernels/jpeg_twin_batch.h"
+#include "kernels/jpeg_twin_crop.h"
+#include "kernels/resample.h"
+#include "reader/dataset.h"
+#include "reader/gpu.h"
+#include "reader/gpu_stage.h"
+#include "reader/loader.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc::test {
+namespace {
+
+// The photos at 512 pixels, with the writer's restart intervals ("auto") or none.
+std::string PhotoFile(const std::string& restart) {
+  const std::string tree = PhotosTree(DSC_PHOTOS);
+  if (tree.empty()) return "";
+  const std::string out = ScratchDir("-gpucrop") + "/photos512-" + restart + ".beton";
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  o.encode.max_resolution = 512;
+  o.encode.restart_interval = restart;
+  writer::Build(tree, out, o);
+  return out;
+}
+const std::string& Photos() {
+  static const std::string f = PhotoFile("auto");
+  return f;
+}
+
+// libjpeg-turbo's whole-image decode, as the GPU decoder decodes (box upsampling, islow IDCT).
+std::vector<uint8_t> TurboDecode(const std::vector<uint8_t>& jpeg, int* w, int* h) {
+  tjhandle t = tjInitDecompress();
+  int sub = 0, cs = 0;
+  EXPECT_EQ(tjDecompressHeader3(t, jpeg.data(), jpeg.size(), w, h, &sub, &cs), 0);
+  std::vector<uint8_t> rgb(size_t(*w) * *h * 3);
+  EXPECT_EQ(tjDecompress2(t, jpeg.data(), jpeg.size(), rgb.data(), *w, 0, *h, TJPF_RGB,
+                          TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT),
+            0)
+      << tjGetErrorStr2(t);
+  tjDestroy(t);
+  return rgb;
+}
+
+// Stages each photo with a crop drawn as the loader draws it (full-size decodes: no DCT scaling),
+// decodes the batch on the host twin, and checks the decoded intervals and the resized output.
+void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed) {
+  Dataset ds(Photos());
+  std::vector<uint8_t> scratch, buf(64 << 20);
+  kernels::TwinBatchStager stager(buf.data(), buf.size(), 64, 1 << 20);
+  const uint64_t step = 7, first = seed % step;
+  size_t checked = 0, partial = 0;
+  for (uint64_t base = first; base < ds.size(); base += 64 * step) {
+    stager.Reset();
+    std::vector<uint64_t> samples;
+    std::vector<kernels::TwinCropInput> inputs;
+    inputs.reserve(64);
+    const uint64_t out_bytes = uint64_t(spec.out_w) * spec.out_h * 3;
+    for (uint64_t i = base; i < ds.size() && samples.size() < 64; i += step) {
+      const format::IndexEntry e = ds.entry(i);
+      kernels::TwinCropInput in;
+      in.spec = &spec;
+      in.img_w = e.width;
+      in.img_h = e.height;
+      kernels::MakeParams(spec, e.width, e.height, seed, 0, i, &in.rect, &in.params);
+      kernels::CropDecodeMinSize(spec, e.width, e.height, in.rect, spec.out_w, spec.out_h, false, &in.min_w, &in.min_h);
+      inputs.push_back(in);
+      const auto p = ds.ReadPayloadParts(i, &scratch);
+      const auto r = stager.Add(p.head.data, p.head.size, p.body.data, p.body.size, samples.size() * out_bytes,
+                                &inputs.back());
+      ASSERT_EQ(r.status, kernels::kTwinOk) << "sample " << i << ": " << kernels::TwinReasonName(r.reason);
+      samples.push_back(i);
+    }
+    ASSERT_TRUE(stager.Finish());
+    const auto& h = stager.header();
+    ASSERT_EQ(h.crops, samples.size());
+    std::vector<int16_t> coef(h.total_blocks * 64);
+    std::vector<uint8_t> planes(h.total_blocks * 64), decoded(h.decoded_bytes), rgb(h.rgb_bytes);
+    std::vector<int32_t> taps(h.tap_ints);
+    std::vector<int> status(h.images);
+    kernels::DecodeTwinBatchCpu(buf.data(), coef.data(), planes.data(), rgb.data(), status.data(), decoded.data(),
+                                taps.data());
+    for (size_t s = 0; s < samples.size(); ++s) {
+      ASSERT_EQ(status[s], 0) << kernels::TwinReasonName(status[s]);
+      const auto p = ds.ReadPayloadParts(samples[s], &scratch);
+      std::vector<uint8_t> jpeg(p.head.data, p.head.data + p.head.size);
+      jpeg.insert(jpeg.end(), p.body.data, p.body.data + p.body.size);
+      int w = 0, hh = 0;
+      const std::vector<uint8_t> full = TurboDecode(jpeg, &w, &hh);
+      kernels::TwinFrame frame;
+      kernels::TwinTables tables;
+      kernels::TwinScan scan;
+      std::vector<uint32_t> b(jpeg.size()), e(jpeg.size());
+      scan.unit_begin = b.data();
+      scan.unit_end = e.data();
+      ASSERT_EQ(kernels::ParseTwin(jpeg.data(), jpeg.size(), nullptr, 0, &frame, &tables, &scan, uint32_t(b.size())).status,
+                kernels::kTwinOk);
+      kernels::TwinCropPlan plan;
+      ASSERT_EQ(kernels::PlanTwinCrop(inputs[s], frame, &plan), 0);
+      // The decoded intervals: the full decode's pixels from (x0, y0) on.
+      const kernels::TwinImage& im = kernels::TwinImages(buf.data())[s];
+      const int fw = im.frame.width, fh = im.frame.height;
+      ASSERT_LE(plan.x0 + fw, w);
+      ASSERT_LE(plan.y0 + fh, hh);
+      partial += fw < w || fh < hh;
+      for (int y = 0; y < fh; ++y)
+        ASSERT_EQ(std::memcmp(decoded.data() + im.rgb + size_t(y) * fw * 3,
+                              full.data() + (size_t(plan.y0 + y) * w + plan.x0) * 3, size_t(fw) * 3),
+                  0)
+            << "sample " << samples[s] << " row " << y;
+      // The resize: the reference resampler on the full decode's region.
+      kernels::ResampleAxis ah, av;
+      kernels::MakeResampleAxis(plan.h, &ah);
+      kernels::MakeResampleAxis(plan.v, &av);
+      std::vector<uint8_t> want(out_bytes);
+      kernels::ResampleRgbAxesScalar(full.data() + (size_t(plan.region.y) * w + plan.region.x) * 3, plan.region.width,
+                                     plan.region.height, size_t(w) * 3, ah, av, want.data());
+      ASSERT_EQ(std::memcmp(want.data(), rgb.data() + s * out_bytes, out_bytes), 0) << "sample " << samples[s];
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, ds.size() / step);  // every photo tried was staged (all 500, or a subset's)
+  EXPECT_GT(partial, checked / 2) << "crops should mostly decode part of the image";
+}
+
+TEST(GpuCrop, RandomResizedCropDecodingEqualsFullDecodeThenCrop) {
+  ASSERT_FALSE(Photos().empty()) << "could not unpack " << DSC_PHOTOS;
+  ExpectCropsEqualFullDecode(LoaderOptions::ImagenetTrain().augment, 5);
+}
+
+TEST(GpuCrop, ResizeCenterCropDecodingEqualsFullDecodeThenCrop) {
+  ASSERT_FALSE(Photos().empty()) << "could not unpack " << DSC_PHOTOS;
+  ExpectCropsEqualFullDecode(LoaderOptions::ImagenetTest().augment, 6);
+}
+
+struct Counts {
+  uint64_t staged = 0, fallback[32] = {};
+  uint64_t total() const {
+    uint64_t n = staged;
+    for (uint64_t f : fallback) n += f;
+    return n;
+  }
+  std::string Text() const {
+    std::string t = "staged " + std::to_string(staged);
+    for (int r = 1; r < 32; ++r)
+      if (fallback[r]) t += std::string(", ") + FallbackName(r) + " " + std::to_string(fallback[r]);
+    return t;
+  }
+};
+
+// Every sample staged, but the few photos too small for the writer to give restart intervals.
+void ExpectAllStagedButSmall(const Counts& c) {
+  EXPECT_EQ(c.staged + c.fallback[kernels::kReasonCropIntervals], c.total()) << c.Text();
+  EXPECT_LE(c.fallback[kernels::kReasonCropIntervals], c.total() / 100) << c.Text();
+}
+
+// An epoch of the CPU and GPU decoders side by side: the GPU decoder's batches finished on the host
+// twin equal the CPU decoder's (deferred uint8, the crop and resize done) bit for bit.
+void ExpectGpuEqualsCpu(const std::string& file, LoaderOptions o, Counts* c) {
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.batch_size = 32;
+  o.seed = 11;
+  o.threads = 2;
+  LoaderOptions g = o;
+  g.decoder = LoaderOptions::Decoder::kGpu;
+  g.collect_stats = true;
+  Loader a(file, o), b(file, g);
+  auto ra = a.epoch(2), rb = b.epoch(2);
+  auto ia = ra.begin(), ib = rb.begin();
+  size_t batches = 0;
+  for (; ia != ra.end() && ib != rb.end(); ++ia, ++ib, ++batches) {
+    const Batch& x = *ia;
+    const Batch& y = *ib;
+    ASSERT_EQ(x.size, y.size);
+    ASSERT_EQ(std::memcmp(x.indices, y.indices, x.size * 4), 0);
+    ASSERT_NE(y.fallback, nullptr);
+    for (uint32_t j = 0; j < y.size; ++j) ++(y.fallback[j] ? c->fallback[y.fallback[j]] : c->staged);
+    std::vector<uint8_t> images(static_cast<const uint8_t*>(y.images),
+                                static_cast<const uint8_t*>(y.images) + y.image_bytes() * y.size);
+    DecodeStagedOnHost(y, images.data(), file);
+    for (uint32_t j = 0; j < y.size; ++j)
+      ASSERT_EQ(std::memcmp(images.data() + j * y.image_bytes(), static_cast<const uint8_t*>(x.images) + j * x.image_bytes(),
+                            x.image_bytes()),
+                0)
+          << "batch " << batches << " sample " << y.indices[j] << " ("
+          << (y.fallback[j] ? FallbackName(y.fallback[j]) : "staged") << ")";
+  }
+  EXPECT_EQ(batches, a.batches_per_epoch());
+  const StageStats st = b.stats();
+  EXPECT_EQ(st.twin_staged, c->staged);
+  for (int r = 0; r < 32; ++r) EXPECT_EQ(st.twin_fallback[r], c->fallback[r]) << FallbackName(r);
+}
+
+TEST(GpuCrop, ImagenetTrainBatchesEqualCpuDecoder) {
+  ASSERT_FALSE(Photos().empty());
+  Counts c;
+  ExpectGpuEqualsCpu(Photos(), LoaderOptions::ImagenetTrain(), &c);
+  // At 512 pixels no crop is large enough for the CPU to DCT-scale it to 224: all staged but the
+  // few photos too small for restart intervals.
+  ExpectAllStagedButSmall(c);
+}
+
+// A smaller output: crops of over twice its size the CPU decodes DCT-scaled, which the twin leaves
+// to it (counted); the rest is staged, and the mixed batches are still the CPU decoder's.
+TEST(GpuCrop, DctScaledCropsFallBackCounted) {
+  ASSERT_FALSE(Photos().empty());
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.augment.out_w = o.augment.out_h = 112;
+  Counts c;
+  ExpectGpuEqualsCpu(Photos(), o, &c);
+  EXPECT_GT(c.staged, c.total() / 4) << c.Text();
+  EXPECT_GT(c.fallback[kernels::kReasonCropScaled], c.total() / 10) << c.Text();
+  EXPECT_EQ(c.staged + c.fallback[kernels::kReasonCropScaled] + c.fallback[kernels::kReasonCropIntervals], c.total())
+      << c.Text();
+}
+
+TEST(GpuCrop, ImagenetTestBatchesEqualCpuDecoder) {
+  ASSERT_FALSE(Photos().empty());
+  Counts c;
+  ExpectGpuEqualsCpu(Photos(), LoaderOptions::ImagenetTest(), &c);
+  ExpectAllStagedButSmall(c);
+}
+
+// Without DCT scaling the CPU decodes every crop at full size: every one is staged.
+TEST(GpuCrop, ImagenetTrainWithoutDctScalingStagesEveryCrop) {
+  ASSERT_FALSE(Photos().empty());
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.dct_scaling = false;
+  Counts c;
+  ExpectGpuEqualsCpu(Photos(), o, &c);
+  ExpectAllStagedButSmall(c);
+}
+
+// Payloads without restart intervals cannot be cropped by intervals: decoded on the CPU, counted
+// (in the batches and the loader's stats), and the batches are still the CPU decoder's.
+TEST(GpuCrop, PayloadsWithoutIntervalsFallBackCounted) {
+  const std::string file = PhotoFile("none");
+  ASSERT_FALSE(file.empty());
+  Counts c;
+  ExpectGpuEqualsCpu(file, LoaderOptions::ImagenetTest(), &c);
+  EXPECT_EQ(c.staged, 0u) << c.Text();
+  EXPECT_GT(c.fallback[kernels::kReasonCropIntervals], c.total() * 4 / 5) << c.Text();
+}
+
+// Without a GPU this skips; with one, the device's crops (decode, taps, resize, then the augment
+// kernel) equal the host twin's, which the tests above hold equal to the CPU decoder.
+void ExpectDeviceEqualsHostTwin(LoaderOptions o) {
+  std::string why;
+  if (!gpu::Available(&why)) GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  o.batch_size = 32;
+  gpu::UsePinnedMemory(o);
+  Loader loader(Photos(), o);
+  gpu::AugmenterOptions ao;
+  ao.staging_bytes = gpu::StagingBytesFor(loader);
+  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
+  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
+                                                 kernels::kOutFloat32, kernels::kOutNCHW);
+  auto range = loader.epoch(1);
+  size_t staged = 0;
+  for (auto it = range.begin(); it != range.end(); ++it) {
+    const Batch& b = *it;
+    for (uint32_t j = 0; j < b.size; ++j) staged += b.fallback[j] == 0;
+    std::vector<uint8_t> images(static_cast<const uint8_t*>(b.images),
+                                static_cast<const uint8_t*>(b.images) + b.image_bytes() * b.size);
+    DecodeStagedOnHost(b, images.data(), Photos());
+    std::vector<float> want(size_t(b.size) * 3 * b.height * b.width), got(want.size());
+    kernels::AugmentBatchCpu(twin, images.data(), b.params, int(b.size), want.data());
+    const gpu::DeviceBatch d = aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream());
+    gpu::CopyToHost(d, got.data());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "batch " << b.index;
+  }
+  EXPECT_GT(staged, 0u);
+}
+
+TEST(GpuCrop, DeviceImagenetTrainEqualsHostTwin) {
+  ASSERT_FALSE(Photos().empty());
+  ExpectDeviceEqualsHostTwin(LoaderOptions::ImagenetTrain());
+}
+
+TEST(GpuCrop, DeviceImagenetTestEqualsHostTwin) {
+  ASSERT_FALSE(Photos().empty());
+  ExpectDeviceEqualsHostTwin(LoaderOptions::ImagenetTest());
+}
+
+}  // namespace
+}  // namespace dsc::test
