@@ -1,6 +1,6 @@
-// The GPU half of the pipeline (built when the CUDA toolkit is found). Compiled, CPU-verified, not
-// run on a GPU: no GPU was available to this project; the kernel's per-element code, its launch
-// geometry and the buffer ring's rules are tested on the CPU.
+// The GPU half of the pipeline (built when the CUDA toolkit is found). Run on an H100 (bench/RESULTS.md,
+// "On an NVIDIA H100"); CI has no GPU, so there the kernel's per-element code, its launch geometry
+// and the buffer ring's rules are tested on the CPU.
 //
 //   cudaSetDevice(local_rank);                              // or pass the device explicitly below
 //   std::string why;

@@ -1,5 +1,5 @@
 // gpu.h with the CUDA runtime API (Debian's libtorch has no CUDA, so dsc talks to CUDA directly).
-// Compiled, CPU-verified, not run on a GPU.
+// Run on an H100 (bench/RESULTS.md); CI, without a GPU, runs the host-side logic only.
 #include <cuda_runtime.h>
 
 #include <memory>

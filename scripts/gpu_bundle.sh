@@ -8,7 +8,7 @@
 #
 # DIR holds: deps/ (Debian packages unpacked with dpkg -x, never into /: headers, libraries,
 # pkg-config files made relocatable, GoogleTest, cxxopts, pkgconf), src/ (this working tree's
-# tracked and untracked-not-ignored files), data/cifar10-jpg.tar.zst, and run.sh
+# tracked and untracked-not-ignored files), data/ (cifar10-jpg.tar.zst and a subset of the photos), and run.sh
 # (scripts/gpu_run.sh). Debian's libtorch is CPU-only and is not bundled: run.sh builds dsc train
 # against the PyTorch it finds there.
 set -euo pipefail
@@ -55,9 +55,21 @@ mkdir -p "$out/src"
 cp "$repo/scripts/gpu_run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"
 cp "$data/cifar10-jpg.tar.zst" "$out/data/"
+# The GPU crop tests need photos, and the whole archive (54 MB) does not fit: the first
+# DSC_BUNDLE_PHOTOS of them (default 150, about 16 MB), under the archive's own name so the tests find
+# it, and a marker saying it is a subset (gpu_run.sh then skips the tests that count all 500).
+nphotos=${DSC_BUNDLE_PHOTOS:-150}
+if [ "$nphotos" -gt 0 ] && [ -e "$data/imagenet-photos-500.tar.zst" ]; then
+  tmp=$(mktemp -d)
+  zstd -dc "$data/imagenet-photos-500.tar.zst" | tar -x -C "$tmp"
+  (cd "$tmp" && find imagenet-photos-500 -type f | sort | head -n "$nphotos" >list &&
+   tar -cf - -T list | zstd -q -19 -o "$out/data/imagenet-photos-500.tar.zst")
+  rm -rf "$tmp"
+  echo "$nphotos" >"$out/data/photos-subset"
+fi
 
 size=$(du -sm "$out" | cut -f1)
-echo "gpu bundle: $out (${size} MiB): ${#pkgs[@]} packages, src/, data/cifar10-jpg.tar.zst, run.sh"
+echo "gpu bundle: $out (${size} MiB): ${#pkgs[@]} packages, src/, data/ ($(ls "$out/data" | tr '\n' ' ')), run.sh"
 if [ "$size" -ge 60 ]; then
   echo "gpu_bundle.sh: the bundle is ${size} MiB, over the 60 MiB it must stay under" >&2
   exit 1

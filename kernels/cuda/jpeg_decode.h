@@ -4,7 +4,7 @@
 // block) -> upsampling + colour (one thread per pixel), RGB in device memory; crops (kernels/
 // jpeg_twin_crop.h): their axes' taps (one thread per axis entry), then the resize (one thread per
 // output pixel of a 16 x 16 tile). Every stage calls the
-// DSC_HD functions the host twin runs. Compiled, CPU-verified, not run on a GPU.
+// DSC_HD functions the host twin runs. Run on an H100 (bench/RESULTS.md); CI has no GPU.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -298,7 +298,7 @@ bool UseCuda(const Config& c) {
 }
 
 int Run(Config c) {
-  // On CUDA (compiled, CPU-verified, not run on a GPU): the loader decodes to pinned uint8 batches,
+  // On CUDA (run on an H100: bench/RESULTS.md): the loader decodes to pinned uint8 batches,
   // dsc's kernel does flip/translate/cutout/normalise into channels_last on the GPU while the previous
   // step runs, and the model runs under bf16 autocast (sm_80+) or fp16 with loss scaling
   // (tools/train/amp.h). Per step the host waits only for LossScaler's inf/NaN flag (fp16 only); loss
