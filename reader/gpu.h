@@ -33,6 +33,7 @@
 // - When every buffer is still held by the consumer, Process throws (instead of waiting forever);
 //   when they were given back but their consumer events are pending, Process waits for the oldest
 //   (the consumer is `slots` batches behind).
+//   Every such wait sleeps (blocking-sync events) instead of spinning a core.
 // - Devices: every call runs on the Augmenter's device and restores the calling thread's current
 //   device on return. No call before Available()/UsePinnedMemory/the Augmenter's construction touches
 //   a GPU, so a Loader built first creates no CUDA context on GPU 0.

@@ -198,7 +198,11 @@ StreamPtr MakeStream() {
 
 EventPtr MakeEvent() {
   cudaEvent_t e = nullptr;
-  Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  // Blocking sync: a wait for the GPU (the ring waiting for a consumer, a slot's decode check) puts
+  // the host thread to sleep. CUDA's default spins while the process has fewer contexts than cores,
+  // which on the H100 machine burnt a whole core in `dsc bench --decoder gpu` (GPU-bound) and would
+  // take it from the loader's threads in training.
+  Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
   return EventPtr(e);
 }
 
