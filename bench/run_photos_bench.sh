@@ -12,7 +12,7 @@ build=$(cd "${1:-$here/build}" && pwd)
 rounds=${2:-5}
 epochs=${3:-10}
 work=$build/bench-work/photos
-py=/usr/bin/python3  # Debian's, with PIL
+py=${DSC_PYTHON:-/usr/bin/python3}  # Debian's, with PIL (DSC_PYTHON: another with PIL)
 mkdir -p "$work"
 src=$work/src
 if [ ! -f "$src/.done" ]; then
