@@ -23,6 +23,7 @@
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
 #include "reader/loader.h"
+#include "tests/device_twin.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
 
@@ -264,46 +265,21 @@ TEST(GpuCrop, PayloadsWithoutIntervalsFallBackCounted) {
 
 // Without a GPU this skips; with one, the device's crops (decode, taps, resize, then the augment
 // kernel) equal the host twin's, which the tests above hold equal to the CPU decoder.
-void ExpectDeviceEqualsHostTwin(LoaderOptions o) {
+void ExpectDeviceCropsEqualHostTwin(LoaderOptions o) {
   std::string why;
   if (!gpu::Available(&why)) GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
-  o.defer_augment = true;
-  o.dtype = DType::kUint8;
-  o.layout = Layout::kNHWC;
-  o.decoder = LoaderOptions::Decoder::kGpu;
   o.batch_size = 32;
-  gpu::UsePinnedMemory(o);
-  Loader loader(Photos(), o);
-  gpu::AugmenterOptions ao;
-  ao.staging_bytes = gpu::StagingBytesFor(loader);
-  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
-  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
-                                                 kernels::kOutFloat32, kernels::kOutNCHW);
-  auto range = loader.epoch(1);
-  size_t staged = 0;
-  for (auto it = range.begin(); it != range.end(); ++it) {
-    const Batch& b = *it;
-    for (uint32_t j = 0; j < b.size; ++j) staged += b.fallback[j] == 0;
-    std::vector<uint8_t> images(static_cast<const uint8_t*>(b.images),
-                                static_cast<const uint8_t*>(b.images) + b.image_bytes() * b.size);
-    DecodeStagedOnHost(b, images.data(), Photos());
-    std::vector<float> want(size_t(b.size) * 3 * b.height * b.width), got(want.size());
-    kernels::AugmentBatchCpu(twin, images.data(), b.params, int(b.size), want.data());
-    const gpu::DeviceBatch d = aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream());
-    gpu::CopyToHost(d, got.data());
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "batch " << b.index;
-  }
-  EXPECT_GT(staged, 0u);
+  EXPECT_GT(ExpectDeviceEqualsHostTwin(Photos(), o), 0u);
 }
 
 TEST(GpuCrop, DeviceImagenetTrainEqualsHostTwin) {
   ASSERT_FALSE(Photos().empty());
-  ExpectDeviceEqualsHostTwin(LoaderOptions::ImagenetTrain());
+  ExpectDeviceCropsEqualHostTwin(LoaderOptions::ImagenetTrain());
 }
 
 TEST(GpuCrop, DeviceImagenetTestEqualsHostTwin) {
   ASSERT_FALSE(Photos().empty());
-  ExpectDeviceEqualsHostTwin(LoaderOptions::ImagenetTest());
+  ExpectDeviceCropsEqualHostTwin(LoaderOptions::ImagenetTest());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
 #include "reader/loader.h"
+#include "tests/device_twin.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
 
@@ -318,30 +319,8 @@ TEST(GpuDecode, DeviceDecodeEqualsHostTwin) {
     GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
   }
   LoaderOptions o = LoaderOptions::CifarTrain();
-  o.defer_augment = true;
-  o.dtype = DType::kUint8;
-  o.layout = Layout::kNHWC;
-  o.decoder = LoaderOptions::Decoder::kGpu;
   o.batch_size = 50;
-  gpu::UsePinnedMemory(o);
-  Loader loader(MixedFile(), o);
-  gpu::AugmenterOptions ao;
-  ao.staging_bytes = gpu::StagingBytesFor(loader);
-  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
-  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
-                                                 kernels::kOutFloat32, kernels::kOutNCHW);
-  auto range = loader.epoch(1);
-  for (auto it = range.begin(); it != range.end(); ++it) {
-    const Batch& b = *it;
-    std::vector<uint8_t> images(static_cast<const uint8_t*>(b.images),
-                                static_cast<const uint8_t*>(b.images) + b.image_bytes() * b.size);
-    DecodeStagedOnHost(b, images.data(), MixedFile());
-    std::vector<float> want(size_t(b.size) * 3 * b.height * b.width), got(want.size());
-    kernels::AugmentBatchCpu(twin, images.data(), b.params, int(b.size), want.data());
-    const gpu::DeviceBatch d = aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream());
-    gpu::CopyToHost(d, got.data());
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "batch " << b.index;
-  }
+  ExpectDeviceEqualsHostTwin(MixedFile(), o);
 }
 
 }  // namespace

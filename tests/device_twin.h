@@ -1,0 +1,51 @@
+// For the GPU tests: the device's decode + augment against the host twin, batch by batch.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/batch_augment.h"
+#include "reader/gpu.h"
+#include "reader/gpu_stage.h"
+#include "reader/loader.h"
+
+namespace dsc::test {
+
+// Loads `file` with the GPU decoder (`o` gives the preset and batch size; defer_augment, uint8 NHWC
+// and pinned memory are set here) and checks every batch of epoch 1: what the device decodes and
+// augments (float32 NCHW) equals the host twin's finish of the same batch byte for byte. Returns the
+// payloads staged for the device. Needs a usable GPU (callers skip without one).
+inline uint64_t ExpectDeviceEqualsHostTwin(const std::string& file, LoaderOptions o) {
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  gpu::UsePinnedMemory(o);
+  Loader loader(file, o);
+  gpu::AugmenterOptions ao;
+  ao.staging_bytes = gpu::StagingBytesFor(loader);
+  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
+  const auto twin = kernels::MakeDeferredAugment(o.augment, int(loader.width()), int(loader.height()),
+                                                 kernels::kOutFloat32, kernels::kOutNCHW);
+  uint64_t staged = 0;
+  auto range = loader.epoch(1);
+  for (auto it = range.begin(); it != range.end(); ++it) {
+    const Batch& b = *it;
+    for (uint32_t j = 0; j < b.size; ++j) staged += b.fallback[j] == 0;
+    std::vector<uint8_t> images(static_cast<const uint8_t*>(b.images),
+                                static_cast<const uint8_t*>(b.images) + b.image_bytes() * b.size);
+    DecodeStagedOnHost(b, images.data(), file);
+    std::vector<float> want(size_t(b.size) * 3 * b.height * b.width), got(want.size());
+    kernels::AugmentBatchCpu(twin, images.data(), b.params, int(b.size), want.data());
+    const gpu::DeviceBatch d = aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream());
+    gpu::CopyToHost(d, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << file << ": batch " << b.index;
+    if (::testing::Test::HasFailure()) break;  // one batch named is enough
+  }
+  return staged;
+}
+
+}  // namespace dsc::test
