@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
 
 #include "format/error.h"
@@ -48,6 +49,11 @@ const uint8_t* Mapping(const Dataset& ds) {
 
 BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes) : ds_(ds), budget_(budget_bytes) {
   fd_ = OpenForAdvice(ds.path());
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  if (size > 0) {
+    void* v = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd_, 0);
+    if (v != MAP_FAILED) view_ = static_cast<const uint8_t*>(v), view_size_ = size_t(size);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -58,6 +64,7 @@ BlockReadahead::~BlockReadahead() {
   }
   cv_.notify_all();
   thread_.join();
+  if (view_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
   ::close(fd_);
 }
 
@@ -93,47 +100,97 @@ void BlockReadahead::Released(uint64_t k) {
   cv_.notify_all();
 }
 
+// Whether every page of [off, off + len) of the file is in the page cache (mincore on our own view).
+bool BlockReadahead::Cached(uint64_t off, uint64_t len) {
+  if (!view_ || len == 0) return false;
+  const uint64_t begin = off / kPage * kPage, end = (off + len + kPage - 1) / kPage * kPage;
+  residency_.resize((end - begin) / kPage);
+  if (::mincore(const_cast<uint8_t*>(view_) + begin, end - begin, residency_.data()) != 0) return false;
+  for (unsigned char c : residency_)
+    if (!(c & 1)) return false;
+  return true;
+}
+
+// Blocks are dropped lazily: a released block stays in the page cache until the budget needs its room,
+// oldest release first. A file (or a rank's share) that fits in the budget is then read from storage
+// once, not once per epoch, and pages stay bounded by the budget either way.
 void BlockReadahead::Loop() {
   const uint8_t* mapped = Mapping(ds_);
+  const uint32_t blocks = uint32_t(ds_.view().block_count());
+  enum : uint8_t { kAbsent = 0, kNeeded = 1, kDroppable = 2 };
+  std::vector<uint8_t> state(blocks, kAbsent);
   std::vector<Use> uses;
-  std::vector<size_t> held;  // indices into `uses` advised and not yet dropped
+  std::vector<size_t> held;          // indices into `uses` resident and still needed by the plan
+  std::deque<uint32_t> droppable;    // released blocks, oldest first (entries whose state changed are skipped)
   size_t next = 0;
   uint64_t resident = 0, gen = 0, released = 0;
-  auto bytes = [&](const Use& u) { return uint64_t(ds_.view().block(u.block).size); };
-  auto drop_held = [&](bool all) {
-    size_t keep = 0;
-    for (size_t h : held) {
-      if (all || uses[h].last < released) {
-        const auto& blk = ds_.view().block(uses[h].block);
-        Drop(mapped, fd_, blk.offset, blk.size);
-        resident -= bytes(uses[h]);
-      } else {
-        held[keep++] = h;
-      }
-    }
-    held.resize(keep);
+  auto size_of = [&](uint32_t block) { return uint64_t(ds_.view().block(block).size); };
+  auto release = [&](size_t h) {
+    state[uses[h].block] = kDroppable;
+    droppable.push_back(uses[h].block);
   };
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
     cv_.wait(l, [&] { return stop_ || generation_ != gen || released_ != released; });
     if (stop_) return;
-    if (generation_ != gen) {  // a new plan: the old one's blocks go
-      l.unlock();
-      drop_held(true);
-      l.lock();
+    const bool new_plan = generation_ != gen;
+    if (new_plan) {
       gen = generation_;
       uses = uses_;
       next = 0;
     }
     released = released_;
     l.unlock();
-    drop_held(false);
+    if (new_plan) {
+      // The old plan needs nothing any more. Blocks whose pages went meanwhile (dsc bench --cold,
+      // memory pressure) are no longer counted; the queue is rebuilt without stale entries.
+      for (size_t h : held) release(h);
+      held.clear();
+      std::deque<uint32_t> kept;
+      for (uint32_t b : droppable) {
+        if (state[b] != kDroppable) continue;
+        state[b] = kAbsent;
+        resident -= size_of(b);
+        const auto& blk = ds_.view().block(b);
+        if (Cached(blk.offset, blk.size)) {
+          state[b] = kDroppable + 1;  // marks it kept once
+          resident += size_of(b);
+          kept.push_back(b);
+        }
+      }
+      for (uint32_t b : kept) state[b] = kDroppable;
+      droppable.swap(kept);
+    }
+    size_t keep = 0;
+    for (size_t h : held) {
+      if (uses[h].last < released) release(h);
+      else held[keep++] = h;
+    }
+    held.resize(keep);
     // Ahead in plan order, as far as the budget allows (always at least the next block).
-    while (next < uses.size() && (held.empty() || resident + bytes(uses[next]) <= budget_)) {
-      const auto& blk = ds_.view().block(uses[next].block);
+    while (next < uses.size()) {
+      const uint32_t b = uses[next].block;
+      if (state[b] != kAbsent) {  // still cached from earlier: needed again, nothing to read
+        state[b] = kNeeded;
+        held.push_back(next++);
+        continue;
+      }
+      const uint64_t size = size_of(b);
+      while (resident + size > budget_ && !droppable.empty()) {
+        const uint32_t d = droppable.front();
+        droppable.pop_front();
+        if (state[d] != kDroppable) continue;
+        const auto& blk = ds_.view().block(d);
+        Drop(mapped, fd_, blk.offset, blk.size);
+        state[d] = kAbsent;
+        resident -= blk.size;
+      }
+      if (!held.empty() && resident + size > budget_) break;
+      const auto& blk = ds_.view().block(b);
       ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);
       advised_.fetch_add(blk.size, std::memory_order_relaxed);
-      resident += blk.size;
+      resident += size;
+      state[b] = kNeeded;
       held.push_back(next++);
     }
     l.lock();

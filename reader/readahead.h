@@ -3,9 +3,10 @@
 //
 // quasi_random visits a rank's blocks window by window, so the blocks a batch needs are known ahead:
 // a background thread asks the kernel for them (POSIX_FADV_WILLNEED) as soon as they fit in the cache
-// budget, and drops a block's pages (MADV_DONTNEED on the mapping, then POSIX_FADV_DONTNEED) once
-// the last batch that uses it is released. Page-cache use for the file stays near the budget whatever
-// the file size; the read stage's page faults then find the pages in memory or already in flight.
+// budget. A block whose last batch is released may be dropped (MADV_DONTNEED on the mapping, then
+// POSIX_FADV_DONTNEED), oldest first, when a coming block needs its room: page-cache use for the file
+// stays near the budget whatever the file size, and a file (or a rank's share) that fits in the budget
+// stays cached across epochs. The read stage's page faults find the pages in memory or in flight.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -41,10 +42,14 @@ class BlockReadahead {
     uint64_t first, last;  // the first and last batch that read it
   };
   void Loop();
+  bool Cached(uint64_t off, uint64_t len);
 
   const Dataset& ds_;
   const uint64_t budget_;
   int fd_ = -1;
+  const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
+  size_t view_size_ = 0;
+  std::vector<unsigned char> residency_;
   std::atomic<uint64_t> advised_{0};
 
   std::mutex mu_;
