@@ -127,32 +127,74 @@ class Stream {
   size_t bn_, pos_ = 0;
 };
 
-// First position >= i of a 0xFF not followed by 0x00 (a marker or fill byte), or n. Entropy data holds a
-// stuffed 0xFF 0x00 every few hundred bytes: testing 32 bytes at a time skips them without a call each.
-size_t FindMarkerScalar(const uint8_t* d, size_t i, size_t n) {
-  for (; i < n; ++i)
-    if (d[i] == 0xFF && (i + 1 >= n || d[i + 1] != 0)) return i;
-  return n;
+}  // namespace
+
+// Entropy data holds a stuffed 0xFF 0x00 every few hundred bytes and, in dsc's photos, a restart marker
+// every ~160: stopping at each would mispredict a branch per marker. The SIMD finders instead write every
+// position of a 64-byte block without a data-dependent branch (two stores always, a loop only for the
+// rare block holding more than two), and the caller walks the list, where the branches follow the
+// (predictable) restart sequence.
+size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out) {
+  size_t k = 0;
+  for (; i < e; ++i)
+    if (d[i] == 0xFF && (i + 1 >= n || d[i + 1] != 0)) out[k++] = uint32_t(i);
+  return k;
 }
+
+namespace {
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) size_t FindMarkerAvx2(const uint8_t* d, size_t i, size_t n) {
-  const __m256i ff = _mm256_set1_epi8(char(0xFF)), zero = _mm256_setzero_si256();
-  for (; i + 33 <= n; i += 32) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i));
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i + 1));
-    const uint32_t m = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, ff))) &
-                       ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(w, zero)));
-    if (m) return i + size_t(__builtin_ctz(m));
+// Appends base + each set bit of m (ascending) to out[k...]; out has two entries of slack.
+__attribute__((always_inline)) inline size_t PutBits(uint64_t m, size_t base, uint32_t* out, size_t k) {
+  const size_t count = size_t(__builtin_popcountll(m));
+  out[k] = uint32_t(base + size_t(__builtin_ctzll(m | (uint64_t(1) << 63))));
+  m &= m - 1;
+  out[k + 1] = uint32_t(base + size_t(__builtin_ctzll(m | (uint64_t(1) << 63))));
+  if (count > 2) {
+    m &= m - 1;
+    for (size_t j = k + 2; m; m &= m - 1) out[j++] = uint32_t(base + size_t(__builtin_ctzll(m)));
   }
-  return FindMarkerScalar(d, i, n);
+  return k + count;
+}
+
+// The marker bits of d[at, at + 32) (d[at + 32] readable).
+__attribute__((target("avx2"))) inline uint64_t MarkerBits32(const uint8_t* d, size_t at) {
+  const __m256i ff = _mm256_set1_epi8(char(0xFF)), zero = _mm256_setzero_si256();
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + at));
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + at + 1));
+  return uint64_t(uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, ff))) &
+                  ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(w, zero))));
+}
+
+__attribute__((target("avx2,popcnt,bmi"))) size_t FindTwinMarkersAvx2(const uint8_t* d, size_t i, size_t e, size_t n,
+                                                                      uint32_t* out) {
+  size_t k = 0;
+  for (; i + 64 <= e && i + 65 <= n; i += 64) k = PutBits(MarkerBits32(d, i) | MarkerBits32(d, i + 32) << 32, i, out, k);
+  return k + FindTwinMarkersScalar(d, i, e, n, out + k);
+}
+
+__attribute__((target("avx512f,avx512bw,popcnt,bmi"))) size_t FindTwinMarkersAvx512(const uint8_t* d, size_t i, size_t e,
+                                                                                    size_t n, uint32_t* out) {
+  const __m512i ff = _mm512_set1_epi8(char(0xFF)), zero = _mm512_setzero_si512();
+  size_t k = 0;
+  for (; i + 64 <= e && i + 65 <= n; i += 64) {
+    const __m512i v = _mm512_loadu_si512(d + i), w = _mm512_loadu_si512(d + i + 1);
+    const uint64_t m = _mm512_cmpeq_epi8_mask(v, ff) & ~_mm512_cmpeq_epi8_mask(w, zero);
+    k = PutBits(m, i, out, k);
+  }
+  return k + FindTwinMarkersScalar(d, i, e, n, out + k);
 }
 #endif
-size_t FindMarker(const uint8_t* d, size_t i, size_t n) {
+}  // namespace
+
+size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out) {
 #if defined(__x86_64__)
-  if (UseAvx2()) return FindMarkerAvx2(d, i, n);
+  if (UseAvx512()) return FindTwinMarkersAvx512(d, i, e, n, out);
+  if (UseAvx2()) return FindTwinMarkersAvx2(d, i, e, n, out);
 #endif
-  return FindMarkerScalar(d, i, n);
+  return FindTwinMarkersScalar(d, i, e, n, out);
 }
+
+namespace {
 
 TwinParseResult Fail(int reason, size_t offset) {
   TwinParseResult r;
@@ -367,35 +409,51 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
   bool marker = false;
   uint8_t code = 0;
   size_t after = piece_size;
-  while (i < piece_size) {
-    const size_t p = FindMarker(piece, i, piece_size);
-    if (p >= piece_size) break;
-    size_t q = p + 1;
-    while (q < piece_size && piece[q] == 0xFF) ++q;
-    if (q >= piece_size) break;
-    if (piece[q] == 0x00) {
-      i = q + 1;
-      continue;
-    }
-    if (piece[q] >= 0xD0 && piece[q] <= 0xD7) {
-      // A restart: it must be expected and numbered in sequence.
-      if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
-        return Fail(kReasonBadRestart, base + p);
-      scan->unit_end[unit] = uint32_t(p - start);
-      if (unit == scan->last_unit) {
-        scan->size = p - start;
-        return TwinParseResult();
+  if (piece_size > 0xFFFFFFFFu) return Fail(kReasonTooLarge, base + start);
+  // Markers are listed a chunk at a time (so that a crop's scan stops near its last interval), then
+  // walked: `next` is the first byte not yet consumed (a marker's fill bytes and code are skipped).
+  constexpr size_t kChunk = 2048;
+  uint32_t found[kChunk + 2];
+  size_t next = i;
+  bool done = false;
+  while (!done && i < piece_size) {
+    const size_t e = piece_size - i < kChunk ? piece_size : i + kChunk;
+    const size_t count = FindTwinMarkers(piece, i, e, piece_size, found);
+    for (size_t k = 0; k < count; ++k) {
+      const size_t p = found[k];
+      if (p < next) continue;  // a fill byte or code already consumed
+      size_t q = p + 1;
+      while (q < piece_size && piece[q] == 0xFF) ++q;
+      if (q >= piece_size) {
+        done = true;
+        break;
       }
-      ++unit;
-      scan->unit_begin[unit] = uint32_t(q + 1 - start);
-      i = q + 1;
-      continue;
+      if (piece[q] == 0x00) {  // fill bytes before a stuffed 0xFF 0x00
+        next = q + 1;
+        continue;
+      }
+      if (piece[q] >= 0xD0 && piece[q] <= 0xD7) {
+        // A restart: it must be expected and numbered in sequence.
+        if (!f.restart_interval || unit + 1 >= f.intervals || piece[q] != 0xD0 + (unit & 7))
+          return Fail(kReasonBadRestart, base + p);
+        scan->unit_end[unit] = uint32_t(p - start);
+        if (unit == scan->last_unit) {
+          scan->size = p - start;
+          return TwinParseResult();
+        }
+        ++unit;
+        scan->unit_begin[unit] = uint32_t(q + 1 - start);
+        next = q + 1;
+        continue;
+      }
+      end = p;
+      marker = true;
+      code = piece[q];
+      after = q + 1;
+      done = true;
+      break;
     }
-    end = p;
-    marker = true;
-    code = piece[q];
-    after = q + 1;
-    break;
+    i = next > e ? next : e;
   }
   if (piece_size - start > 0xFFFFFFFFu) return Fail(kReasonTooLarge, base + start);
   scan->size = end - start;

@@ -451,6 +451,14 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
 TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
                                 size_t base, TwinScan* scan, uint8_t* copy = nullptr);
 
+// The positions p in d[i, e) with d[p] == 0xFF and p + 1 == n or d[p + 1] != 0x00 (a marker's first
+// byte or a fill byte; a stuffed 0xFF 0x00 is not listed), ascending, into out, which must hold
+// e - i + 2 entries; returns their number. e <= n <= 2^32 - 1; d[e, n) is only looked at for the byte
+// after e - 1. FindTwinMarkers picks the AVX-512, AVX2 or scalar version (kernels/cpu.h); all three
+// give the same list.
+size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
+size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
+
 // Host twin of the whole GPU decode: *rgb receives height x width x 3 bytes. `split`: every restart
 // interval decoded on its own (as the GPU's threads do) instead of one sequential pass. Host only
 // (allocates its scratch).

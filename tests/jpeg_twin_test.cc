@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "kernels/cpu.h"
 #include "kernels/jpeg_twin.h"
 #include "kernels/jpeg_twin_batch.h"
 #include "reader/dataset.h"
@@ -276,6 +277,57 @@ TEST(JpegTwin, AllPhotosAt512EqualLibjpegTurbo) {
   size_t n = 0;
   ExpectFileEqual(PhotoFile(), &n);
   EXPECT_EQ(n, 500u);
+}
+
+// The marker finder's SIMD versions (AVX-512 and AVX2, chosen by FindTwinMarkers) list the same
+// positions as the scalar reference: on bytes rich in 0xFF / 0x00 / RSTn at every start, end and
+// lookahead limit around the 64-byte blocks, and on every photo's payload whole.
+TEST(JpegTwin, MarkerFinderSimdEqualsScalar) {
+  if (!kernels::UseAvx2()) GTEST_SKIP() << "no AVX2 here (or DSC_FORCE_SCALAR=1): only the scalar path runs";
+  struct Limit {
+    explicit Limit(bool on) { kernels::LimitToAvx2(on); }
+    ~Limit() { kernels::LimitToAvx2(false); }
+  };
+  auto expect_same = [](const uint8_t* d, size_t i, size_t e, size_t n, const std::string& what) {
+    std::vector<uint32_t> want(e - i + 2), got(e - i + 2);
+    want.resize(kernels::FindTwinMarkersScalar(d, i, e, n, want.data()));
+    for (bool avx2_only : {false, true}) {
+      Limit limit(avx2_only);
+      std::fill(got.begin(), got.end(), 0xDEADu);
+      got.resize(e - i + 2);
+      got.resize(kernels::FindTwinMarkers(d, i, e, n, got.data()));
+      ASSERT_EQ(got, want) << what << " [" << i << ", " << e << ") n " << n << (avx2_only ? " AVX2" : " AVX-512 if present");
+    }
+  };
+  std::mt19937 rng(7);
+  const uint8_t rich[] = {0xFF, 0xFF, 0xFF, 0x00, 0xD0, 0xD7, 0xD9, 0x12};
+  size_t listed = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::vector<uint8_t> d(1 + rng() % 400);
+    const int density = 1 + int(rng() % 4);  // from all special bytes to a few
+    for (auto& b : d) b = int(rng() % 8) < 2 * density ? rich[rng() % 8] : uint8_t(rng());
+    const size_t n = d.size(), i = rng() % n, e = i + rng() % (n - i + 1);
+    expect_same(d.data(), i, e, n, "random round " + std::to_string(round));
+    expect_same(d.data(), 0, n, n, "random round " + std::to_string(round) + " whole");
+    if (HasFatalFailure()) return;
+    std::vector<uint32_t> all(n + 2);
+    listed += kernels::FindTwinMarkersScalar(d.data(), 0, n, n, all.data());
+  }
+  EXPECT_GT(listed, 10000u);  // the bytes did hold markers
+  // A block full of markers, one of 0xFF 0x00 pairs, and a marker as the last byte of each block.
+  std::vector<uint8_t> full(300, 0xFF), pairs(300), edge(300, 0x11);
+  for (size_t k = 0; k < pairs.size(); ++k) pairs[k] = k % 2 ? 0x00 : 0xFF;
+  for (size_t k = 63; k < edge.size(); k += 64) edge[k] = 0xFF;
+  for (const auto* v : {&full, &pairs, &edge})
+    for (size_t n : {size_t(64), size_t(65), size_t(128), size_t(129), size_t(300)}) expect_same(v->data(), 0, n, n, "pattern");
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  for (uint64_t k = 0; k < ds.size(); ++k) {
+    const Payload p = ds.ReadPayload(k, &scratch);
+    expect_same(p.data, 0, p.size, p.size, "photo " + std::to_string(k));
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Every photo with restart intervals (one MCU row per interval, and a divisor of the row for some):
