@@ -46,19 +46,34 @@ const char* TwinReasonName(int reason) {
 namespace {
 
 // Builds a decodable table from a DHT's 16 counts and symbols; false for a table libjpeg rejects.
-bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h) {
-  std::memset(h, 0, sizeof(*h));
+// What libjpeg accepts of a DHT table: at most 256 symbols, DC symbols ≤ 15, and no length whose codes
+// overflow it (the all-ones code is reserved).
+bool ValidHuffman(const uint8_t* counts, const uint8_t* vals, bool dc) {
   int total = 0, maxlen = 0;
   for (int l = 1; l <= 16; ++l) {
     total += counts[l - 1];
     if (counts[l - 1]) maxlen = l;
   }
   if (total > 256) return false;
-  std::memcpy(h->vals, vals, size_t(total));
-  h->count = uint16_t(total);
   if (dc)
     for (int i = 0; i < total; ++i)
       if (vals[i] > 15) return false;
+  int32_t code = 0;
+  for (int l = 1; l <= maxlen; ++l) {
+    code += counts[l - 1];
+    if (code >= (int32_t(1) << l)) return false;
+    code <<= 1;
+  }
+  return true;
+}
+
+bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h) {
+  std::memset(h, 0, sizeof(*h));
+  if (!ValidHuffman(counts, vals, dc)) return false;
+  int total = 0;
+  for (int l = 1; l <= 16; ++l) total += counts[l - 1];
+  std::memcpy(h->vals, vals, size_t(total));
+  h->count = uint16_t(total);
   int32_t code = 0;
   int k = 0;
   for (int l = 1; l <= 16; ++l) {
@@ -72,8 +87,6 @@ bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffm
     }
     code += n;
     k += n;
-    // libjpeg rejects a table whose codes overflow their length (the all-ones code is reserved).
-    if (l <= maxlen && code >= (int32_t(1) << l)) return false;
     code <<= 1;
   }
   h->maxcode[17] = 0x7FFFFFFF;
@@ -212,8 +225,13 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
   Stream s(head, head_size, body, body_size);
   TwinFrame& f = *frame;
   f = TwinFrame();
-  std::memset(tables->quant_defined, 0, sizeof(tables->quant_defined));
-  for (int i = 0; i < 4; ++i) tables->dc[i].defined = tables->ac[i].defined = 0;
+  // Which tables are defined (1), defined but invalid (2, an error once used) or not (0); with
+  // tables == nullptr only this is kept (a check needs no decoding tables).
+  uint8_t quant_defined[4] = {0, 0, 0, 0}, huff_defined[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  if (tables) {
+    std::memset(tables->quant_defined, 0, sizeof(tables->quant_defined));
+    for (int i = 0; i < 4; ++i) tables->dc[i].defined = tables->ac[i].defined = 0;
+  }
   uint8_t m0, m1;
   if (!s.Byte(&m0) || !s.Byte(&m1) || m0 != 0xFF || m1 != 0xD8) return Fail(kReasonBadMarker, 0);
   bool jfif = false, adobe = false, sof = false;
@@ -278,8 +296,15 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
           return Fail(kReasonBadTable, at);
         const int cls = tc >> 4, id = tc & 15;
         if (cls > 1 || id > 3) return Fail(kReasonBadTable, at);
-        TwinHuffman* h = cls ? &tables->ac[id] : &tables->dc[id];
-        if (!BuildHuffman(counts, vals, cls == 0, h)) h->defined = 2;  // invalid: an error once used
+        bool ok;
+        if (tables) {
+          TwinHuffman* h = cls ? &tables->ac[id] : &tables->dc[id];
+          ok = BuildHuffman(counts, vals, cls == 0, h);
+          if (!ok) h->defined = 2;
+        } else {
+          ok = ValidHuffman(counts, vals, cls == 0);
+        }
+        huff_defined[cls][id] = ok ? 1 : 2;
       }
       if (s.pos() != seg_end) return Fail(kReasonBadMarker, at);
     } else if (c == 0xDB) {  // DQT
@@ -297,9 +322,10 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
             if (!s.Byte(&b)) return Fail(kReasonBadMarker, at);
             v = b;
           }
-          tables->quant[id][TwinZigzag(k)] = v;
+          if (tables) tables->quant[id][TwinZigzag(k)] = v;
         }
-        tables->quant_defined[id] = 1;
+        quant_defined[id] = 1;
+        if (tables) tables->quant_defined[id] = 1;
       }
       if (s.pos() != seg_end) return Fail(kReasonBadMarker, at);
     } else if (c == 0xDD) {  // DRI
@@ -372,11 +398,10 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
     k.block_offset = blocks;
     blocks += uint32_t(k.blocks_w) * k.blocks_h;
     per_mcu += k.h * k.v;
-    if (!tables->quant_defined[k.quant]) return Fail(kReasonBadTable, 0);
-    const TwinHuffman& dc = tables->dc[k.dc];
-    const TwinHuffman& ac = tables->ac[k.ac];
-    if (!dc.defined || !ac.defined) return Fail(kReasonDefaultTables, 0);
-    if (dc.defined != 1 || ac.defined != 1) return Fail(kReasonBadTable, 0);
+    if (!quant_defined[k.quant]) return Fail(kReasonBadTable, 0);
+    const uint8_t dc = huff_defined[0][k.dc], ac = huff_defined[1][k.ac];
+    if (!dc || !ac) return Fail(kReasonDefaultTables, 0);
+    if (dc != 1 || ac != 1) return Fail(kReasonBadTable, 0);
   }
   f.total_blocks = blocks;
   f.blocks_per_mcu = uint8_t(per_mcu);

@@ -437,8 +437,9 @@ struct TwinParseResult {
 };
 
 // Parses a JPEG stored as head + body (head may be empty; dsc's shared-table payloads keep the table
-// set in head: see reader/dataset.h ReadPayloadParts). Fills the frame and tables, and the scan's
-// location: the entropy data must lie in one piece. `max_units` bounds the interval arrays.
+// set in head: see reader/dataset.h ReadPayloadParts). Fills the frame and tables (with tables ==
+// nullptr the tables are only validated, as a support check needs), and the scan's location: the
+// entropy data must lie in one piece. `max_units` bounds the interval arrays.
 // With `copy`, the scan's entropy bytes are also copied there (in the same pass; room for the body
 // size is needed), as the batch stager does.
 TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,

@@ -26,7 +26,7 @@ std::string FallbackSummary(const StageStats& s) {
 }
 
 TwinStageWorker::TwinStageWorker()
-    : tables_(std::make_unique<kernels::TwinTables>()), last_frame_(std::make_unique<kernels::TwinFrame>()) {}
+    : last_frame_(std::make_unique<kernels::TwinFrame>()) {}
 TwinStageWorker::~TwinStageWorker() = default;
 
 uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
@@ -46,7 +46,7 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
     r = kernels::ScanTwinEntropy(frame, parts.body.data, parts.body.size, 0, parts.head.size, &scan);
   } else {
     last_head_ = nullptr;
-    r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &frame, tables_.get(),
+    r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &frame, nullptr,
                            &scan, uint32_t(most));
     if (r.status == kernels::kTwinOk && parts.head.size && scan.data == parts.body.data) {
       last_head_ = parts.head.data, last_head_size_ = parts.head.size;

@@ -60,7 +60,6 @@ class TwinStageWorker {
   const std::vector<uint32_t>& left_for_cpu() const { return cpu_; }
 
  private:
-  std::unique_ptr<kernels::TwinTables> tables_;
   // The last shared table set Check parsed (payloads sharing it skip the header parse).
   const uint8_t* last_head_ = nullptr;
   size_t last_head_size_ = 0;
