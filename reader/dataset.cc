@@ -29,7 +29,7 @@ Error Dataset::Unreadable(uint64_t i) const {
                ": bytes no longer readable (file truncated or I/O error); use use_pread on network filesystems");
 }
 
-Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const {
+Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch) const {
   const format::IndexEntry e = Touch(i);
   Parts parts;
   parts.entry = e;
@@ -38,7 +38,7 @@ Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scrat
     parts.head = {reinterpret_cast<const uint8_t*>(t.data()), t.size()};
   }
   parts.body = {source_->Read(e.offset, e.size, scratch), e.size};  // in place when mapped
-  if (source_->mapped()) {
+  if (touch && source_->mapped()) {
     // Fault the pages in now, so the time storage takes shows in the read stage, not in decode.
     uint8_t sum = 0;
     for (size_t o = 0; o < e.size; o += 4096) sum ^= static_cast<const volatile uint8_t*>(parts.body.data)[o];

@@ -52,7 +52,9 @@ class Dataset {
     Payload head, body;
     format::IndexEntry entry;  // the sample's index entry, decoded once for the caller
   };
-  Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch) const;
+  // On a mapping the payload's pages are touched (faulted in) here, so storage time shows in the read
+  // stage; `touch` = false skips that for a caller that has just read the same sample.
+  Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch = true) const;
 
   // The error for sample i's bytes faulting under mmap (reader/mmap_guard.h): the file shrank while
   // open, or its storage failed.

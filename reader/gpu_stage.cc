@@ -78,7 +78,8 @@ size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, u
   kernels::TwinCropInput in;
   for (uint32_t j = 0; j < n; ++j) {
     if (fallback[j]) continue;
-    const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_);
+    // Step 1 read this sample moments ago (its pages are in): no second touch.
+    const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_, /*touch=*/false);
     const bool cropped = crop && crop(j, &in);
     const kernels::TwinParseResult r = stager_->Add(p.head.data, p.head.size, p.body.data, p.body.size,
                                                     uint64_t(sample_bytes) * j, cropped ? &in : nullptr);
