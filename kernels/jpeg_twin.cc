@@ -508,8 +508,16 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
   return ok;
 }
 
+void TwinSetFancy(TwinFrame* f, bool fancy) {
+  for (int c = 0; c < f->ncomp; ++c) {
+    TwinComponent& k = f->comp[c];
+    const int dw = (int(f->width) * k.h + f->hmax - 1) / f->hmax;
+    k.fancy = uint8_t(fancy && (k.hshift ? dw > 2 : k.vshift != 0));
+  }
+}
+
 TwinParseResult DecodeTwinRGB(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
-                              bool split, std::vector<uint8_t>* rgb, int* width, int* height) {
+                              bool split, std::vector<uint8_t>* rgb, int* width, int* height, bool fancy) {
   TwinFrame f;
   std::vector<TwinTables> tables(1);
   // Every interval but the last ends with a 2-byte marker: the payload size bounds their number.
@@ -520,6 +528,7 @@ TwinParseResult DecodeTwinRGB(const uint8_t* head, size_t head_size, const uint8
   scan.unit_end = end.data();
   TwinParseResult r = ParseTwin(head, head_size, body, body_size, &f, &tables[0], &scan, max_units);
   if (r.status != kTwinOk) return r;
+  TwinSetFancy(&f, fancy);
   *width = f.width;
   *height = f.height;
   std::vector<int16_t> coef(size_t(f.total_blocks) * 64);

@@ -2,11 +2,11 @@
 // here (tests, `dsc verify --decoder gpu-twin`) and inside the CUDA kernels (kernels/cuda/jpeg_decode.cu),
 // so the CPU checks the exact arithmetic the GPU executes.
 //
-// What it decodes, bit for bit equal to libjpeg-turbo's tjDecompress2(TJPF_RGB, TJFLAG_FASTUPSAMPLE |
-// TJFLAG_ACCURATEDCT): sequential Huffman 8-bit JPEGs in one interleaved scan (or grayscale), sampling
-// factors 1 or 2 with luma at the maximum, with or without restart intervals. Entropy decoding,
-// dequantisation + libjpeg's "islow" integer IDCT with its range limit, box chroma upsampling and
-// libjpeg's fixed-point YCbCr -> RGB. Everything else is classified (TwinReason) so the caller decodes
+// What it decodes, bit for bit equal to libjpeg-turbo's tjDecompress2(TJPF_RGB, TJFLAG_ACCURATEDCT, with
+// TJFLAG_FASTUPSAMPLE or, with fancy upsampling, without): sequential Huffman 8-bit JPEGs in one
+// interleaved scan (or grayscale), sampling factors 1 or 2 with luma at the maximum, with or without
+// restart intervals. Entropy decoding, dequantisation + libjpeg's "islow" integer IDCT with its range
+// limit, box or fancy (triangle) chroma upsampling and libjpeg's fixed-point YCbCr -> RGB. Everything else is classified (TwinReason) so the caller decodes
 // that sample on the CPU. The device functions use fixed-size tables and bounds-check every read and
 // write: corrupt data yields kCorrupt, never an out-of-bounds access.
 //
@@ -86,6 +86,7 @@ struct TwinComponent {
   uint8_t quant, dc, ac;   // table numbers
   uint16_t blocks_w, blocks_h;  // block grid of this component (whole MCUs)
   uint32_t block_offset;        // first block of this component in the coefficient / plane arrays
+  uint8_t fancy;                // upsampled with libjpeg's fancy (triangle) filter: TwinSetFancy
 };
 
 // Everything the device stages need about one image, besides its tables and entropy bytes.
@@ -400,14 +401,38 @@ DSC_HD void TwinBlockPosition(const TwinFrame& f, uint32_t b, int* c, uint32_t* 
   *by = i / f.comp[k].blocks_w;
 }
 
-// One output pixel: box upsampling (the chroma sample covering the pixel, as libjpeg-turbo's fast
-// upsampling and its merged h2v1/h2v2 upsampler both give) and libjpeg's YCbCr -> RGB.
+// Component c's sample for output pixel (x, y). Box upsampling: the sample covering the pixel (as
+// libjpeg-turbo's fast upsampling and its merged h2v1/h2v2 upsampler give). Fancy (k.fancy): libjpeg's
+// triangle filter, 3/4 of the nearer sample and 1/4 of the next, per direction, with its rounding
+// biases and its edges: the first and last sample columns of the component's downsampled width, and
+// rows beyond the first and last, repeat (jdsample.c h2v1/h1v2/h2v2_fancy_upsample). The frame's
+// width and height give those edges; a crop frame's inner edges are off by that rule, so a crop
+// decodes one interval of margin around what it uses (PlanTwinCrop).
+DSC_HD int TwinSample(const TwinFrame& f, const uint8_t* planes, int c, uint32_t x, uint32_t y) {
+  const TwinComponent& k = f.comp[c];
+  const uint8_t* p = planes + size_t(k.block_offset) * 64;
+  const size_t stride = TwinPlaneStride(f, c);
+  const int cx = int(x >> k.hshift), cy = int(y >> k.vshift);
+  if (!k.fancy) return p[size_t(cy) * stride + size_t(cx)];
+  const int dw = (int(f.width) * k.h + f.hmax - 1) / f.hmax, dh = (int(f.height) * k.v + f.vmax - 1) / f.vmax;
+  // The other row: above for the first of the two output rows, below for the second.
+  const int ny = !k.vshift ? cy : (y & 1) ? (cy + 1 < dh ? cy + 1 : dh - 1) : (cy > 0 ? cy - 1 : 0);
+  const uint8_t* r0 = p + size_t(cy) * stride;
+  const uint8_t* r1 = p + size_t(ny) * stride;
+  if (!k.hshift) return (3 * r0[cx] + r1[cx] + ((y & 1) ? 2 : 1)) >> 2;  // h1v2
+  if (!k.vshift) {                                                      // h2v1
+    if (!(x & 1)) return cx == 0 ? r0[0] : (3 * r0[cx] + r0[cx - 1] + 1) >> 2;
+    return cx == dw - 1 ? r0[cx] : (3 * r0[cx] + r0[cx + 1] + 2) >> 2;
+  }
+  const int sum = 3 * r0[cx] + r1[cx];  // h2v2: column sums of the two rows, then across
+  if (!(x & 1)) return cx == 0 ? (sum * 4 + 8) >> 4 : (3 * sum + 3 * r0[cx - 1] + r1[cx - 1] + 8) >> 4;
+  return cx == dw - 1 ? (sum * 4 + 7) >> 4 : (3 * sum + 3 * r0[cx + 1] + r1[cx + 1] + 7) >> 4;
+}
+
+// One output pixel: each component's sample (TwinSample) and libjpeg's YCbCr -> RGB.
 DSC_HD void TwinPixel(const TwinFrame& f, const uint8_t* planes, uint32_t x, uint32_t y, uint8_t* rgb) {
   int s[3];
-  for (int c = 0; c < f.ncomp; ++c) {
-    const TwinComponent& k = f.comp[c];
-    s[c] = planes[size_t(k.block_offset) * 64 + size_t(y >> k.vshift) * TwinPlaneStride(f, c) + (x >> k.hshift)];
-  }
+  for (int c = 0; c < f.ncomp; ++c) s[c] = TwinSample(f, planes, c, x, y);
   if (f.ncomp == 1) {
     rgb[0] = rgb[1] = rgb[2] = uint8_t(s[0]);
   } else {
@@ -460,10 +485,15 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
 size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 
+// Sets which components the decode upsamples with libjpeg's fancy filter when `fancy` (TurboJPEG
+// without TJFLAG_FASTUPSAMPLE): as libjpeg-turbo chooses, the h2v1 and h2v2 components of an image whose
+// downsampled width exceeds 2, and h1v2 ones. Call on the whole image's frame (a crop frame copies it).
+void TwinSetFancy(TwinFrame* f, bool fancy);
+
 // Host twin of the whole GPU decode: *rgb receives height x width x 3 bytes. `split`: every restart
 // interval decoded on its own (as the GPU's threads do) instead of one sequential pass. Host only
 // (allocates its scratch).
 TwinParseResult DecodeTwinRGB(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
-                              bool split, std::vector<uint8_t>* rgb, int* width, int* height);
+                              bool split, std::vector<uint8_t>* rgb, int* width, int* height, bool fancy = false);
 
 }  // namespace dsc::kernels

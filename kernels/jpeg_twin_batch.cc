@@ -104,6 +104,7 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
     at += Align(sizeof(TwinTables));
     parsed_head = true;
   }
+  TwinSetFancy(&im.frame, fancy_);  // on the whole image (libjpeg's choice depends on its width)
   const TwinFrame whole = im.frame;
   if (crop) im.frame = TwinCropFrame(whole, plan);
   if (im.frame.intervals > room) return full;

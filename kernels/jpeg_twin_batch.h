@@ -80,6 +80,9 @@ class TwinBatchStager {
   static constexpr uint64_t kAppend = ~uint64_t(0);
   TwinParseResult Add(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size,
                       uint64_t rgb = kAppend, const TwinCropInput* crop = nullptr);
+  // Upsampling of the images Added from now on: box (false, the default: TJFLAG_FASTUPSAMPLE) or
+  // libjpeg's fancy filter (TwinSetFancy). A crop's fancy (TwinCropInput::fancy) must agree.
+  void set_fancy(bool fancy) { fancy_ = fancy; }
   // Appends the image and unit arrays; then buf[0, bytes_used()) is the batch to copy to the device.
   // false when they do not fit (cannot happen after Adds that succeeded).
   bool Finish();
@@ -102,6 +105,7 @@ class TwinBatchStager {
   TwinFrame last_frame_;
   uint64_t last_tables_ = 0;
   uint64_t append_rgb_ = 0;  // where the next kAppend image's RGB goes
+  bool fancy_ = false;
 };
 
 // ---- The GPU stages, one call per thread (kernels/cuda/jpeg_decode.cu); buf is the staged batch --------

@@ -17,11 +17,16 @@ int PlanTwinCrop(const TwinCropInput& in, const TwinFrame& f, TwinCropPlan* p) {
   if (r.w <= 0 || r.h <= 0 || r.x < 0 || r.y < 0 || r.x + r.w > f.width || r.y + r.h > f.height)
     return kReasonCropGeometry;
   // jpeg_crop_scanline's buffer: from the iMCU column holding the crop's left edge (an MCU is
-  // 8 x hmax pixels wide; a grayscale image's, whose hmax the parser sets to 1, 8), rows exactly the crop's.
+  // 8 x hmax pixels wide; a grayscale image's, whose hmax the parser sets to 1, 8), rows exactly the
+  // crop's. With fancy upsampling the CPU path widens it by an iMCU on each side (within the image),
+  // keeping the columns its cut makes wrong away from the crop (JpegDecoder::DecodeScaled).
   const int mcu_w = 8 * f.hmax, mcu_h = 8 * f.vmax;
-  p->region.x = r.x / mcu_w * mcu_w;
+  const int pad = in.fancy ? mcu_w : 0;
+  p->region.x = r.x / mcu_w * mcu_w - pad;
+  if (p->region.x < 0) p->region.x = 0;
+  const int right = r.x + r.w + pad < f.width ? r.x + r.w + pad : f.width;
   p->region.y = r.y;
-  p->region.width = r.x + r.w - p->region.x;
+  p->region.width = right - p->region.x;
   p->region.height = r.h;
   p->region.scale_num = 8;
   SampleParams rebased = in.params;
@@ -38,8 +43,12 @@ int PlanTwinCrop(const TwinCropInput& in, const TwinFrame& f, TwinCropPlan* p) {
   p->col0 = p->region.x / mcu_w / int(ri);
   p->col1 = DivUp(DivUp(p->region.x + p->region.width, mcu_w), int(ri));
   if (p->col1 > per_row) p->col1 = per_row;
-  p->row0 = p->region.y / mcu_h;
-  p->row1 = DivUp(p->region.y + p->region.height, mcu_h);
+  // Fancy upsampling reads the chroma rows above and below: one MCU row of margin, where the image has
+  // one, keeps the crop frame's edges (TwinSample repeats a frame's first and last rows) off the region.
+  const int vpad = in.fancy ? 1 : 0;
+  p->row0 = p->region.y / mcu_h - vpad;
+  if (p->row0 < 0) p->row0 = 0;
+  p->row1 = DivUp(p->region.y + p->region.height, mcu_h) + vpad;
   if (p->row1 > f.mcus_y) p->row1 = f.mcus_y;
   p->x0 = p->col0 * int(ri) * mcu_w;
   p->y0 = p->row0 * mcu_h;

@@ -29,6 +29,7 @@ struct TwinCropInput {
   CropRect rect;             // MakeParams' rectangle
   SampleParams params;       // MakeParams' parameters (relative to the whole image)
   int min_w = 0, min_h = 0;  // CropDecodeMinSize: the DCT scale the CPU path would pick
+  bool fancy = false;        // fancy upsampling (LoaderOptions::fancy_upsampling): a margin is decoded
 };
 
 struct TwinCropPlan {

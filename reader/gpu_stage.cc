@@ -25,8 +25,8 @@ std::string FallbackSummary(const StageStats& s) {
   return out;
 }
 
-TwinStageWorker::TwinStageWorker()
-    : last_frame_(std::make_unique<kernels::TwinFrame>()) {}
+TwinStageWorker::TwinStageWorker(bool fancy)
+    : last_frame_(std::make_unique<kernels::TwinFrame>()), fancy_(fancy) {}
 TwinStageWorker::~TwinStageWorker() = default;
 
 uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
@@ -74,6 +74,7 @@ size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, u
   stager_units_ = units;
   stager_images_ = max_images;
   stager_->Reset(buf, capacity);
+  stager_->set_fancy(fancy_);
   cpu_.clear();
   kernels::TwinCropInput in;
   for (uint32_t j = 0; j < n; ++j) {

@@ -35,7 +35,8 @@ std::string FallbackSummary(const StageStats& s);
 // Per worker thread: the scratch both steps reuse (no allocation per sample).
 class TwinStageWorker {
  public:
-  TwinStageWorker();
+  // `fancy`: the GPU decoder upsamples chroma with libjpeg's fancy filter (LoaderOptions::fancy_upsampling).
+  explicit TwinStageWorker(bool fancy = false);
   ~TwinStageWorker();
   TwinStageWorker(const TwinStageWorker&) = delete;
   TwinStageWorker& operator=(const TwinStageWorker&) = delete;
@@ -70,6 +71,7 @@ class TwinStageWorker {
   uint32_t stager_images_ = 0;
   std::vector<uint8_t> scratch_;
   std::vector<uint32_t> cpu_;
+  bool fancy_ = false;
 };
 
 // Bytes of a kGpu batch buffer's staging area for these options (LoaderOptions::gpu_staging_bytes).

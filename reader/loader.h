@@ -131,7 +131,8 @@ struct LoaderOptions {
   // restart intervals the crop needs, kernels/jpeg_twin_crop.h) in the batch buffer after the images,
   // and gpu::Augmenter decodes (and crops and resizes) them on the device (Batch::staged). Other
   // payloads (progressive, arithmetic, raw, crops decoded DCT-scaled...) are decoded here as with kCpu, counted per reason
-  // in StageStats::twin_fallback. Batches are the same whatever the decoder once finished.
+  // in StageStats::twin_fallback. Batches are the same whatever the decoder once finished, with box
+  // or fancy_upsampling (a fancy crop decodes a margin of intervals around it).
   enum class Decoder : uint8_t { kCpu, kGpu };
   Decoder decoder = Decoder::kCpu;
   // kGpu: room for one batch's staged payloads, in bytes (0 = batch_size x max(image bytes, 4 KiB) +

@@ -61,7 +61,6 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (o.defer_augment && o.dtype != DType::kUint8) Bad("defer_augment", "true", "needs uint8 NHWC output");
   if (o.decoder == LoaderOptions::Decoder::kGpu) {
     if (!o.defer_augment) Bad("decoder", "gpu", "needs defer_augment (the GPU finishes the batch)");
-    if (o.fancy_upsampling) Bad("decoder", "gpu", "decodes with box upsampling only (fancy_upsampling must be false)");
     if (!o.remote.addresses.empty()) Bad("decoder", "gpu", "cannot be combined with remote workers");
     if (o.gpu_staging_bytes > (uint64_t(4) << 30)) Bad("gpu_staging_bytes", Str(o.gpu_staging_bytes), "must be at most 4 GiB");
   }

@@ -48,7 +48,7 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
     spec_.normalize = false;
   }
   row_.resize(size_t(out.width) * 3);
-  if (out.twin) twin_ = std::make_unique<TwinStageWorker>();
+  if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling);
 }
 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
@@ -204,6 +204,7 @@ void SampleProcessor::MakeTwinCropInput(const format::IndexEntry& e, const kerne
   in->params = params;
   kernels::CropDecodeMinSize(spec_, in->img_w, in->img_h, rect, int(out_.width), int(out_.height), out_.dct_scaling,
                              &in->min_w, &in->min_h);
+  in->fancy = out_.fancy_upsampling;
 }
 
 bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const {

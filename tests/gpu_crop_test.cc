@@ -47,14 +47,14 @@ const std::string& Photos() {
   return f;
 }
 
-// libjpeg-turbo's whole-image decode, as the GPU decoder decodes (box upsampling, islow IDCT).
-std::vector<uint8_t> TurboDecode(const std::vector<uint8_t>& jpeg, int* w, int* h) {
+// libjpeg-turbo's whole-image decode, as the GPU decoder decodes (box or fancy upsampling, islow IDCT).
+std::vector<uint8_t> TurboDecode(const std::vector<uint8_t>& jpeg, int* w, int* h, bool fancy = false) {
   tjhandle t = tjInitDecompress();
   int sub = 0, cs = 0;
   EXPECT_EQ(tjDecompressHeader3(t, jpeg.data(), jpeg.size(), w, h, &sub, &cs), 0);
   std::vector<uint8_t> rgb(size_t(*w) * *h * 3);
   EXPECT_EQ(tjDecompress2(t, jpeg.data(), jpeg.size(), rgb.data(), *w, 0, *h, TJPF_RGB,
-                          TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT),
+                          (fancy ? 0 : TJFLAG_FASTUPSAMPLE) | TJFLAG_ACCURATEDCT),
             0)
       << tjGetErrorStr2(t);
   tjDestroy(t);
@@ -63,10 +63,13 @@ std::vector<uint8_t> TurboDecode(const std::vector<uint8_t>& jpeg, int* w, int* 
 
 // Stages each photo with a crop drawn as the loader draws it (full-size decodes: no DCT scaling),
 // decodes the batch on the host twin, and checks the decoded intervals and the resized output.
-void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed) {
+// With fancy upsampling the decoded frame's inner edges repeat their samples (the margin is there for
+// that), so the pixels checked are the crop rectangle's and the resize's.
+void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed, bool fancy = false) {
   Dataset ds(Photos());
   std::vector<uint8_t> scratch, buf(64 << 20);
   kernels::TwinBatchStager stager(buf.data(), buf.size(), 64, 1 << 20);
+  stager.set_fancy(fancy);
   const uint64_t step = 7, first = seed % step;
   size_t checked = 0, partial = 0;
   for (uint64_t base = first; base < ds.size(); base += 64 * step) {
@@ -83,6 +86,7 @@ void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed)
       in.img_h = e.height;
       kernels::MakeParams(spec, e.width, e.height, seed, 0, i, &in.rect, &in.params);
       kernels::CropDecodeMinSize(spec, e.width, e.height, in.rect, spec.out_w, spec.out_h, false, &in.min_w, &in.min_h);
+      in.fancy = fancy;
       inputs.push_back(in);
       const auto p = ds.ReadPayloadParts(i, &scratch);
       const auto r = stager.Add(p.head.data, p.head.size, p.body.data, p.body.size, samples.size() * out_bytes,
@@ -105,7 +109,7 @@ void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed)
       std::vector<uint8_t> jpeg(p.head.data, p.head.data + p.head.size);
       jpeg.insert(jpeg.end(), p.body.data, p.body.data + p.body.size);
       int w = 0, hh = 0;
-      const std::vector<uint8_t> full = TurboDecode(jpeg, &w, &hh);
+      const std::vector<uint8_t> full = TurboDecode(jpeg, &w, &hh, fancy);
       kernels::TwinFrame frame;
       kernels::TwinTables tables;
       kernels::TwinScan scan;
@@ -122,9 +126,13 @@ void ExpectCropsEqualFullDecode(const kernels::AugmentSpec& spec, uint64_t seed)
       ASSERT_LE(plan.x0 + fw, w);
       ASSERT_LE(plan.y0 + fh, hh);
       partial += fw < w || fh < hh;
-      for (int y = 0; y < fh; ++y)
-        ASSERT_EQ(std::memcmp(decoded.data() + im.rgb + size_t(y) * fw * 3,
-                              full.data() + (size_t(plan.y0 + y) * w + plan.x0) * 3, size_t(fw) * 3),
+      const kernels::CropRect& r = inputs[s].rect;
+      const int cx0 = fancy ? r.x - plan.x0 : 0, cx1 = fancy ? r.x + r.w - plan.x0 : fw;
+      const int cy0 = fancy ? r.y - plan.y0 : 0, cy1 = fancy ? r.y + r.h - plan.y0 : fh;
+      ASSERT_TRUE(cx0 >= 0 && cx1 <= fw && cy0 >= 0 && cy1 <= fh) << "sample " << samples[s];
+      for (int y = cy0; y < cy1; ++y)
+        ASSERT_EQ(std::memcmp(decoded.data() + im.rgb + (size_t(y) * fw + cx0) * 3,
+                              full.data() + (size_t(plan.y0 + y) * w + plan.x0 + cx0) * 3, size_t(cx1 - cx0) * 3),
                   0)
             << "sample " << samples[s] << " row " << y;
       // The resize: the reference resampler on the full decode's region.
@@ -150,6 +158,13 @@ TEST(GpuCrop, RandomResizedCropDecodingEqualsFullDecodeThenCrop) {
 TEST(GpuCrop, ResizeCenterCropDecodingEqualsFullDecodeThenCrop) {
   ASSERT_FALSE(Photos().empty()) << "could not unpack " << DSC_PHOTOS;
   ExpectCropsEqualFullDecode(LoaderOptions::ImagenetTest().augment, 6);
+}
+
+// Fancy upsampling: the crop's intervals with a margin, against TurboJPEG's fancy full decode.
+TEST(GpuCrop, FancyUpsamplingCropsEqualFullDecodeThenCrop) {
+  ASSERT_FALSE(Photos().empty()) << "could not unpack " << DSC_PHOTOS;
+  ExpectCropsEqualFullDecode(LoaderOptions::ImagenetTrain().augment, 12, true);  // the samples seeds 5 and 6 check
+  ExpectCropsEqualFullDecode(LoaderOptions::ImagenetTest().augment, 13, true);
 }
 
 struct Counts {
@@ -242,6 +257,16 @@ TEST(GpuCrop, ImagenetTestBatchesEqualCpuDecoder) {
   ExpectAllStagedButSmall(c);
 }
 
+// Fancy upsampling (LoaderOptions::fancy_upsampling, Pillow's pixels): the same on both decoders.
+TEST(GpuCrop, FancyUpsamplingBatchesEqualCpuDecoder) {
+  ASSERT_FALSE(Photos().empty());
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.fancy_upsampling = true;
+  Counts c;
+  ExpectGpuEqualsCpu(Photos(), o, &c);
+  ExpectAllStagedButSmall(c);
+}
+
 // Without DCT scaling the CPU decodes every crop at full size: every one is staged.
 TEST(GpuCrop, ImagenetTrainWithoutDctScalingStagesEveryCrop) {
   ASSERT_FALSE(Photos().empty());
@@ -280,6 +305,13 @@ TEST(GpuCrop, DeviceImagenetTrainEqualsHostTwin) {
 TEST(GpuCrop, DeviceImagenetTestEqualsHostTwin) {
   ASSERT_FALSE(Photos().empty());
   ExpectDeviceCropsEqualHostTwin(LoaderOptions::ImagenetTest());
+}
+
+TEST(GpuCrop, DeviceFancyUpsamplingEqualsHostTwin) {
+  ASSERT_FALSE(Photos().empty());
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.fancy_upsampling = true;
+  ExpectDeviceCropsEqualHostTwin(o);
 }
 
 }  // namespace

@@ -274,7 +274,9 @@ TEST(GpuDecode, OptionsTheGpuDecoderCannotServeAreRefused) {
   crop.augment.normalize = false;
   crop.decoder = LoaderOptions::Decoder::kGpu;
   EXPECT_NO_THROW(ValidateOptions(crop));  // crops are the twin's too (tests/gpu_crop_test.cc)
-  o.fancy_upsampling = true;
+  o.fancy_upsampling = true;  // the twin's fancy upsampling (tests/gpu_crop_test.cc, jpeg_twin_test.cc)
+  EXPECT_NO_THROW(ValidateOptions(o));
+  o.remote.addresses = {"127.0.0.1:1"};
   EXPECT_THROW(ValidateOptions(o), OptionError);
 }
 

@@ -27,19 +27,21 @@ namespace {
 using kernels::DecodeTwinRGB;
 using kernels::TwinParseResult;
 
-// libjpeg's API set up as tjDecompress2 sets it for TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT, for the
-// sampling layouts TurboJPEG refuses to name (tjDecompressHeader3 fails on them). false on a warning.
-bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h);
+// libjpeg's API set up as tjDecompress2 sets it for TJFLAG_ACCURATEDCT (and TJFLAG_FASTUPSAMPLE unless
+// `fancy`), for the sampling layouts TurboJPEG refuses to name (tjDecompressHeader3 fails on them).
+// false on a warning.
+bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h, bool fancy);
 
-// TurboJPEG's decode; false on an error or a warning (tjDecompress2 fails on both).
-bool Turbo(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h) {
+// TurboJPEG's decode, box upsampling (TJFLAG_FASTUPSAMPLE) or with `fancy` its default fancy
+// upsampling; false on an error or a warning (tjDecompress2 fails on both).
+bool Turbo(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h, bool fancy = false) {
   thread_local tjhandle tj = tjInitDecompress();
   int sub, cs;
   if (tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), w, h, &sub, &cs) != 0)
-    return std::strstr(tjGetErrorStr2(tj), "subsampling") ? Libjpeg(jpeg, rgb, w, h) : false;
+    return std::strstr(tjGetErrorStr2(tj), "subsampling") ? Libjpeg(jpeg, rgb, w, h, fancy) : false;
   rgb->assign(size_t(*w) * *h * 3, 0);
   return tjDecompress2(tj, jpeg.data(), jpeg.size(), rgb->data(), *w, 0, *h, TJPF_RGB,
-                       TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT) == 0;
+                       (fancy ? 0 : TJFLAG_FASTUPSAMPLE) | TJFLAG_ACCURATEDCT) == 0;
 }
 
 // MCUs per row, from TurboJPEG's header reading.
@@ -56,12 +58,14 @@ struct Twin {
   std::vector<uint8_t> rgb;
 };
 
-Twin RunTwin(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn, bool split) {
+Twin RunTwin(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn, bool split, bool fancy = false) {
   Twin t;
-  t.r = DecodeTwinRGB(head, hn, body, bn, split, &t.rgb, &t.w, &t.h);
+  t.r = DecodeTwinRGB(head, hn, body, bn, split, &t.rgb, &t.w, &t.h, fancy);
   return t;
 }
-Twin RunTwin(const std::vector<uint8_t>& jpeg, bool split) { return RunTwin(nullptr, 0, jpeg.data(), jpeg.size(), split); }
+Twin RunTwin(const std::vector<uint8_t>& jpeg, bool split, bool fancy = false) {
+  return RunTwin(nullptr, 0, jpeg.data(), jpeg.size(), split, fancy);
+}
 
 // First differing byte as "pixel (x, y) channel c: twin v, libjpeg-turbo u".
 std::string FirstDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int w) {
@@ -72,11 +76,12 @@ std::string FirstDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>&
   return a.size() == b.size() ? "" : "sizes differ";
 }
 
-// Expects the twin (sequential and, when asked, interval by interval) to equal TurboJPEG.
-void ExpectEqual(const std::vector<uint8_t>& whole, const Twin& t, const std::string& name) {
+// Expects the twin (sequential and, when asked, interval by interval) to equal TurboJPEG (with the
+// same upsampling).
+void ExpectEqual(const std::vector<uint8_t>& whole, const Twin& t, const std::string& name, bool fancy = false) {
   std::vector<uint8_t> ref;
   int w, h;
-  ASSERT_TRUE(Turbo(whole, &ref, &w, &h)) << name << ": libjpeg-turbo fails on a test input";
+  ASSERT_TRUE(Turbo(whole, &ref, &w, &h, fancy)) << name << ": libjpeg-turbo fails on a test input";
   ASSERT_EQ(t.r.status, kernels::kTwinOk) << name << ": " << kernels::TwinReasonName(t.r.reason) << " at byte "
                                           << t.r.offset;
   ASSERT_EQ(t.w, w) << name;
@@ -92,7 +97,7 @@ struct JErr {
 };
 void JErrExit(j_common_ptr c) { longjmp(reinterpret_cast<JErr*>(c->err)->jump, 1); }
 
-bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h) {
+bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w, int* h, bool fancy) {
   jpeg_decompress_struct d;
   JErr e;
   d.err = jpeg_std_error(&e.mgr);
@@ -105,7 +110,7 @@ bool Libjpeg(const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* rgb, int* w
   jpeg_mem_src(&d, jpeg.data(), jpeg.size());
   jpeg_read_header(&d, TRUE);
   d.out_color_space = JCS_RGB;
-  d.do_fancy_upsampling = FALSE;
+  d.do_fancy_upsampling = fancy ? TRUE : FALSE;
   d.dct_method = JDCT_ISLOW;
   jpeg_start_decompress(&d);
   *w = int(d.output_width);
@@ -246,15 +251,15 @@ struct Sample {
 };
 
 // Runs every sample of a dsc file through the twin (from its two pieces) and TurboJPEG.
-void ExpectFileEqual(const std::string& file, size_t* count) {
+void ExpectFileEqual(const std::string& file, size_t* count, bool fancy = false) {
   Dataset ds(file);
   std::vector<uint8_t> scratch, whole;
   for (uint64_t i = 0; i < ds.size(); ++i) {
     const auto parts = ds.ReadPayloadParts(i, &scratch);
     whole.assign(parts.head.data, parts.head.data + parts.head.size);
     whole.insert(whole.end(), parts.body.data, parts.body.data + parts.body.size);
-    const Twin t = RunTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, false);
-    ExpectEqual(whole, t, file + " sample " + std::to_string(i));
+    const Twin t = RunTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, false, fancy);
+    ExpectEqual(whole, t, file + " sample " + std::to_string(i) + (fancy ? " fancy" : ""), fancy);
     if (::testing::Test::HasFatalFailure()) return;
     ++*count;
   }
@@ -277,6 +282,17 @@ TEST(JpegTwin, AllPhotosAt512EqualLibjpegTurbo) {
   size_t n = 0;
   ExpectFileEqual(PhotoFile(), &n);
   EXPECT_EQ(n, 500u);
+}
+
+// Fancy upsampling (TurboJPEG's default, LoaderOptions::fancy_upsampling): the CIFAR-10 test split
+// and every photo, equal to TurboJPEG without TJFLAG_FASTUPSAMPLE.
+TEST(JpegTwin, FancyUpsamplingEqualsLibjpegTurbo) {
+  size_t n = 0;
+  ExpectFileEqual(BuildDsc(CifarJpegRoot() + "/test", "cifar-test", 0), &n, true);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(PhotoFile().empty());
+  ExpectFileEqual(PhotoFile(), &n, true);
+  EXPECT_EQ(n, 10500u);
 }
 
 // The marker finder's SIMD versions (AVX-512 and AVX2, chosen by FindTwinMarkers) list the same
@@ -393,11 +409,14 @@ TEST(JpegTwin, SamplingLayoutsAtOddSizes) {
         ASSERT_FALSE(HasFatalFailure());
         ExpectEqual(jpeg, RunTwin(jpeg, true), name + " split");
         ASSERT_FALSE(HasFatalFailure());
+        ExpectEqual(jpeg, RunTwin(jpeg, true, true), name + " split fancy", true);
+        ASSERT_FALSE(HasFatalFailure());
         ++cases;
       }
     }
     const auto gray = Encode(crop, w, h, nullptr, JCS_GRAYSCALE, unsigned(w + 7) / 8);
     ExpectEqual(gray, RunTwin(gray, true), "gray " + std::to_string(w) + "x" + std::to_string(h));
+    ExpectEqual(gray, RunTwin(gray, true, true), "gray fancy " + std::to_string(w) + "x" + std::to_string(h), true);
     ASSERT_FALSE(HasFatalFailure());
   }
   EXPECT_EQ(cases, 6 * 8 * 2);

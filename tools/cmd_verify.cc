@@ -12,7 +12,7 @@
 
 namespace dsc::tools {
 
-int VerifyGpuTwin(const Dataset& ds, const std::string& file);  // tools/verify_twin.cc
+int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy);  // tools/verify_twin.cc
 
 int CmdVerify(int argc, char** argv) {
   cxxopts::Options opts("dsc verify", "Check every checksum, every index entry and every must-be-zero byte of a\n"
@@ -23,7 +23,7 @@ int CmdVerify(int argc, char** argv) {
       ("upsampling", "with --decode: JPEG chroma upsampling, box (the loader's default) or fancy",
        cxxopts::value<std::string>()->default_value("box"))
       ("decoder", "with --decode: cpu, or gpu-twin (also compare the GPU JPEG decoder's host twin with\n"
-       "libjpeg-turbo on every JPEG sample; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
+       "libjpeg-turbo on every JPEG sample, with the same --upsampling; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
       ("max-pixels", "with --decode: refuse images larger than this many pixels",
        cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
@@ -81,7 +81,7 @@ int CmdVerify(int argc, char** argv) {
       }
       if (twin) {
         bool ok = false;
-        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(ds, file) == kExitOk; }))
+        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(ds, file, options.fancy_upsampling) == kExitOk; }))
           throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
         if (!ok) return kExitBad;
       }

@@ -1,5 +1,6 @@
 // `dsc verify --decode --decoder gpu-twin`: the GPU JPEG decoder's host twin (kernels/jpeg_twin.h)
-// against libjpeg-turbo (tjDecompress2, TJPF_RGB, FASTUPSAMPLE | ACCURATEDCT) on every JPEG sample.
+// against libjpeg-turbo (tjDecompress2, TJPF_RGB, ACCURATEDCT, and FASTUPSAMPLE unless `fancy`) on every
+// JPEG sample.
 #include <turbojpeg.h>
 
 #include <cstdio>
@@ -13,7 +14,7 @@
 
 namespace dsc::tools {
 
-int VerifyGpuTwin(const Dataset& ds, const std::string& file) {
+int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy) {
   tjhandle tj = tjInitDecompress();
   std::vector<uint8_t> scratch, whole, ref, twin;
   size_t supported = 0, mismatches = 0, corrupt = 0, other = 0;
@@ -26,7 +27,7 @@ int VerifyGpuTwin(const Dataset& ds, const std::string& file) {
     }
     int w = 0, h = 0;
     const kernels::TwinParseResult r =
-        kernels::DecodeTwinRGB(parts.head.data, parts.head.size, parts.body.data, parts.body.size, false, &twin, &w, &h);
+        kernels::DecodeTwinRGB(parts.head.data, parts.head.size, parts.body.data, parts.body.size, false, &twin, &w, &h, fancy);
     if (r.status == kernels::kTwinUnsupported) {
       ++unsupported[kernels::TwinReasonName(r.reason)];
       continue;
@@ -42,7 +43,7 @@ int VerifyGpuTwin(const Dataset& ds, const std::string& file) {
     whole.insert(whole.end(), parts.body.data, parts.body.data + parts.body.size);
     ref.assign(twin.size(), 0);
     const bool ok = tjDecompress2(tj, whole.data(), whole.size(), ref.data(), w, 0, h, TJPF_RGB,
-                                  TJFLAG_FASTUPSAMPLE | TJFLAG_ACCURATEDCT) == 0;
+                                  (fancy ? 0 : TJFLAG_FASTUPSAMPLE) | TJFLAG_ACCURATEDCT) == 0;
     if (!ok || ref != twin) {
       size_t at = 0;
       while (ok && at < ref.size() && ref[at] == twin[at]) ++at;
