@@ -173,6 +173,12 @@ TEST(GpuDecode, MixedCifarFileEqualsCpuDecoderAndProgressiveFallsBack) {
   Counts test;
   ExpectGpuEqualsCpu(file, LoaderOptions::CifarTest(), 2, &test);
   EXPECT_GE(test.fallback[kernels::kReasonProgressive], progressive);
+  // Fancy upsampling (Pillow's pixels): the twin's equals the CPU decoder's too.
+  LoaderOptions fancy = LoaderOptions::CifarTrain();
+  fancy.fancy_upsampling = true;
+  Counts f;
+  ExpectGpuEqualsCpu(file, fancy, 2, &f);
+  EXPECT_GE(f.staged, ds.size() - progressive);
 }
 
 TEST(GpuDecode, StagingAreaFullFallsBackAsTooLarge) {
