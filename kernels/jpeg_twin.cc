@@ -116,8 +116,13 @@ class Stream {
     return true;
   }
   bool Read(uint8_t* out, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      if (!Byte(out + i)) return false;
+    if (n > size() - pos_) return false;
+    if (pos_ >= an_ || pos_ + n <= an_) {  // within one piece: one copy
+      std::memcpy(out, pos_ >= an_ ? b_ + (pos_ - an_) : a_ + pos_, n);
+      pos_ += n;
+      return true;
+    }
+    for (size_t i = 0; i < n; ++i) Byte(out + i);
     return true;
   }
   bool Skip(size_t n) {
@@ -291,7 +296,7 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
       return Fail(kReasonDnl, at);
     } else if (c == 0xC4) {  // DHT: one or more tables
       while (s.pos() < seg_end) {
-        uint8_t tc, counts[16], vals[256];
+        uint8_t tc, counts[16] = {}, vals[256];
         if (!s.Byte(&tc) || !s.Read(counts, 16)) return Fail(kReasonBadMarker, at);
         int total = 0;
         for (uint8_t k : counts) total += k;
@@ -316,17 +321,11 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
         if (!s.Byte(&pq)) return Fail(kReasonBadMarker, at);
         const int prec = pq >> 4, id = pq & 15;
         if (prec > 1 || id > 3) return Fail(kReasonBadTable, at);
-        for (int k = 0; k < 64; ++k) {
-          uint16_t v;
-          uint8_t b;
-          if (prec) {
-            if (!s.U16(&v)) return Fail(kReasonBadMarker, at);
-          } else {
-            if (!s.Byte(&b)) return Fail(kReasonBadMarker, at);
-            v = b;
-          }
-          if (tables) tables->quant[id][TwinZigzag(k)] = v;
-        }
+        uint8_t q[128];
+        if (!s.Read(q, prec ? 128 : 64)) return Fail(kReasonBadMarker, at);
+        if (tables)
+          for (int k = 0; k < 64; ++k)
+            tables->quant[id][TwinZigzag(k)] = prec ? uint16_t(q[2 * k] << 8 | q[2 * k + 1]) : q[k];
         quant_defined[id] = 1;
         if (tables) tables->quant_defined[id] = 1;
       }

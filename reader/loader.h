@@ -120,6 +120,9 @@ struct LoaderOptions {
   // of the coming batches are read ahead in plan order and dropped once used (reader/readahead.h).
   // 0 = no readahead (the kernel's own).
   uint64_t cache_budget = 256ull << 20;
+  // quasi_random with readahead: bytes of the coming blocks asked for ahead of use (within the
+  // budget), so the block the workers need next is not queued behind reads far ahead. 0 = the budget.
+  uint64_t readahead_bytes = 64ull << 20;
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
   bool collect_stats = false;         // per-stage timings (dsc bench, dsc train's verdict)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is

@@ -249,7 +249,7 @@ class Pipeline {
     }
     stats_.resize(size_t(threads_));
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
-      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget);
+      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget, o.readahead_bytes);
     active_local_.store(standby_ ? 0 : threads_);
     if (o.autotune) StartAutotune();
     if (!o.remote.addresses.empty()) StartRemote();

@@ -47,7 +47,8 @@ const uint8_t* Mapping(const Dataset& ds) {
 
 }  // namespace
 
-BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes) : ds_(ds), budget_(budget_bytes) {
+BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes)
+    : ds_(ds), budget_(budget_bytes), ahead_(ahead_bytes && ahead_bytes < budget_bytes ? ahead_bytes : budget_bytes) {
   fd_ = OpenForAdvice(ds.path());
   const off_t size = ::lseek(fd_, 0, SEEK_END);
   if (size > 0) {
@@ -120,32 +121,42 @@ void BlockReadahead::Loop() {
   enum : uint8_t { kAbsent = 0, kNeeded = 1, kDroppable = 2 };
   std::vector<uint8_t> state(blocks, kAbsent);
   std::vector<Use> uses;
-  std::vector<size_t> held;          // indices into `uses` resident and still needed by the plan
+  std::vector<Use> held;             // resident and still needed by the plan (copies: a new plan replaces `uses`)
   std::deque<uint32_t> droppable;    // released blocks, oldest first (entries whose state changed are skipped)
   size_t next = 0;
   uint64_t resident = 0, gen = 0, released = 0;
+  uint64_t held_bytes = 0;  // of the held blocks: the read-ahead window, bounded by ahead_
   auto size_of = [&](uint32_t block) { return uint64_t(ds_.view().block(block).size); };
-  auto release = [&](size_t h) {
-    state[uses[h].block] = kDroppable;
-    droppable.push_back(uses[h].block);
+  auto hold = [&](const Use& u) {
+    state[u.block] = kNeeded;
+    held_bytes += size_of(u.block);
+    held.push_back(u);
+    ++next;
+  };
+  auto release = [&](const Use& u) {
+    state[u.block] = kDroppable;
+    held_bytes -= size_of(u.block);
+    droppable.push_back(u.block);
   };
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
     cv_.wait(l, [&] { return stop_ || generation_ != gen || released_ != released; });
     if (stop_) return;
     const bool new_plan = generation_ != gen;
+    std::vector<Use> new_uses;
     if (new_plan) {
       gen = generation_;
-      uses = uses_;
-      next = 0;
+      new_uses = uses_;
     }
     released = released_;
     l.unlock();
     if (new_plan) {
       // The old plan needs nothing any more. Blocks whose pages went meanwhile (dsc bench --cold,
       // memory pressure) are no longer counted; the queue is rebuilt without stale entries.
-      for (size_t h : held) release(h);
+      for (const Use& u : held) release(u);
       held.clear();
+      uses.swap(new_uses);
+      next = 0;
       std::deque<uint32_t> kept;
       for (uint32_t b : droppable) {
         if (state[b] != kDroppable) continue;
@@ -162,20 +173,20 @@ void BlockReadahead::Loop() {
       droppable.swap(kept);
     }
     size_t keep = 0;
-    for (size_t h : held) {
-      if (uses[h].last < released) release(h);
-      else held[keep++] = h;
+    for (const Use& u : held) {
+      if (u.last < released) release(u);
+      else held[keep++] = u;
     }
     held.resize(keep);
-    // Ahead in plan order, as far as the budget allows (always at least the next block).
+    // Ahead in plan order, as far as the window and the budget allow (always at least the next block).
     while (next < uses.size()) {
       const uint32_t b = uses[next].block;
       if (state[b] != kAbsent) {  // still cached from earlier: needed again, nothing to read
-        state[b] = kNeeded;
-        held.push_back(next++);
+        hold(uses[next]);
         continue;
       }
       const uint64_t size = size_of(b);
+      if (!held.empty() && held_bytes + size > ahead_) break;
       while (resident + size > budget_ && !droppable.empty()) {
         const uint32_t d = droppable.front();
         droppable.pop_front();
@@ -190,8 +201,7 @@ void BlockReadahead::Loop() {
       ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);
       advised_.fetch_add(blk.size, std::memory_order_relaxed);
       resident += size;
-      state[b] = kNeeded;
-      held.push_back(next++);
+      hold(uses[next]);
     }
     l.lock();
   }

@@ -23,8 +23,9 @@ namespace dsc {
 
 class BlockReadahead {
  public:
-  // `ds` must be mapped (not the pread backend) and outlive this object.
-  BlockReadahead(const Dataset& ds, uint64_t budget_bytes);
+  // `ds` must be mapped (not the pread backend) and outlive this object. At most `ahead_bytes` of
+  // blocks not yet released are asked for at a time (0: as many as the budget holds; at least one).
+  BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes = 0);
   ~BlockReadahead();
   BlockReadahead(const BlockReadahead&) = delete;
   BlockReadahead& operator=(const BlockReadahead&) = delete;
@@ -45,7 +46,7 @@ class BlockReadahead {
   bool Cached(uint64_t off, uint64_t len);
 
   const Dataset& ds_;
-  const uint64_t budget_;
+  const uint64_t budget_, ahead_;
   int fd_ = -1;
   const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
   size_t view_size_ = 0;

@@ -71,6 +71,23 @@ double ProcessCpuSeconds() {
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
 // `gpu`: --decoder gpu with a usable GPU: each batch is leased to it (decode + augment on the device).
+// "512M" -> bytes (K, M or G suffixes).
+uint64_t ParseBytes(const char* flag, const std::string& text) {
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = std::string::npos;
+  }
+  const std::string unit = used == std::string::npos ? "?" : text.substr(used);
+  if (unit == "K" || unit == "k") return v << 10;
+  if (unit == "M") return v << 20;
+  if (unit == "G") return v << 30;
+  if (!unit.empty()) throw cxxopts::exceptions::exception(std::string(flag) + " " + text + ": expected bytes with an optional K, M or G");
+  return v;
+}
+
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool spin, uint64_t max_batches, uint64_t* peak,
                      std::FILE* indices = nullptr, BatchDigest* digest = nullptr, gpu::Augmenter* gpu = nullptr) {
   loader.reset_stats();
@@ -177,6 +194,8 @@ int CmdBench(int argc, char** argv) {
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
       ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
        cxxopts::value<std::string>()->default_value("256M"))
+      ("readahead", "quasi_random: bytes of coming blocks asked for ahead of use, within the cache budget (K/M/G; 0 = the whole budget)",
+       cxxopts::value<std::string>()->default_value("64M"))
       ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,ADDR:PORT...] that decode beside the local threads",
        cxxopts::value<std::string>()->default_value(""))
       ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
@@ -244,14 +263,8 @@ int CmdBench(int argc, char** argv) {
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
     cold = r.count("cold") > 0;
-    const std::string budget = r["cache-budget"].as<std::string>();
-    size_t used = 0;
-    o.cache_budget = std::stoull(budget, &used);
-    const std::string unit = budget.substr(used);
-    if (unit == "K" || unit == "k") o.cache_budget <<= 10;
-    else if (unit == "M") o.cache_budget <<= 20;
-    else if (unit == "G") o.cache_budget <<= 30;
-    else if (!unit.empty()) throw cxxopts::exceptions::exception("--cache-budget " + budget + ": expected bytes with an optional K, M or G");
+    o.cache_budget = ParseBytes("--cache-budget", r["cache-budget"].as<std::string>());
+    o.readahead_bytes = ParseBytes("--readahead", r["readahead"].as<std::string>());
     json = r.count("json") > 0;
     ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
                      r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
