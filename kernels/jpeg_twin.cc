@@ -189,7 +189,10 @@ __attribute__((target("avx2"))) inline uint64_t MarkerBits32(const uint8_t* d, s
 __attribute__((target("avx2,popcnt,bmi"))) size_t FindTwinMarkersAvx2(const uint8_t* d, size_t i, size_t e, size_t n,
                                                                       uint32_t* out) {
   size_t k = 0;
-  for (; i + 64 <= e && i + 65 <= n; i += 64) k = PutBits(MarkerBits32(d, i) | MarkerBits32(d, i + 32) << 32, i, out, k);
+  for (; i + 64 <= e && i + 65 <= n; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(d + i + 4096), _MM_HINT_T0);  // as below
+    k = PutBits(MarkerBits32(d, i) | MarkerBits32(d, i + 32) << 32, i, out, k);
+  }
   return k + FindTwinMarkersScalar(d, i, e, n, out + k);
 }
 
@@ -198,6 +201,9 @@ __attribute__((target("avx512f,avx512bw,popcnt,bmi"))) size_t FindTwinMarkersAvx
   const __m512i ff = _mm512_set1_epi8(char(0xFF)), zero = _mm512_setzero_si512();
   size_t k = 0;
   for (; i + 64 <= e && i + 65 <= n; i += 64) {
+    // A page ahead: the hardware prefetcher stops at 4 KiB page edges, and a payload streams from
+    // memory (about 6% off a photo's staging; 2 and 4 pages ahead were no better).
+    _mm_prefetch(reinterpret_cast<const char*>(d + i + 4096), _MM_HINT_T0);
     const __m512i v = _mm512_loadu_si512(d + i), w = _mm512_loadu_si512(d + i + 1);
     const uint64_t m = _mm512_cmpeq_epi8_mask(v, ff) & ~_mm512_cmpeq_epi8_mask(w, zero);
     k = PutBits(m, i, out, k);
