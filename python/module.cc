@@ -30,6 +30,7 @@
 #include "kernels/limits.h"
 #include "python/trace.h"
 #include "reader/info.h"
+#include "reader/bottleneck.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
 #include "writer/build.h"
@@ -150,6 +151,10 @@ const std::map<std::string, Setter>& LoaderSetters() {
       {"fancy_upsampling", [](O& o, auto& n, py::handle h) { o.fancy_upsampling = AsBool(n, h); }},
       {"verify", [](O& o, auto& n, py::handle h) { o.verify = AsBool(n, h); }},
       {"pread", [](O& o, auto& n, py::handle h) { o.use_pread = AsBool(n, h); }},
+      {"dct_scaling", [](O& o, auto& n, py::handle h) { o.dct_scaling = AsBool(n, h); }},
+      {"cache_budget", [](O& o, auto& n, py::handle h) { o.cache_budget = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
+      {"readahead_bytes", [](O& o, auto& n, py::handle h) { o.readahead_bytes = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
+      {"collect_stats", [](O& o, auto& n, py::handle h) { o.collect_stats = AsBool(n, h); }},
       {"max_pixels", [](O& o, auto& n, py::handle h) { o.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
       {"defer_augment", [](O& o, auto& n, py::handle h) { o.defer_augment = AsBool(n, h); }},
       {"autotune", [](O& o, auto& n, py::handle h) { o.autotune = AsBool(n, h); }},
@@ -446,6 +451,28 @@ class PyLoader {
     d["samples"] = l.dataset().size();
     d["max_leases"] = o.max_leases;
     d["prefetch"] = o.prefetch;
+    d["cache_budget"] = o.cache_budget;
+    d["readahead_bytes"] = o.readahead_bytes;
+    return d;
+  }
+
+  // Per-stage worker time since the last reset (zeros unless collect_stats), and the largest stage.
+  py::dict Stats(bool reset) {
+    dsc::Loader& l = loader();
+    const dsc::StageStats s = l.stats();
+    if (reset) l.reset_stats();
+    py::dict d;
+    d["read_s"] = s.read_ns / 1e9;
+    d["decode_s"] = s.decode_ns / 1e9;
+    d["augment_s"] = s.augment_ns / 1e9;
+    d["collate_s"] = s.collate_ns / 1e9;
+    d["consumer_wait_s"] = s.consumer_wait_ns / 1e9;
+    d["samples"] = s.samples;
+    d["payload_bytes"] = s.payload_bytes;
+    d["advised_bytes"] = s.advised_bytes;
+    const dsc::StageShare top = dsc::LargestStage(s);
+    d["largest_stage"] = top.ns ? py::object(py::str(top.name)) : py::object(py::none());
+    d["largest_share"] = top.share;
     return d;
   }
 
@@ -570,6 +597,7 @@ PYBIND11_MODULE(_dsc, m) {
       .def("restore", &PyLoader::Restore)
       .def("close", &PyLoader::Close)
       .def("info", &PyLoader::Info)
+      .def("stats", &PyLoader::Stats, py::arg("reset") = false)
       .def("buffers_allocated", [](PyLoader& l) { return l.loader().buffers_allocated(); })
       .def("leased", [](PyLoader& l) { return l.loader().leased(); });
 }

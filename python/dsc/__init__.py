@@ -99,7 +99,13 @@ class Loader:
       are finished here); batches are identical to a local run's;
     - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
-      verify (check block checksums), pread (pread instead of mmap), max_pixels, defer_augment;
+      dct_scaling (crops decode at the smallest DCT scale that keeps them at least the output size;
+      False: always at full size, Pillow's result exactly with fancy_upsampling), verify (check block
+      checksums), pread (pread instead of mmap), max_pixels, defer_augment;
+    - files larger than RAM (quasi_random on a mapped file, docs/distributed.md): cache_budget (bytes
+      of the file kept in the page cache by block readahead in plan order; 0 = the kernel's readahead
+      only), readahead_bytes (bytes of coming blocks asked for ahead of use; 0 = the whole budget);
+    - collect_stats (per-stage worker times, read with Loader.stats());
     - augmentation: crop ('none', 'random_resized', 'center'), out_size (int or (height, width)) or
       out_w / out_h, scale and ratio ((min, max) of RandomResizedCrop), center_ratio, flip, translate,
       cutout, fill ((R, G, B) for translate and cutout), normalize, mean and std (in 0..255 pixel units).
@@ -238,6 +244,14 @@ class Loader:
         self._core.restore(bytes(state["dsc_loader_state"]))
         self._range += 1
         self._resume = True
+
+    def stats(self, reset=False):
+        """Worker time per stage since the loader started (or the last reset=True), as dsc bench reports it:
+        read_s, decode_s, augment_s, collate_s (summed over threads), consumer_wait_s (time the training loop
+        waited for batches), samples, payload_bytes, advised_bytes (block readahead asked of storage),
+        largest_stage ('read', 'decode', 'augment' or 'collate'; None before any sample) and largest_share.
+        All zeros unless the Loader was made with collect_stats=True."""
+        return self._core.stats(reset)
 
     def buffers_allocated(self):
         """Batch buffers alive: ring, spares and leased ones (at most prefetch + 1 + max_leases)."""
