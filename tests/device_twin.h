@@ -48,4 +48,30 @@ inline uint64_t ExpectDeviceEqualsHostTwin(const std::string& file, LoaderOption
   return staged;
 }
 
+// In a copy of GPU-staged batch `b`, fills the first staged image's entropy bytes with 0xFF 0xFF...
+// (not a Huffman code) and expects the host twin to refuse it, naming `path` and that image's sample;
+// the untouched batch still decodes.
+inline void ExpectCorruptStagedImageNamed(const Batch& b, const std::string& path) {
+  ASSERT_NE(b.staged, nullptr);
+  std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
+  const kernels::TwinImage& im = kernels::TwinImages(staged.data())[0];
+  const kernels::TwinUnit& u =
+      reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
+  ASSERT_GT(u.end, u.begin);
+  std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
+  Batch bad = b;
+  bad.staged = staged.data();
+  const uint32_t sample = StagedSamples(b)[0];
+  std::vector<uint8_t> images(b.image_bytes() * b.size);
+  try {
+    DecodeStagedOnHost(bad, images.data(), path);
+    ADD_FAILURE() << "a corrupt staged payload decoded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
+              std::string::npos)
+        << e.what();
+  }
+  DecodeStagedOnHost(b, images.data(), path);
+}
+
 }  // namespace dsc::test

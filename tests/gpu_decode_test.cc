@@ -241,28 +241,7 @@ TEST(GpuDecode, CorruptStagedPayloadIsNamed) {
   Loader loader(MixedFile(), o);
   auto range = loader.epoch(0);
   const Batch& b = *range.begin();
-  ASSERT_NE(b.staged, nullptr);
-  // A copy of the staged batch whose first image's entropy bytes are all 0xFF 0xFF...: not a code.
-  std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
-  const kernels::TwinImage& im = kernels::TwinImages(staged.data())[0];
-  const kernels::TwinUnit& u =
-      reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
-  ASSERT_GT(u.end, u.begin);
-  std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
-  Batch bad = b;
-  bad.staged = staged.data();
-  const uint32_t sample = b.indices[im.rgb / b.image_bytes()];
-  std::vector<uint8_t> images(b.image_bytes() * b.size);
-  try {
-    DecodeStagedOnHost(bad, images.data(), "f.beton");
-    FAIL() << "a corrupt staged payload decoded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("f.beton: sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
-              std::string::npos)
-        << e.what();
-  }
-  // The untouched batch decodes.
-  DecodeStagedOnHost(b, images.data(), "f.beton");
+  test::ExpectCorruptStagedImageNamed(b, "f.beton");
 }
 
 TEST(GpuDecode, OptionsTheGpuDecoderCannotServeAreRefused) {
