@@ -443,11 +443,13 @@ __attribute__((target("avx2"))) void VerticalAvx2Row(const uint8_t* in, size_t s
   if (vec_end < stride) VerticalScalar(in, stride, a, out, y, y + 1, vec_end, stride);
 }
 
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
-// reports as a use of an uninitialised value (a false positive: every lane is written).
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized (and,
+// for the lane shuffles, -Wuninitialized) reports as a use of an uninitialised value (a false positive:
+// every lane is written).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 // VerticalAvx2Row with 16-lane vectors, 64 bytes per step (where AVX-512 runs at full width, twice the
 // work per instruction); the row's last bytes with masked loads and store. The packs work within
@@ -484,31 +486,78 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void VerticalAvx512Row(cons
   }
 }
 
-// The horizontal pass on blocks of 16 rows: the two 8-row sideways blocks (TransposeIn32) are
-// interleaved so that column j's 16 rows are the 16 bytes T16[16j ..] (source pixel p's three channels
-// at 48p, 48p + 16, 48p + 32), the taps are 16-lane vectors, and each output pixel's 48 bytes are split
-// back into the two 8-row layouts U that TransposeOut32 undoes.
+// The horizontal pass on blocks of 16 rows: the block turned on its side in one step, so that column
+// j's 16 rows are the 16 bytes T16[16j ..] (source pixel p's three channels at 48p, 48p + 16, 48p + 32),
+// the taps are 16-lane vectors, and each output pixel's 48 bytes are split back into the two 8-row
+// layouts U that TransposeOut32 undoes.
 
-// T16 columns [0, cols) from ta (rows 0..7) and tb (rows 8..15); cols a multiple of 4.
-__attribute__((target("avx2"))) inline void Interleave16(const uint8_t* ta, const uint8_t* tb, size_t cols,
-                                                         uint8_t* t16) {
-  for (size_t j = 0; j < cols; j += 4) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ta + 8 * j));  // columns j .. j + 3
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb + 8 * j));
-    const __m256i lo = _mm256_unpacklo_epi64(a, b);  // columns j, j + 2 (rows 0..15 each)
-    const __m256i hi = _mm256_unpackhi_epi64(a, b);  // columns j + 1, j + 3
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j), _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t16 + 16 * j + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+// Within each 128-bit lane, the 16x16 byte matrix whose row r is lane q of a[r] is transposed in place
+// (lane q of a[c] becomes column c): the classic four rounds of unpacks (8, 16, 32, 64 bits).
+__attribute__((target("avx512f,avx512bw"))) inline void TransposeLanes16(__m512i* a) {
+  __m512i b[16];
+  for (int r = 0; r < 16; r += 2) {  // 16-bit pairs (rows r, r + 1): columns 0..7, then 8..15
+    b[r] = _mm512_unpacklo_epi8(a[r], a[r + 1]);
+    b[r + 1] = _mm512_unpackhi_epi8(a[r], a[r + 1]);
   }
+  for (int g = 0; g < 4; ++g) {  // 32-bit groups of rows 4g..4g+3: a[4g + i] holds columns 4i..4i+3
+    const __m512i* x = b + 4 * g;
+    a[4 * g + 0] = _mm512_unpacklo_epi16(x[0], x[2]);
+    a[4 * g + 1] = _mm512_unpackhi_epi16(x[0], x[2]);
+    a[4 * g + 2] = _mm512_unpacklo_epi16(x[1], x[3]);
+    a[4 * g + 3] = _mm512_unpackhi_epi16(x[1], x[3]);
+  }
+  for (int h = 0; h < 2; ++h)  // 64-bit groups of rows 8h..8h+7: b[8h + 2i + s] holds columns 4i + 2s, + 1
+    for (int i = 0; i < 4; ++i) {
+      b[8 * h + 2 * i] = _mm512_unpacklo_epi32(a[8 * h + i], a[8 * h + 4 + i]);
+      b[8 * h + 2 * i + 1] = _mm512_unpackhi_epi32(a[8 * h + i], a[8 * h + 4 + i]);
+    }
+  for (int k = 0; k < 8; ++k) {  // all 16 rows
+    a[2 * k] = _mm512_unpacklo_epi64(b[k], b[8 + k]);
+    a[2 * k + 1] = _mm512_unpackhi_epi64(b[k], b[8 + k]);
+  }
+}
+
+// The 4x4 transpose of the 128-bit lanes of e[0], e[s], e[2s], e[3s]: lane i of output o is lane o of e[i * s].
+__attribute__((target("avx512f"))) inline void TransposeQuads(const __m512i* e, int s, __m512i* out) {
+  const __m512i t0 = _mm512_shuffle_i64x2(e[0], e[s], 0x44), t1 = _mm512_shuffle_i64x2(e[0], e[s], 0xEE);
+  const __m512i t2 = _mm512_shuffle_i64x2(e[2 * s], e[3 * s], 0x44), t3 = _mm512_shuffle_i64x2(e[2 * s], e[3 * s], 0xEE);
+  out[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
+  out[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
+  out[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
+  out[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
+}
+
+// T16[16j + r] = rows[r][j] for r < 16 and j in [j0, j0 + 64): sixteen 64-byte loads, TransposeLanes16
+// (column 16q + c in lane q of register c), then lanes regrouped so that each store writes 4 whole columns.
+__attribute__((target("avx512f,avx512bw"))) inline void TransposeIn16x64(const uint8_t* const* rows, size_t j0,
+                                                                          uint8_t* t16) {
+  __m512i a[16], q[4];
+  for (int r = 0; r < 16; ++r) a[r] = _mm512_loadu_si512(rows[r] + j0);
+  TransposeLanes16(a);
+  uint8_t* o = t16 + 16 * j0;
+  for (int m = 0; m < 4; ++m) {
+    TransposeQuads(a + 4 * m, 1, q);  // q[l]: columns 16l + 4m .. 16l + 4m + 3
+    for (int l = 0; l < 4; ++l) _mm512_storeu_si512(o + 16 * (16 * l + 4 * m), q[l]);
+  }
+}
+
+// The inverse: rows[r][j] = U16[16j + r] for r < 16 and j in [0, 64) (rows[r] points at the block's
+// first byte of its row).
+__attribute__((target("avx512f,avx512bw"))) inline void TransposeOut16x64(const uint8_t* u16, uint8_t* const* rows) {
+  __m512i l[16], a[16];
+  for (int k = 0; k < 16; ++k) l[k] = _mm512_loadu_si512(u16 + 64 * k);  // columns 4k .. 4k + 3
+  for (int m = 0; m < 4; ++m) TransposeQuads(l + m, 4, a + 4 * m);      // lane q of a[c]: column 16q + c
+  TransposeLanes16(a);
+  for (int r = 0; r < 16; ++r) _mm512_storeu_si512(rows[r], a[r]);
 }
 
 template <int kTaps>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalBlock16(const uint8_t* t, const HorizontalSimd& h,
-                                                                             int ow, uint8_t* ua, uint8_t* ub) {
+                                                                             int ow, uint8_t* u16) {
   const __m512i bias = _mm512_set1_epi32(int32_t(ResampleBias()));
-  // After the packs, 128-bit lane l holds rows 4l..4l+3 as dwords R, G, B, B: rows 0..7 are dwords
-  // 0, 4 (R), 1, 5 (G), 2, 6 (B); rows 8..15 the same plus 8.
-  const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 8, 12, 9, 13, 10, 14, 3, 7, 11, 15);
+  // After the packs, 128-bit lane l holds rows 4l..4l+3 as dwords R, G, B, B; the permutation gathers
+  // R of rows 0..15, then G, then B (and a spare copy of B).
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   const int taps = kTaps > 0 ? kTaps : h.taps;
   const int32_t* kx = h.k.data();
   for (int x = 0; x < ow; ++x, kx += taps) {
@@ -524,10 +573,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalBlock16(cons
     g = _mm512_srai_epi32(g, kResampleBits);
     b = _mm512_srai_epi32(b, kResampleBits);
     const __m512i bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(_mm512_packs_epi32(r, g), _mm512_packs_epi32(b, b)));
-    // 24 bytes to each U (plus 8 spare, overwritten by the next pixel or landing in U's padding).
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ua + 24 * size_t(x)), _mm512_castsi512_si256(bytes));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 24 * size_t(x)),
-                        _mm512_castsi512_si256(_mm512_alignr_epi32(bytes, bytes, 6)));
+    // 48 bytes (plus 16 spare, overwritten by the next pixel or landing in U16's padding).
+    _mm512_storeu_si512(u16 + 48 * size_t(x), bytes);
   }
 }
 
@@ -536,50 +583,38 @@ void HorizontalAvx512(const uint8_t* in, size_t in_stride, int rows, const Plan&
   const HorizontalSimd& h = p.hs;
   const size_t in_bytes = size_t(h.width) * 3, out_bytes = size_t(ow) * 3;
   in += size_t(h.x0) * 3;
-  const size_t in_full = in_bytes & ~size_t(31), out_full = out_bytes & ~size_t(31);
-  const size_t in_cols = (in_bytes + 31) & ~size_t(31), out_cols = (out_bytes + 31) & ~size_t(31);
+  const size_t in_full = in_bytes & ~size_t(63), out_full = out_bytes & ~size_t(63);
+  const size_t in_cols = (in_bytes + 63) & ~size_t(63), out_cols = (out_bytes + 63) & ~size_t(63);
   thread_local std::vector<uint8_t> tbuf, ubuf;
-  tbuf.resize(32 * in_cols);  // ta, tb (8 rows each), t16
-  ubuf.resize(2 * (8 * out_cols + 32));
-  uint8_t* ta = tbuf.data();
-  uint8_t* tb = ta + 8 * in_cols;
-  uint8_t* t16 = tb + 8 * in_cols;
-  uint8_t* ua = ubuf.data();
-  uint8_t* ub = ua + 8 * out_cols + 32;
-  alignas(32) uint8_t in_tail[16][32] = {}, out_tail[8][32];
+  tbuf.resize(16 * in_cols);
+  ubuf.resize(16 * out_cols + 64);  // + the spare bytes of the last pixel's store
+  uint8_t* t16 = tbuf.data();
+  uint8_t* u16 = ubuf.data();
+  alignas(64) uint8_t in_tail[16][64] = {}, out_tail[16][64];
   for (int y0 = 0; y0 < rows; y0 += 16) {
     const int n = rows - y0 < 16 ? rows - y0 : 16;
     // A short last block repeats its last row; those results are not stored.
     const uint8_t* src[16];
     for (int r = 0; r < 16; ++r) src[r] = in + size_t(y0 + (r < n ? r : n - 1)) * in_stride;
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* const* rs = src + 8 * half;
-      uint8_t* t = half ? tb : ta;
-      for (size_t j = 0; j < in_full; j += 32) TransposeIn32(rs, j, t);
-      if (in_full < in_bytes) {
-        const uint8_t* tail[8];
-        for (int r = 0; r < 8; ++r) {
-          std::memcpy(in_tail[8 * half + r], rs[r] + in_full, in_bytes - in_full);
-          tail[r] = in_tail[8 * half + r];
-        }
-        TransposeIn32(tail, 0, t + 8 * in_full);
+    for (size_t j = 0; j < in_full; j += 64) TransposeIn16x64(src, j, t16);
+    if (in_full < in_bytes) {
+      const uint8_t* tail[16];
+      for (int r = 0; r < 16; ++r) {
+        std::memcpy(in_tail[r], src[r] + in_full, in_bytes - in_full);
+        tail[r] = in_tail[r];
       }
+      TransposeIn16x64(tail, 0, t16 + 16 * in_full);
     }
-    Interleave16(ta, tb, in_cols, t16);
-    WithTaps(h.taps, [&](auto k) { HorizontalBlock16<decltype(k)::value>(t16, h, ow, ua, ub); });
-    for (int half = 0; half < 2 && 8 * half < n; ++half) {
-      const uint8_t* u = half ? ub : ua;
-      const int r0 = y0 + 8 * half, m = n - 8 * half < 8 ? n - 8 * half : 8;  // rows of this half to store
-      uint8_t* dst[8];
-      for (size_t j = 0; j < out_full; j += 32) {
-        for (int r = 0; r < 8; ++r) dst[r] = r < m ? out + size_t(r0 + r) * out_bytes + j : out_tail[r];
-        TransposeOut32(u + 8 * j, dst);
-      }
-      if (out_full < out_bytes) {
-        for (int r = 0; r < 8; ++r) dst[r] = out_tail[r];
-        TransposeOut32(u + 8 * out_full, dst);
-        for (int r = 0; r < m; ++r) std::memcpy(out + size_t(r0 + r) * out_bytes + out_full, out_tail[r], out_bytes - out_full);
-      }
+    WithTaps(h.taps, [&](auto k) { HorizontalBlock16<decltype(k)::value>(t16, h, ow, u16); });
+    uint8_t* dst[16];
+    for (size_t j = 0; j < out_full; j += 64) {
+      for (int r = 0; r < 16; ++r) dst[r] = r < n ? out + size_t(y0 + r) * out_bytes + j : out_tail[r];
+      TransposeOut16x64(u16 + 16 * j, dst);
+    }
+    if (out_full < out_bytes) {
+      for (int r = 0; r < 16; ++r) dst[r] = out_tail[r];
+      TransposeOut16x64(u16 + 16 * out_full, dst);
+      for (int r = 0; r < n; ++r) std::memcpy(out + size_t(y0 + r) * out_bytes + out_full, out_tail[r], out_bytes - out_full);
     }
   }
 }
