@@ -141,7 +141,8 @@ struct LoaderOptions {
   // kGpu: room for one batch's staged payloads, in bytes (0 = batch_size x max(image bytes, 4 KiB) +
   // 1 MiB). A payload that does not fit is decoded on the CPU (counted as "too large").
   uint64_t gpu_staging_bytes = 0;
-  // Batch buffer memory (e.g. pinned host memory for fast copies to a GPU); aligned_alloc when unset.
+  // Batch buffer memory (e.g. pinned host memory for fast copies to a GPU). When unset: aligned_alloc,
+  // in transparent huge pages (madvise) for buffers of 4 MiB or more (environment DSC_NO_HUGEPAGES=1: not).
   // Set both or neither. With leases, a buffer may be released after the loader is destroyed: the
   // hooks are copied, and what they capture must stay usable until the last lease is released.
   std::function<void*(size_t)> allocate;

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/mman.h>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -110,6 +111,24 @@ LoaderOptions LoaderOptions::ImagenetTest() {
   return o;
 }
 
+// Batch images: 64-byte aligned; a large batch (photos: 38 MB of float32 for 64 images) in 2 MiB
+// pages where the kernel gives them on request (THP "madvise" mode, Debian's default): each image
+// writes a fresh 600 KB span, which in 4 KiB pages is a TLB miss every 4 KiB; measured, that doubled
+// the float32 output's cost (bench/RESULTS.md, session 7). DSC_NO_HUGEPAGES=1 keeps 4 KiB pages (to
+// measure the difference, or where the kernel's compaction stalls). Freed with std::free.
+static void* AllocateBatchImages(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  static const bool small_pages = [] {
+    const char* e = std::getenv("DSC_NO_HUGEPAGES");
+    return e && *e && std::string(e) != "0";
+  }();
+  if (small_pages || bytes < 2 * kHuge) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
+  return p;
+}
+
 // One batch's memory: in a ring slot, in the pool's free list, or leased (owned by a LeaseBlock).
 struct BatchBuffer {
   ~BatchBuffer() {
@@ -123,7 +142,7 @@ struct BatchBuffer {
     images = nullptr;
     bytes = 0;
     try {
-      images = static_cast<uint8_t*>(allocate ? allocate(need) : std::aligned_alloc(64, need));
+      images = static_cast<uint8_t*>(allocate ? allocate(need) : AllocateBatchImages(need));
     } catch (...) {
     }
     if (images) bytes = need;
@@ -610,7 +629,7 @@ class Pipeline {
     const size_t bytes = BufferBytes();
     auto b = std::make_unique<BatchBuffer>();
     b->release = opt_.release ? opt_.release : [](void* p) { std::free(p); };
-    b->images = static_cast<uint8_t*>(opt_.allocate ? opt_.allocate(bytes) : std::aligned_alloc(64, bytes));
+    b->images = static_cast<uint8_t*>(opt_.allocate ? opt_.allocate(bytes) : AllocateBatchImages(bytes));
     if (!b->images) throw Error("cannot allocate a batch buffer of " + std::to_string(bytes) + " bytes");
     b->bytes = bytes;
     b->params.resize(opt_.batch_size);
