@@ -40,6 +40,7 @@ class Dataset {
   const format::Meta& meta() const { return view_->meta(); }
   const uint8_t* mapped() const { return source_->mapped(); }  // the file's mapping (nullptr with pread)
   format::IndexEntry entry(uint64_t i) const { return view_->entry(i); }
+  void PrefetchEntry(uint64_t i) const { view_->PrefetchEntry(i); }  // see FileView::PrefetchEntry
   int32_t label(uint64_t i, size_t field = 0) const { return view_->entry(i).label[field]; }
 
   // The payload of sample i. `scratch` receives the bytes when they cannot be handed out in place

@@ -28,6 +28,22 @@ struct RemoteContext {
   uint64_t run_fingerprint = 0;                 // RunIdentity, for logs
 };
 
+struct BytePiece {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+// Takes a chunk's samples as they arrive (ChunkTask::sink): each sample once, in any order, through
+// one of the two calls; the bytes are valid only during the call.
+class SampleSink {
+ public:
+  virtual ~SampleSink() = default;
+  // Sample j of the chunk: its 3 x width x height x dtype bytes.
+  virtual void Take(uint32_t j, const uint8_t* sample) = 0;
+  // Sample j's bytes in order across n pieces (a sample split between receive buffers).
+  virtual void TakePieces(uint32_t j, const BytePiece* pieces, size_t n) = 0;
+};
+
 // Consecutive samples of one batch to fill in place.
 struct ChunkTask {
   uint64_t epoch = 0, seed = 0;
@@ -36,6 +52,10 @@ struct ChunkTask {
   uint32_t width = 0, height = 0;           // the output size now (Loader::set_output_size may change it)
   uint8_t* images = nullptr;                // count x 3 x width x height x the dtype's bytes
   kernels::SampleParams* params = nullptr;  // count
+  // When set, Run hands every sample to sink->Take instead of leaving it in `images`, which it may
+  // then use as scratch: the loader finishes deferred samples straight from the receive buffers,
+  // without copying them out first. On anything but kOk the sink may have seen some of the samples.
+  SampleSink* sink = nullptr;
   const std::atomic<bool>* cancel = nullptr;  // set before CancelAll: the loader is stopping
 };
 

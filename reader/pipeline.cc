@@ -921,6 +921,10 @@ class Pipeline {
     return b;
   }
 
+  // Index entries are read at random in a shuffled epoch: each is fetched this many samples ahead.
+  static constexpr uint32_t kPrefetchAhead = 4;
+  void PrefetchEntry(uint64_t k, uint32_t j) { ds_.PrefetchEntry(plan_.samples[k * opt_.batch_size + j]); }
+
   // Labels, index and padding flag of position j of batch k (cheap: from the index).
   void Collate(BatchBuffer* b, uint64_t k, uint32_t j) {
     const uint64_t pos = k * opt_.batch_size + j;
@@ -945,6 +949,7 @@ class Pipeline {
     if (!b) return;
     const uint64_t b0 = opt_.tracer || tuner_ ? NowNs() : 0;
     for (uint32_t j = from; j < to; ++j) {
+      if (j + kPrefetchAhead < to) PrefetchEntry(k, j + kPrefetchAhead);
       const uint64_t c0 = timed ? NowNs() : 0;
       Collate(b, k, j);
       const uint32_t sample = b->indices[j];
@@ -1137,7 +1142,9 @@ class Pipeline {
     std::vector<uint32_t> samples;
     std::shared_ptr<const SampleWork> work;  // `finish` reads its tables
     std::unique_ptr<SampleProcessor> finish;
-    std::vector<uint8_t> wire;  // the reply's uint8 images
+    std::vector<uint8_t> wire;  // the executor's scratch for the reply's uint8 images (ChunkTask::sink)
+    std::vector<const uint8_t*> rows;  // a received sample's rows, where they lie
+    std::vector<uint8_t> bounce;       // its rows split between two receive buffers
     std::vector<kernels::SampleParams> params;
     uint64_t pend0 = 0, pend1 = 0;  // tasks of a reserved batch not yet sent
   };
@@ -1235,11 +1242,65 @@ class Pipeline {
       task.params = b->params.data() + from;
       task.cancel = &cancel_;
       const size_t wire_sample = size_t(3) * d->width * d->height;
+      // The deferred form: each sample is finished as it arrives, from the executor's receive buffers.
+      struct Finisher : SampleSink {
+        Pipeline* p;
+        DriverState* d;
+        const ChunkTask* t;
+        BatchBuffer* b;
+        uint32_t from;
+        std::string error;  // the first sample that could not be finished
+        void Take(uint32_t j, const uint8_t* rgb) override {
+          const size_t row = size_t(3) * d->width;
+          d->rows.resize(d->height);
+          for (uint32_t y = 0; y < d->height; ++y) d->rows[y] = rgb + y * row;
+          Finish(j);
+        }
+        void TakePieces(uint32_t j, const BytePiece* pieces, size_t n) override {
+          // Rows where they lie; a row split between two pieces is gathered into `bounce`.
+          const size_t row = size_t(3) * d->width;
+          d->rows.resize(d->height);
+          d->bounce.resize(row * d->height);
+          size_t i = 0, off = 0;
+          for (uint32_t y = 0; y < d->height; ++y) {
+            while (i < n && off == pieces[i].size) ++i, off = 0;
+            if (i < n && pieces[i].size - off >= row) {
+              d->rows[y] = pieces[i].data + off;
+              off += row;
+              continue;
+            }
+            uint8_t* o = d->bounce.data() + y * row;
+            for (size_t need = row; need;) {
+              while (i < n && off == pieces[i].size) ++i, off = 0;
+              if (i == n) {
+                if (error.empty()) error = "internal: a remote sample of fewer bytes than its image";
+                return;
+              }
+              const size_t c = std::min(need, pieces[i].size - off);
+              std::memcpy(o + (row - need), pieces[i].data + off, c);
+              off += c, need -= c;
+            }
+            d->rows[y] = o;
+          }
+          Finish(j);
+        }
+        void Finish(uint32_t j) {
+          if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
+          try {
+            d->finish->FinishDeferredRows(t->samples[j], d->seed, d->epoch, d->rows.data(),
+                                          b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+          } catch (const std::exception& e) {
+            if (error.empty()) error = e.what();
+          }
+        }
+      } finisher;
       if (wire_uint8_) {
         d->wire.resize(wire_sample * task.count);
         d->params.resize(task.count);
         task.images = d->wire.data();
         task.params = d->params.data();
+        finisher.p = this, finisher.d = d, finisher.t = &task, finisher.b = b, finisher.from = from;
+        task.sink = &finisher;
       }
       std::string why;
       const auto c0 = std::chrono::steady_clock::now();
@@ -1252,16 +1313,13 @@ class Pipeline {
       }
       if (r == RunResult::kSampleError) {
         SetError(s, why);
-      } else if (wire_uint8_) {
-        try {
-          for (uint32_t j = 0; j < task.count; ++j)
-            d->finish->FinishDeferred(task.samples[j], d->seed, d->epoch, d->wire.data() + j * wire_sample,
-                                      b->images + size_t(from + j) * sample_bytes_, &b->params[from + j]);
-        } catch (const std::exception& e) {
-          SetError(s, e.what());
-        }
+      } else if (!finisher.error.empty()) {
+        SetError(s, finisher.error);
       }
-      for (uint32_t j = from; j < to; ++j) Collate(b, k, j);
+      for (uint32_t j = from; j < to; ++j) {
+        if (j + kPrefetchAhead < to) PrefetchEntry(k, j + kPrefetchAhead);
+        Collate(b, k, j);
+      }
       {
         std::lock_guard<std::mutex> l(rm.mu);
         rm.samples += to - from;

@@ -217,9 +217,9 @@ bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t e
   return true;
 }
 
-void SampleProcessor::FinishDeferred(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* rgb, uint8_t* dst,
-                                     kernels::SampleParams* applied) {
-  if (defer_) throw Error("internal: FinishDeferred on a deferring processor");
+void SampleProcessor::FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* const* rows,
+                                         uint8_t* dst, kernels::SampleParams* applied) {
+  if (defer_) throw Error("internal: FinishDeferredRows on a deferring processor");
   const format::IndexEntry e = ds_.entry(index);
   kernels::CropRect rect;
   kernels::SampleParams params;
@@ -227,7 +227,7 @@ void SampleProcessor::FinishDeferred(uint64_t index, uint64_t seed, uint64_t epo
   if (applied) *applied = params;
   // A deferred image was resized unflipped: the flip is left to WriteRows, which mirrors the row, as
   // the deferred (GPU) half does (kernels/batch_augment.h).
-  WriteRows(params, rgb, int(out_.width), int(out_.height), int(out_.width) * 3, dst);
+  WriteRowsAt(params, [rows](int ty) { return rows[ty]; }, dst);
   kernels::StreamFence();
 }
 
@@ -325,6 +325,12 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
   const int ow = int(out_.width), oh = int(out_.height);
   if (sw != ow || sh != oh) throw Error("internal: a " + std::to_string(sw) + "x" + std::to_string(sh) + " image for a " +
                                         std::to_string(ow) + "x" + std::to_string(oh) + " output");
+  WriteRowsAt(p, [src, stride](int ty) { return src + size_t(ty) * size_t(stride); }, dst);
+}
+
+template <typename RowAt>
+void SampleProcessor::WriteRowsAt(const kernels::SampleParams& p, RowAt row_at, uint8_t* dst) {
+  const int ow = int(out_.width), oh = int(out_.height);
   uint8_t* row = row_.data();
   for (int y = 0; y < oh; ++y) {
     {
@@ -334,16 +340,23 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
       const bool mirror = p.flip != 0;
       const int shift = mirror ? -p.dx : p.dx;
       const int ty = y - p.dy;
+      const bool cut = p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout;
+      if (ty >= 0 && ty < oh && shift == 0 && !cut) {  // the source row as it is: no copy to assemble it
+        const uint8_t* s = row_at(ty);
+        if (mirror) EmitMirroredRow(s, y, dst);
+        else EmitRow(s, y, dst);
+        continue;
+      }
       if (ty < 0 || ty >= oh) {
         for (int x = 0; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
       } else {
-        const uint8_t* s = src + size_t(ty) * stride;
+        const uint8_t* s = row_at(ty);
         const int lo = shift > 0 ? shift : 0, hi = shift < 0 ? ow + shift : ow;  // 0 <= x - shift < ow
         for (int x = 0; x < lo; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
         for (int x = hi; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
         std::memcpy(row + lo * 3, s + (lo - shift) * 3, size_t(hi - lo) * 3);
       }
-      if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
+      if (cut) {
         int from = p.cut_x, to = p.cut_x + spec_.cutout < ow ? p.cut_x + spec_.cutout : ow;
         if (mirror) {
           const int f = ow - to, t = ow - from;
@@ -361,16 +374,18 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
   }
 }
 
-void SampleProcessor::EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst) {
+void SampleProcessor::EmitMirroredRow(const uint8_t* rgb, int y, uint8_t* dst) {
   const size_t w = out_.width, plane = size_t(out_.width) * out_.height;
   if (out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW) {
     float* r = reinterpret_cast<float*>(dst) + size_t(y) * w;
     kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias, /*reverse=*/true);
     return;
   }
+  uint8_t* row = row_.data();  // reversed in the row buffer (rgb may already be it)
+  if (rgb != row) std::memcpy(row, rgb, w * 3);
   for (size_t a = 0, b = w - 1; a < b; ++a, --b)
-    for (int c = 0; c < 3; ++c) std::swap(rgb[a * 3 + c], rgb[b * 3 + c]);
-  EmitRow(rgb, y, dst);
+    for (int c = 0; c < 3; ++c) std::swap(row[a * 3 + c], row[b * 3 + c]);
+  EmitRow(row, y, dst);
 }
 
 void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {

@@ -55,20 +55,24 @@ class SampleProcessor {
   // The rest of Process for a sample decoded elsewhere in the deferred form (defer_augment: uint8 RGB
   // at the output size, cropped and resized, nothing else): flip / translate / cutout and the output
   // format into `dst`, `applied` as Process gives it. Same bytes as Process (remote workers ship this
-  // form: tests/remote_*). Not for a deferring processor.
-  void FinishDeferred(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* rgb, uint8_t* dst,
-                      kernels::SampleParams* applied = nullptr);
+  // form: tests/remote_*). rows[y] is the image's row y (3 x width bytes), wherever it lies: a remote
+  // reply's rows stay in the receive buffers. Not for a deferring processor.
+  void FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* const* rows, uint8_t* dst,
+                          kernels::SampleParams* applied = nullptr);
 
  private:
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                         kernels::SampleParams* applied, uint8_t* fallback);
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
+  // WriteRows for an image of the output's size whose row ty is row_at(ty).
+  template <typename RowAt>
+  void WriteRowsAt(const kernels::SampleParams& p, RowAt row_at, uint8_t* dst);
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
   void MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect, const kernels::SampleParams& params,
                          kernels::TwinCropInput* in) const;
-  void EmitMirroredRow(uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed
+  void EmitMirroredRow(const uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed
   void Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes);
   static size_t DecodeStride(size_t width);
   uint8_t* DecodeBuffer(size_t width, size_t height);

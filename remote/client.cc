@@ -235,7 +235,8 @@ class GrpcExecutor : public RemoteExecutor {
     bool compressed = false, got_images = false, got_params = false;
     uint64_t images_size = 0;
     std::string sample_error;
-    const size_t want = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype) * t.count;
+    const size_t sample_bytes = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype);
+    const size_t want = sample_bytes * t.count;
     while (!r.done()) {
       uint64_t key, n;
       if (!r.Varint(&key)) return bad("truncated field key");
@@ -276,8 +277,33 @@ class GrpcExecutor : public RemoteExecutor {
         if (!compressed) {
           if (n != want) return bad("images of " + std::to_string(n) + " bytes");
           uint8_t* out = t.images;
-          if (!r.Take(n, [&](const uint8_t* p, size_t k) { return std::memcpy(out, p, k), out += k, true; }))
-            return bad("truncated images");
+          bool ok;
+          if (!t.sink) {
+            ok = r.Take(n, [&](const uint8_t* p, size_t k) { return std::memcpy(out, p, k), out += k, true; });
+          } else {  // each sample to the sink where it lies in the slices (they live as long as r)
+            uint32_t j = 0;
+            size_t fill = 0;
+            std::vector<BytePiece> pieces;
+            ok = r.Take(n, [&](const uint8_t* p, size_t k) {
+              while (k) {
+                if (fill == 0 && k >= sample_bytes) {
+                  t.sink->Take(j++, p);
+                  p += sample_bytes, k -= sample_bytes;
+                  continue;
+                }
+                const size_t c = std::min(k, sample_bytes - fill);
+                pieces.push_back({p, c});
+                fill += c, p += c, k -= c;
+                if (fill == sample_bytes) {
+                  t.sink->TakePieces(j++, pieces.data(), pieces.size());
+                  pieces.clear();
+                  fill = 0;
+                }
+              }
+              return true;
+            });
+          }
+          if (!ok) return bad("truncated images");
         } else {
           ZSTD_DCtx* z = Dctx();
           ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
@@ -291,6 +317,8 @@ class GrpcExecutor : public RemoteExecutor {
             return true;
           });
           if (!ok || out.pos != want) return bad("bad zstd frame");
+          if (t.sink)
+            for (uint32_t j = 0; j < t.count; ++j) t.sink->Take(j, t.images + j * sample_bytes);
         }
         got_images = true;
       } else if (!r.Skip(n)) {
