@@ -33,15 +33,14 @@ struct BytePiece {
   size_t size = 0;
 };
 
-// Takes a chunk's samples as they arrive (ChunkTask::sink): each sample once, in any order, through
-// one of the two calls; the bytes are valid only during the call.
+// Takes a chunk's samples as they arrive (ChunkTask::sink).
 class SampleSink {
  public:
   virtual ~SampleSink() = default;
-  // Sample j of the chunk: its 3 x width x height x dtype bytes.
-  virtual void Take(uint32_t j, const uint8_t* sample) = 0;
-  // Sample j's bytes in order across n pieces (a sample split between receive buffers).
-  virtual void TakePieces(uint32_t j, const BytePiece* pieces, size_t n) = 0;
+  // Sample j of the chunk (each once, in any order): its 3 x width x height x dtype bytes in order
+  // across n pieces (one, or several when a sample is split between receive buffers), valid only
+  // during the call.
+  virtual void Take(uint32_t j, const BytePiece* pieces, size_t n) = 0;
 };
 
 // Consecutive samples of one batch to fill in place.

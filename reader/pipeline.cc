@@ -1188,6 +1188,54 @@ class Pipeline {
     GiveBack(t0, t1);
   }
 
+  // The deferred form over the wire: each received sample is finished into batch b as it arrives,
+  // its rows read where they lie in the executor's receive buffers (only a row split between two
+  // pieces is gathered, into `bounce`).
+  struct RemoteFinisher : SampleSink {
+    RemoteFinisher(Pipeline* p, DriverState* d, const ChunkTask* t, BatchBuffer* b, uint32_t from)
+        : p(p), d(d), t(t), b(b), from(from) {}
+    Pipeline* const p;
+    DriverState* const d;
+    const ChunkTask* const t;
+    BatchBuffer* const b;
+    const uint32_t from;
+    std::string error;  // the first sample that could not be finished
+
+    void Take(uint32_t j, const BytePiece* pieces, size_t n) override {
+      const size_t row = size_t(3) * d->width;
+      d->rows.resize(d->height);
+      d->bounce.resize(row * d->height);
+      size_t i = 0, off = 0;
+      for (uint32_t y = 0; y < d->height; ++y) {
+        while (i < n && off == pieces[i].size) ++i, off = 0;
+        if (i < n && pieces[i].size - off >= row) {
+          d->rows[y] = pieces[i].data + off;
+          off += row;
+          continue;
+        }
+        uint8_t* o = d->bounce.data() + y * row;
+        for (size_t need = row; need;) {
+          while (i < n && off == pieces[i].size) ++i, off = 0;
+          if (i == n) {
+            if (error.empty()) error = "internal: a remote sample of fewer bytes than its image";
+            return;
+          }
+          const size_t c = std::min(need, pieces[i].size - off);
+          std::memcpy(o + (row - need), pieces[i].data + off, c);
+          off += c, need -= c;
+        }
+        d->rows[y] = o;
+      }
+      if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
+      try {
+        d->finish->FinishDeferredRows(t->samples[j], d->seed, d->epoch, d->rows.data(),
+                                      b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
+  };
+
   void RunRemote(Remote& rm, size_t w, DriverState* d) {
     std::vector<uint32_t>* samples = &d->samples;
     while (!cancel_.load(std::memory_order_relaxed)) {
@@ -1242,64 +1290,12 @@ class Pipeline {
       task.params = b->params.data() + from;
       task.cancel = &cancel_;
       const size_t wire_sample = size_t(3) * d->width * d->height;
-      // The deferred form: each sample is finished as it arrives, from the executor's receive buffers.
-      struct Finisher : SampleSink {
-        Pipeline* p;
-        DriverState* d;
-        const ChunkTask* t;
-        BatchBuffer* b;
-        uint32_t from;
-        std::string error;  // the first sample that could not be finished
-        void Take(uint32_t j, const uint8_t* rgb) override {
-          const size_t row = size_t(3) * d->width;
-          d->rows.resize(d->height);
-          for (uint32_t y = 0; y < d->height; ++y) d->rows[y] = rgb + y * row;
-          Finish(j);
-        }
-        void TakePieces(uint32_t j, const BytePiece* pieces, size_t n) override {
-          // Rows where they lie; a row split between two pieces is gathered into `bounce`.
-          const size_t row = size_t(3) * d->width;
-          d->rows.resize(d->height);
-          d->bounce.resize(row * d->height);
-          size_t i = 0, off = 0;
-          for (uint32_t y = 0; y < d->height; ++y) {
-            while (i < n && off == pieces[i].size) ++i, off = 0;
-            if (i < n && pieces[i].size - off >= row) {
-              d->rows[y] = pieces[i].data + off;
-              off += row;
-              continue;
-            }
-            uint8_t* o = d->bounce.data() + y * row;
-            for (size_t need = row; need;) {
-              while (i < n && off == pieces[i].size) ++i, off = 0;
-              if (i == n) {
-                if (error.empty()) error = "internal: a remote sample of fewer bytes than its image";
-                return;
-              }
-              const size_t c = std::min(need, pieces[i].size - off);
-              std::memcpy(o + (row - need), pieces[i].data + off, c);
-              off += c, need -= c;
-            }
-            d->rows[y] = o;
-          }
-          Finish(j);
-        }
-        void Finish(uint32_t j) {
-          if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
-          try {
-            d->finish->FinishDeferredRows(t->samples[j], d->seed, d->epoch, d->rows.data(),
-                                          b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
-          } catch (const std::exception& e) {
-            if (error.empty()) error = e.what();
-          }
-        }
-      } finisher;
+      RemoteFinisher finisher(this, d, &task, b, from);
       if (wire_uint8_) {
         d->wire.resize(wire_sample * task.count);
         d->params.resize(task.count);
         task.images = d->wire.data();
         task.params = d->params.data();
-        finisher.p = this, finisher.d = d, finisher.t = &task, finisher.b = b, finisher.from = from;
         task.sink = &finisher;
       }
       std::string why;

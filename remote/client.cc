@@ -286,16 +286,11 @@ class GrpcExecutor : public RemoteExecutor {
             std::vector<BytePiece> pieces;
             ok = r.Take(n, [&](const uint8_t* p, size_t k) {
               while (k) {
-                if (fill == 0 && k >= sample_bytes) {
-                  t.sink->Take(j++, p);
-                  p += sample_bytes, k -= sample_bytes;
-                  continue;
-                }
                 const size_t c = std::min(k, sample_bytes - fill);
                 pieces.push_back({p, c});
                 fill += c, p += c, k -= c;
                 if (fill == sample_bytes) {
-                  t.sink->TakePieces(j++, pieces.data(), pieces.size());
+                  t.sink->Take(j++, pieces.data(), pieces.size());
                   pieces.clear();
                   fill = 0;
                 }
@@ -317,8 +312,10 @@ class GrpcExecutor : public RemoteExecutor {
             return true;
           });
           if (!ok || out.pos != want) return bad("bad zstd frame");
-          if (t.sink)
-            for (uint32_t j = 0; j < t.count; ++j) t.sink->Take(j, t.images + j * sample_bytes);
+          for (uint32_t j = 0; t.sink && j < t.count; ++j) {
+            const BytePiece whole{t.images + j * sample_bytes, sample_bytes};
+            t.sink->Take(j, &whole, 1);
+          }
         }
         got_images = true;
       } else if (!r.Skip(n)) {

@@ -70,16 +70,15 @@ class FakeExecutor : public RemoteExecutor {
       const size_t n = work.sample_bytes(), row = size_t(3) * t.width;
       for (uint32_t i = t.count; i-- > 0;) {
         const uint8_t* p = t.images + size_t(i) * n;
-        if (i % 2 == 0) {
-          t.sink->Take(i, p);
-          continue;
-        }
-        // Edges inside rows and between them: 1 byte, a row and a half, 7 bytes, row-aligned rest.
-        const size_t cuts[] = {0, 1, 1 + row + row / 2, 8 + row + row / 2, 2 * row, n};
         std::vector<BytePiece> pieces;
-        for (size_t c = 0; c + 1 < std::size(cuts); ++c)
-          if (cuts[c + 1] > cuts[c] && cuts[c + 1] <= n) pieces.push_back({p + cuts[c], cuts[c + 1] - cuts[c]});
-        t.sink->TakePieces(i, pieces.data(), pieces.size());
+        if (i % 2 == 0) {
+          pieces.push_back({p, n});
+        } else {  // edges inside rows and between them: 1 byte, a row and a half, 7 bytes, row-aligned rest
+          const size_t cuts[] = {0, 1, 1 + row + row / 2, 8 + row + row / 2, 2 * row, n};
+          for (size_t c = 0; c + 1 < std::size(cuts); ++c)
+            if (cuts[c + 1] > cuts[c] && cuts[c + 1] <= n) pieces.push_back({p + cuts[c], cuts[c + 1] - cuts[c]});
+        }
+        t.sink->Take(i, pieces.data(), pieces.size());
       }
     }
     b_->served += int(t.count);
