@@ -181,6 +181,18 @@ TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
   }
 }
 
+// `dsc bench` with remote-only workers: the workers did every sample (the padded last batch's too, so
+// the share is 1, not 416/400), and the verdict names them instead of the idle local stages.
+TEST(Remote, BenchNamesRemoteWorkersAsTheBound) {
+  Worker a({Built().cifar, "--threads", "1"});
+  std::string out;
+  ASSERT_EQ(RunDsc("bench " + Built().cifar + " --remote " + a.address() + " --local-threads 0 --epochs 2 --batch-size 32", &out), 0) << out;
+  EXPECT_NE(out.find("remote workers did 100.0% of the samples"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict: input-bound on the remote workers"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("bench " + Built().cifar + " --remote " + a.address() + " --local-threads 0 --epochs 2 --batch-size 32 --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"remote_share\": 1,"), std::string::npos) << out;
+}
+
 // A crop preset with float32 output, resized between epochs (set_output_size): batches travel as
 // uint8 (a quarter of the float bytes) and equal a local run's, params included.
 TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {

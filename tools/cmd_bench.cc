@@ -130,13 +130,21 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-std::string Verdict(const EpochResult& r, int threads, double consumer_ms) {
+// remote_share: the part of the processed samples (padding included) that remote workers did.
+std::string Verdict(const EpochResult& r, int threads, double consumer_ms, double remote_share, size_t workers) {
   const double wall_ns = r.seconds * 1e9;
   const double wait = r.stages.consumer_wait_ns / wall_ns;
   std::ostringstream v;
   if (consumer_ms > 0 && wait < 0.05) {
     v << "the loader keeps up: the consumer waited " << int(wait * 100 + 0.5) << "% of the time, so the simulated "
       << consumer_ms << " ms training step bounds throughput";
+    return v.str();
+  }
+  // The stage times below are the local threads' only: with the work mostly remote they say nothing.
+  if (workers > 0 && remote_share >= 0.5) {
+    v << "input-bound on the remote workers: the consumer waited " << int(wait * 100 + 0.5) << "% of the time and the "
+      << workers << " worker(s) did " << int(100 * remote_share + 0.5) << "% of the samples; add workers (dsc serve on more "
+      << "machines, or more --threads there) or local threads (--local-threads, " << threads << " now)";
     return v.str();
   }
   struct Advice { const char* stage; const char* advice; };
@@ -369,12 +377,13 @@ int CmdBench(int argc, char** argv) {
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i)
       cpu.push_back(results[i].images ? results[i].cpu_seconds * 1e6 / double(results[i].images) : 0);
     const double cpu_us = Median(cpu);
-    uint64_t delivered = 0, remote_samples = 0, wire = 0;
-    for (const auto& r : results) delivered += r.images;
+    uint64_t remote_samples = 0, wire = 0;
     for (const auto& w : remote) remote_samples += w.samples, wire += w.wire_bytes;
     for (const auto& r : results) decoded += r.stages.samples;
     const EpochResult& last = results.back();
-    const std::string verdict = Verdict(last, o.threads, consumer_ms);
+    // Local threads count the padding samples they make (stages.samples), workers theirs too.
+    const double remote_share = remote_samples ? double(remote_samples) / double(remote_samples + decoded) : 0;
+    const std::string verdict = Verdict(last, o.threads, consumer_ms, remote_share, remote.size());
     if (json) {
       std::ostringstream j;
       j << "{\n  \"file\": " << JsonString(file) << ",\n  \"images_per_second\": " << median << ",\n  \"threads\": " << o.threads
@@ -394,7 +403,7 @@ int CmdBench(int argc, char** argv) {
       j << ",\n  \"cpu_us_per_image\": " << cpu_us;
       if (!remote.empty()) {
         j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
-          << ",\n  \"remote_share\": " << (delivered ? double(remote_samples) / double(delivered) : 0) << ",\n  \"remote\": [";
+          << ",\n  \"remote_share\": " << remote_share << ",\n  \"remote\": [";
         for (size_t i = 0; i < remote.size(); ++i)
           j << (i ? ", " : "") << "{\"address\": " << JsonString(remote[i].address) << ", \"up\": " << (remote[i].up ? "true" : "false")
             << ", \"samples\": " << remote[i].samples << ", \"requests\": " << remote[i].requests << ", \"failures\": "
@@ -448,7 +457,7 @@ int CmdBench(int argc, char** argv) {
                     w.address.c_str(), w.up ? "up" : "down", (unsigned long long)w.samples, (unsigned long long)w.requests,
                     (unsigned long long)w.failures, w.samples ? double(w.wire_bytes) / double(w.samples) : 0.0);
       if (!remote.empty())
-        std::printf("remote workers delivered %.1f%% of the images\n", delivered ? 100.0 * double(remote_samples) / double(delivered) : 0.0);
+        std::printf("remote workers did %.1f%% of the samples (padding of a short last batch included)\n", 100.0 * remote_share);
       std::printf("verdict: %s\n", verdict.c_str());
       if (cold) {
         std::vector<double> cold_rates;
