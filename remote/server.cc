@@ -3,12 +3,14 @@
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -134,6 +136,64 @@ class Pool {
   std::deque<Piece> queue_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+};
+
+// The reply's image memory, recycled: in 2 MiB pages where the kernel gives them (as the loader's
+// batches, reader/pipeline.cc), since each reply writes megabytes afresh and in 4 KiB pages that is a
+// TLB miss every 4 KiB. A buffer comes back when gRPC has sent its slice (that can be after the
+// call returned, so each holds the pool alive); at most kIdleBytes wait for reuse.
+class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
+ public:
+  grpc::Slice Get(size_t bytes) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    if (bytes < kHuge) return grpc::Slice(bytes);  // no whole huge page for a small reply
+    Buf* b = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (size_t i = 0; i < idle_.size(); ++i)
+        if (idle_[i]->cap >= bytes) {
+          b = idle_[i];
+          idle_bytes_ -= b->cap;
+          idle_.erase(idle_.begin() + long(i));
+          break;
+        }
+    }
+    if (!b) {
+      const size_t cap = (bytes + kHuge - 1) / kHuge * kHuge;
+      void* p = std::aligned_alloc(kHuge, cap);
+      if (!p) throw std::bad_alloc();
+      ::madvise(p, cap, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
+      b = new Buf{nullptr, p, cap};
+    }
+    b->owner = shared_from_this();
+    return grpc::Slice(b->p, bytes, &ReplyBuffers::Return, b);
+  }
+  ~ReplyBuffers() {
+    for (Buf* b : idle_) std::free(b->p), delete b;
+  }
+
+ private:
+  static constexpr size_t kIdleBytes = size_t(64) << 20;
+  struct Buf {
+    std::shared_ptr<ReplyBuffers> owner;
+    void* p;
+    size_t cap;
+  };
+  static void Return(void* user) {
+    Buf* b = static_cast<Buf*>(user);
+    std::shared_ptr<ReplyBuffers> owner = std::move(b->owner);
+    std::lock_guard<std::mutex> l(owner->mu_);
+    if (owner->idle_bytes_ + b->cap > kIdleBytes) {
+      std::free(b->p);
+      delete b;
+      return;
+    }
+    owner->idle_bytes_ += b->cap;
+    owner->idle_.push_back(b);
+  }
+  std::mutex mu_;
+  std::vector<Buf*> idle_;
+  size_t idle_bytes_ = 0;
 };
 
 // Protobuf's wire format, for the replies built by hand.
@@ -291,7 +351,7 @@ class WorkerService final : public Worker::Service {
       raw.resize(image_bytes);
       c.images = raw.data();
     } else {
-      images = grpc::Slice(size_t(image_bytes));  // uninitialised; ours alone until sent
+      images = buffers_->Get(size_t(image_bytes));  // uninitialised; ours alone until sent
       c.images = const_cast<uint8_t*>(images.begin());
     }
     std::vector<uint8_t> params(size_t(kParamBytes) * count);
@@ -386,6 +446,7 @@ class WorkerService final : public Worker::Service {
 
   const ServeOptions o_;
   Pool pool_;
+  std::shared_ptr<ReplyBuffers> buffers_ = std::make_shared<ReplyBuffers>();
   std::deque<FileEntry> files_;  // FileEntry holds a once_flag: never moved
   std::atomic<uint64_t> calls_{0};
   std::mutex mu_;

@@ -227,6 +227,27 @@ TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
   EXPECT_GT(wire, 13u * 32 * (1728 + 960));
 }
 
+// Replies of 2 MiB and more come from the worker's recycled buffers (2 MiB pages): finished float32
+// batches of 200 samples (2.4 MiB a request; the last, 64 samples, takes a bigger idle buffer) over
+// three epochs, two requests in flight, equal a local run's.
+TEST(Remote, LargeRepliesFromRecycledBuffersEqualLocal) {
+  Worker a({Built().cifar, "--threads", "1"});
+  LoaderOptions local = Base();
+  local.remote = RemoteOptions();
+  local.batch_size = 200;
+  Loader l0(Built().cifar, local);
+  const auto want = Digests(l0, 3);
+  LoaderOptions o = Remote({&a}, 0);
+  o.batch_size = 200;
+  o.remote.chunk = 200;
+  o.remote.ship_uint8 = false;  // float32 on the wire: 12,288 bytes a sample
+  Loader l(Built().cifar, o);
+  EXPECT_EQ(Digests(l, 3), want);
+  uint64_t wire = 0;
+  for (const auto& w : l.remote_stats()) wire += w.wire_bytes;
+  EXPECT_GT(wire, 3u * 400 * 12288);  // the float bytes did travel
+}
+
 TEST(Remote, KilledStalledAndAllGoneWorkersChangeNothing) {
   Worker dies({Built().cifar, "--threads", "1", "--die-after", "5"});
   Worker stalls({Built().cifar, "--threads", "1", "--stall-after", "4"});
