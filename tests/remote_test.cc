@@ -228,7 +228,7 @@ TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
 }
 
 // Replies of 2 MiB and more come from the worker's recycled buffers (2 MiB pages): finished float32
-// batches of 200 samples (2.4 MiB a request; the last, 64 samples, takes a bigger idle buffer) over
+// batches of 200 samples (2.4 MiB a request, two per epoch of the 400) over
 // three epochs, two requests in flight, equal a local run's.
 TEST(Remote, LargeRepliesFromRecycledBuffersEqualLocal) {
   Worker a({Built().cifar, "--threads", "1"});
