@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "format/error.h"
@@ -160,10 +161,10 @@ class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
     }
     if (!b) {
       const size_t cap = (bytes + kHuge - 1) / kHuge * kHuge;
-      void* p = std::aligned_alloc(kHuge, cap);
-      if (!p) throw std::bad_alloc();
-      ::madvise(p, cap, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
-      b = new Buf{nullptr, p, cap};
+      auto fresh = std::make_unique<Buf>(Buf{nullptr, std::aligned_alloc(kHuge, cap), cap});
+      if (!fresh->p) throw std::bad_alloc();
+      ::madvise(fresh->p, cap, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
+      b = fresh.release();
     }
     b->owner = shared_from_this();
     return grpc::Slice(b->p, bytes, &ReplyBuffers::Return, b);
@@ -351,7 +352,11 @@ class WorkerService final : public Worker::Service {
       raw.resize(image_bytes);
       c.images = raw.data();
     } else {
-      images = buffers_->Get(size_t(image_bytes));  // uninitialised; ours alone until sent
+      try {
+        images = buffers_->Get(size_t(image_bytes));  // uninitialised; ours alone until sent
+      } catch (const std::bad_alloc&) {  // the client retries elsewhere; this worker keeps serving
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "cannot allocate " + std::to_string(image_bytes) + " bytes for a reply");
+      }
       c.images = const_cast<uint8_t*>(images.begin());
     }
     std::vector<uint8_t> params(size_t(kParamBytes) * count);
