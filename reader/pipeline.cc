@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <sys/mman.h>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include "reader/autotune.h"
 #include "reader/executor.h"
 #include "reader/gpu_stage.h"
+#include "reader/huge_pages.h"
 #include "reader/loader.h"
 #include "reader/mmap_guard.h"
 #include "reader/readahead.h"
@@ -111,22 +111,11 @@ LoaderOptions LoaderOptions::ImagenetTest() {
   return o;
 }
 
-// Batch images: 64-byte aligned; a large batch (photos: 38 MB of float32 for 64 images) in 2 MiB
-// pages where the kernel gives them on request (THP "madvise" mode, Debian's default): each image
-// writes a fresh 600 KB span, which in 4 KiB pages is a TLB miss every 4 KiB; measured, that doubled
-// the float32 output's cost (bench/RESULTS.md, session 7). DSC_NO_HUGEPAGES=1 keeps 4 KiB pages (to
-// measure the difference, or where the kernel's compaction stalls). Freed with std::free.
+// Batch images: 64-byte aligned; a large batch (photos: 38 MB of float32 for 64 images) in huge pages
+// (reader/huge_pages.h). Freed with std::free.
 static void* AllocateBatchImages(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  static const bool small_pages = [] {
-    const char* e = std::getenv("DSC_NO_HUGEPAGES");
-    return e && *e && std::string(e) != "0";
-  }();
-  if (small_pages || bytes < 2 * kHuge) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
-  if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
-  return p;
+  if (!HugePagesWanted() || bytes < 2 * kHugePageBytes) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  return AllocateHugePages(bytes, nullptr);
 }
 
 // One batch's memory: in a ring slot, in the pool's free list, or leased (owned by a LeaseBlock).

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 
 #include "format/error.h"
 #include "reader/dataset.h"
+#include "reader/huge_pages.h"
 #include "reader/sample_work.h"
 #include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
@@ -139,15 +139,13 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// The reply's image memory, recycled: in 2 MiB pages where the kernel gives them (as the loader's
-// batches, reader/pipeline.cc), since each reply writes megabytes afresh and in 4 KiB pages that is a
-// TLB miss every 4 KiB. A buffer comes back when gRPC has sent its slice (that can be after the
+// The reply's image memory, recycled, in huge pages as the loader's batches (reader/huge_pages.h):
+// each reply writes megabytes afresh. A buffer comes back when gRPC has sent its slice (that can be after the
 // call returned, so each holds the pool alive); at most kIdleBytes wait for reuse.
 class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
  public:
   grpc::Slice Get(size_t bytes) {
-    constexpr size_t kHuge = size_t(2) << 20;
-    if (bytes < kHuge) return grpc::Slice(bytes);  // no whole huge page for a small reply
+    if (bytes < kHugePageBytes) return grpc::Slice(bytes);  // no whole huge page for a small reply
     Buf* b = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -160,10 +158,9 @@ class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
         }
     }
     if (!b) {
-      const size_t cap = (bytes + kHuge - 1) / kHuge * kHuge;
-      auto fresh = std::make_unique<Buf>(Buf{nullptr, std::aligned_alloc(kHuge, cap), cap});
+      auto fresh = std::make_unique<Buf>();
+      fresh->p = AllocateHugePages(bytes, &fresh->cap);
       if (!fresh->p) throw std::bad_alloc();
-      ::madvise(fresh->p, cap, MADV_HUGEPAGE);  // a hint: where it fails nothing changes
       b = fresh.release();
     }
     b->owner = shared_from_this();
@@ -177,8 +174,8 @@ class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
   static constexpr size_t kIdleBytes = size_t(64) << 20;
   struct Buf {
     std::shared_ptr<ReplyBuffers> owner;
-    void* p;
-    size_t cap;
+    void* p = nullptr;
+    size_t cap = 0;
   };
   static void Return(void* user) {
     Buf* b = static_cast<Buf*>(user);

@@ -20,6 +20,7 @@
 #include "format/error.h"
 #include "kernels/augment.h"
 #include "kernels/resample.h"
+#include "reader/huge_pages.h"
 #include "reader/loader.h"
 #include "reader/trace.h"
 #include "tests/test_util.h"
@@ -385,6 +386,46 @@ TEST(Loader, ShardsCoverTheDatasetOnceAndPaddingIsFlagged) {
         if (!b.padding[j]) ++seen[b.indices[j]];
   }
   for (int s : seen) ASSERT_EQ(s, 1);
+}
+
+// The kernel's flags for the mapping that holds p (the VmFlags line of /proc/self/smaps).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream f("/proc/self/smaps");
+  const unsigned long a = static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p));
+  std::string line;
+  bool inside = false;
+  while (std::getline(f, line)) {
+    unsigned long lo = 0, hi = 0;
+    char space = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx%c", &lo, &hi, &space) == 3 && space == ' ') inside = lo <= a && a < hi;
+    else if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+TEST(Loader, LargeBatchBuffersAreInAdvisedHugePages) {
+  LoaderOptions o = LoaderOptions::CifarTest();
+  o.batch_size = 512;  // 6 MiB of float32: above the 4 MiB threshold
+  Loader l(Built().jpg, o);
+  for (const Batch& b : l.epoch(0)) {
+    const std::string flags = VmFlagsOf(b.images);
+    ASSERT_FALSE(flags.empty()) << "no mapping holds the batch in /proc/self/smaps";
+    if (HugePagesWanted()) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.images) % kHugePageBytes, 0u);
+      EXPECT_NE((flags + " ").find(" hg "), std::string::npos) << flags;
+    } else {  // DSC_NO_HUGEPAGES set
+      EXPECT_EQ((flags + " ").find(" hg "), std::string::npos) << flags;
+    }
+    break;
+  }
+  size_t cap = 0;
+  void* p = AllocateHugePages((size_t(3) << 20) + 1, &cap);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(cap, size_t(4) << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u);
+  std::memset(p, 1, cap);  // all of it is ours
+  std::free(p);
+  EXPECT_EQ(AllocateHugePages(SIZE_MAX - 5, &cap), nullptr);  // the rounding would wrap
 }
 
 TEST(Loader, PreadBackendMatchesMmap) {

@@ -1,0 +1,21 @@
+// Large buffers that are written afresh again and again (a loader's batches, a worker's replies):
+// in 2 MiB pages where the kernel gives them on request (THP "madvise" mode, Debian's default). Each
+// image writes a fresh span of hundreds of KB; in 4 KiB pages that is a TLB miss every 4 KiB, which
+// measured doubled the float32 output's cost (bench/RESULTS.md, session 7).
+#pragma once
+#include <cstddef>
+
+namespace dsc {
+
+inline constexpr size_t kHugePageBytes = size_t(2) << 20;
+
+// False when the environment has DSC_NO_HUGEPAGES set (not "0"): 4 KiB pages everywhere, to measure
+// the difference or where the kernel's compaction stalls. Read once.
+bool HugePagesWanted();
+
+// `bytes` rounded up to whole 2 MiB pages, 2 MiB aligned, and advised MADV_HUGEPAGE when
+// HugePagesWanted() (a hint: where it fails nothing changes). *capacity gets the rounded size.
+// nullptr when the memory cannot be had. Freed with std::free.
+void* AllocateHugePages(size_t bytes, size_t* capacity);
+
+}  // namespace dsc
