@@ -116,7 +116,9 @@ class Pool {
           it = procs.emplace(c->key, Cached{c->work, c->work->NewProcessor(*c->ds, false)}).first;
         }
         const size_t bytes = c->work->sample_bytes();
+        constexpr uint32_t kPrefetchAhead = 4;  // the samples are shuffled: their index entries lie anywhere
         for (uint32_t i = p.from; i < p.to && !c->cancelled.load(); ++i) {
+          if (i + kPrefetchAhead < p.to) c->ds->PrefetchEntry(c->samples[i + kPrefetchAhead]);
           kernels::SampleParams sp;
           try {
             it->second.proc->Process(c->samples[i], c->seed, c->epoch, c->images + bytes * i, nullptr, &sp);
