@@ -2,7 +2,10 @@
 // (fractional) crop of a 500x375 image to 224x224 with BILINEAR, in one ResampleRgb call.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -147,6 +150,36 @@ void BM_OnePass(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_OnePass)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+
+// The trainer's finishing of remote photos (uint8 224x224 NHWC from the wire -> normalised float32
+// NCHW): a batch of 64 images (time per batch) into one 38.5 MB buffer in huge pages, as the loader's;
+// every other row mirrored. Memory-bound: the yardstick for the trainer's finishing cost per remote
+// photo (bench/RESULTS.md, remote workers, session 10).
+void BM_NormalizeBatch224(benchmark::State& state) {
+  constexpr size_t kW = 224, kN = 64, kImage = kW * kW * 3;
+  std::vector<uint8_t> src(kN * kImage);
+  for (size_t n = 0; n < kN; ++n) {
+    const auto one = Source(int(kW), int(kW));
+    std::copy(one.begin(), one.end(), src.begin() + long(n * kImage));
+  }
+  const size_t bytes = kN * kImage * sizeof(float), huge = size_t(2) << 20;
+  float* out = static_cast<float*>(std::aligned_alloc(huge, (bytes + huge - 1) / huge * huge));
+  ::madvise(out, bytes, MADV_HUGEPAGE);
+  const float scale[3] = {0.0171f, 0.0175f, 0.0174f}, bias[3] = {-2.12f, -2.04f, -1.80f};
+  for (auto _ : state) {
+    for (size_t n = 0; n < kN; ++n)
+      for (size_t y = 0; y < kW; ++y) {
+        float* o = out + n * kImage + y * kW;
+        dsc::kernels::NormalizeRowPlanar(src.data() + n * kImage + y * kW * 3, kW, o, o + kW * kW, o + 2 * kW * kW, scale, bias,
+                                         (y & 1) != 0);
+      }
+    dsc::kernels::StreamFence();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes));
+  std::free(out);
+}
+BENCHMARK(BM_NormalizeBatch224)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
