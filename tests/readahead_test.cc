@@ -107,9 +107,10 @@ TEST(Readahead, AFileWithinTheBudgetStaysCachedAcrossEpochs) {
   ASSERT_EQ(plain.indices, warm.indices);
   EXPECT_TRUE(plain.images == warm.images);
   // Each block is asked for once in three epochs (the payload is most of the file); dropping behind
-  // and asking again each epoch would give about 3x the file.
+  // and asking again each epoch would give about 3x the file. The slack: a block whose pages the
+  // kernel reclaimed between epochs (seen once under TSan in CI: 1.05x) is rightly asked for again.
   EXPECT_GT(warm.advised, file / 2);
-  EXPECT_LE(warm.advised, file);
+  EXPECT_LE(warm.advised, file + file / 4);
   EXPECT_GE(CachedBytes(RawFile()), file * 9 / 10);
   // Dropped before every epoch: the blocks are asked for again.
   const Epoch cold = TwoEpochs(4 * file, 0, 1, true, 3);
