@@ -2,8 +2,6 @@
 // (fractional) crop of a 500x375 image to 224x224 with BILINEAR, in one ResampleRgb call.
 #include <benchmark/benchmark.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstdint>
@@ -14,6 +12,7 @@
 #include "kernels/cpu.h"
 #include "kernels/normalize_row.h"
 #include "kernels/resample.h"
+#include "reader/huge_pages.h"
 
 namespace {
 
@@ -161,9 +160,9 @@ void BM_NormalizeBatch224(benchmark::State& state) {
   const auto one = Source(int(kW), int(kW));
   std::vector<uint8_t> src(sources * kN * kImage);
   for (size_t n = 0; n < sources * kN; ++n) std::copy(one.begin(), one.end(), src.begin() + long(n * kImage));
-  const size_t bytes = kN * kImage * sizeof(float), huge = size_t(2) << 20;
-  float* out = static_cast<float*>(std::aligned_alloc(huge, (bytes + huge - 1) / huge * huge));
-  ::madvise(out, bytes, MADV_HUGEPAGE);
+  const size_t bytes = kN * kImage * sizeof(float);
+  float* out = static_cast<float*>(dsc::AllocateHugePages(bytes, nullptr));
+  if (!out) return state.SkipWithError("no memory for the batch");
   const float scale[3] = {0.0171f, 0.0175f, 0.0174f}, bias[3] = {-2.12f, -2.04f, -1.80f};
   size_t k = 0;
   for (auto _ : state) {

@@ -142,8 +142,8 @@ class Pool {
 };
 
 // The reply's image memory, recycled, in huge pages as the loader's batches (reader/huge_pages.h):
-// each reply writes megabytes afresh. A buffer comes back when gRPC has sent its slice (that can be after the
-// call returned, so each holds the pool alive); at most kIdleBytes wait for reuse.
+// each reply writes megabytes afresh. A buffer comes back when gRPC has sent its slice (that can be
+// after the call returned, so each holds the pool alive); at most kIdleBytes wait for reuse.
 class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
  public:
   grpc::Slice Get(size_t bytes) {
