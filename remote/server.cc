@@ -511,6 +511,10 @@ int Serve(const ServeOptions& o) {
   b.RegisterService(&service);
   b.SetMaxReceiveMessageSize(1 << 20);  // requests are small: samples and options
   b.SetMaxSendMessageSize(-1);          // replies are bounded by max_memory instead
+  // A call holds its gRPC thread while the decode pool works, and gRPC's sync server lets at most
+  // MAX_POLLERS (default 2) idle threads live: with a client's calls in flight it made and ended a
+  // thread every few requests. Keep enough for one client's calls to come and go without that.
+  b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, int(std::min<uint32_t>(o.max_in_flight, 64)) + 2);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (!server || port == 0) throw Error("cannot listen on " + o.listen + " (address in use or not local?)");
   std::printf("listening on %s:%d\n", HostOf(o.listen).c_str(), port);
