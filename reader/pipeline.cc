@@ -546,9 +546,10 @@ class Pipeline {
 
   StageStats Stats() {
     std::unique_lock<std::mutex> l(mu_);
-    // Workers add their stage times as they go idle: at an epoch's end, wait for that (moments), so
-    // the epoch's stats are complete.
-    if (next_deliver_ >= plan_.batches) idle_cv_.wait(l, [&] { return active_ == 0; });
+    // Workers add their stage times as they go idle: once the last batch is handed out (held, or
+    // past it), every task is done and they go idle within moments: wait, so the epoch's stats are
+    // complete. (A consumer may stop at the last batch without asking past it: Python's zip does.)
+    if (next_deliver_ + (holding_ ? 1 : 0) >= plan_.batches) idle_cv_.wait(l, [&] { return active_ == 0; });
     StageStats sum;
     for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;

@@ -379,10 +379,19 @@ TEST(Remote, KilledClientFreesItsWork) {
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     ::_exit(127);
   }
+  // Wait for a stalled call: the first call has finished (requests >= 1) and calls are still in
+  // flight 100 ms later. (In flight alone can be the first call, over a moment later.)
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (InFlight(*stub) == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (InFlight(*stub) == 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
-  ASSERT_GT(InFlight(*stub), 0u) << "the client's calls never arrived; it said:\n" << [] {
+  int stalled = 0;
+  while (stalled < 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(stalled ? 100 : 20));
+    grpc::ClientContext c;
+    remote::StatusReply r;
+    ASSERT_TRUE(stub->Status(&c, remote::StatusRequest(), &r).ok());
+    stalled = r.requests() >= 1 && r.in_flight() > 0 ? stalled + 1 : 0;
+  }
+  if (stalled < 2) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+  ASSERT_EQ(stalled, 2) << "the client's calls never arrived; it said:\n" << [] {
     auto v = ReadFile(Built().dir + "/client.log");
     return std::string(v.begin(), v.end());
   }();
