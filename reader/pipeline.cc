@@ -478,8 +478,7 @@ class Pipeline {
     {
       std::lock_guard<std::mutex> l(mu_);
       s.epoch = epoch_;
-      // The batch the consumer holds counts as handed out.
-      s.next_batch = next_deliver_ + (holding_ ? 1 : 0);
+      s.next_batch = HandedOutLocked();
     }
     s.run = RunIdentity::Of(ds_, opt_);
     s.world_size = opt_.world_size;
@@ -544,12 +543,15 @@ class Pipeline {
     return {epoch_ + 1, 0};
   }
 
+  // Batches of this epoch handed out; the one the consumer holds counts. Under mu_.
+  uint64_t HandedOutLocked() const { return next_deliver_ + (holding_ ? 1 : 0); }
+
   StageStats Stats() {
     std::unique_lock<std::mutex> l(mu_);
     // Workers add their stage times as they go idle: once the last batch is handed out (held, or
     // past it), every task is done and they go idle within moments: wait, so the epoch's stats are
     // complete. (A consumer may stop at the last batch without asking past it: Python's zip does.)
-    if (next_deliver_ + (holding_ ? 1 : 0) >= plan_.batches) idle_cv_.wait(l, [&] { return active_ == 0; });
+    if (HandedOutLocked() >= plan_.batches) idle_cv_.wait(l, [&] { return active_ == 0; });
     StageStats sum;
     for (const auto& s : stats_) sum += s;
     sum.consumer_wait_ns = wait_ns_;

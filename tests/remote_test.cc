@@ -361,13 +361,14 @@ std::unique_ptr<remote::Worker::Stub> StubFor(const Worker& w) {
   return remote::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
 }
 
-uint32_t InFlight(remote::Worker::Stub& s) {
+remote::StatusReply StatusOf(remote::Worker::Stub& s) {
   grpc::ClientContext c;
-  remote::StatusRequest q;
   remote::StatusReply r;
-  EXPECT_TRUE(s.Status(&c, q, &r).ok());
-  return r.in_flight();
+  EXPECT_TRUE(s.Status(&c, remote::StatusRequest(), &r).ok());
+  return r;
 }
+
+uint32_t InFlight(remote::Worker::Stub& s) { return StatusOf(s).in_flight(); }
 
 TEST(Remote, KilledClientFreesItsWork) {
   Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes
@@ -385,9 +386,7 @@ TEST(Remote, KilledClientFreesItsWork) {
   int stalled = 0;
   while (stalled < 2 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(stalled ? 100 : 20));
-    grpc::ClientContext c;
-    remote::StatusReply r;
-    ASSERT_TRUE(stub->Status(&c, remote::StatusRequest(), &r).ok());
+    const remote::StatusReply r = StatusOf(*stub);  // EXPECT, not ASSERT: the client must still be killed below
     stalled = r.requests() >= 1 && r.in_flight() > 0 ? stalled + 1 : 0;
   }
   if (stalled < 2) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
