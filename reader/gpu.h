@@ -70,6 +70,24 @@ bool BuiltWithCuda();
 std::string Describe(int device = -1);
 // Compute capability as major * 10 + minor (80 for A100), 0 when unknown.
 int ComputeCapability(int device = -1);
+// CUDA devices this process sees (after CUDA_VISIBLE_DEVICES); 0 without CUDA, a driver or a device.
+// Creates no context.
+int DeviceCount();
+// Makes `device` the calling thread's current device (torch.cuda.set_device), for what uses "the
+// current device": libtorch's default stream, LegacyDefaultStream(). Throws dsc::Error without CUDA.
+void SetCurrentDevice(int device);
+
+// The device a training rank uses, as torchrun users pick it (torch.cuda.set_device(LOCAL_RANK)):
+// its local rank's when the machine shows one device per local rank; with fewer devices, local ranks
+// share them round robin (local_rank mod count). Without devices, 0. `shared` (may be null) is set
+// when ranks of this machine share a device, unless CUDA_VISIBLE_DEVICES already narrowed each
+// process's view (`visible_devices_set`: then every process sees its own device 0, not a shared one).
+inline int DeviceForLocalRank(int local_rank, int local_world_size, int device_count, bool visible_devices_set,
+                              bool* shared = nullptr) {
+  if (shared) *shared = device_count > 0 && device_count < local_world_size && !(visible_devices_set && device_count == 1);
+  if (device_count <= 0 || local_rank < 0) return 0;
+  return local_rank % device_count;
+}
 
 // Makes the loader's batch buffers pinned (page-locked) host memory, allocated through `device`'s
 // context (-1: the device current on the calling thread now, not when the buffers are allocated),

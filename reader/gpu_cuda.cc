@@ -117,6 +117,13 @@ bool Available(std::string* why, int device) {
   return true;
 }
 
+int DeviceCount() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+void SetCurrentDevice(int device) { Check(cudaSetDevice(device), ("cudaSetDevice(" + std::to_string(device) + ")").c_str()); }
+
 int ComputeCapability(int device) {
   int d = device, major = 0, minor = 0;
   if (d < 0 && cudaGetDevice(&d) != cudaSuccess) return 0;

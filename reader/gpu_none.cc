@@ -19,6 +19,8 @@ bool Available(std::string* why, int) {
 
 std::string Describe(int) { return kNoCuda; }
 int ComputeCapability(int) { return 0; }
+int DeviceCount() { return 0; }
+void SetCurrentDevice(int) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 
 void UsePinnedMemory(LoaderOptions& o, int) {
   o.allocate = [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); };

@@ -13,6 +13,7 @@
 #include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/batch_augment.h"
+#include "reader/gpu.h"
 #include "reader/gpu_ring.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
@@ -191,6 +192,33 @@ void DriveRing(bool manual, size_t slots, uint32_t max_leases, uint64_t seed) {
   EXPECT_EQ(handed, 3 * loader.batches_per_epoch());
   dsc.executed = dsc.enqueued;
   run_copies();
+}
+
+// dsc train's device per rank (reader/gpu.h): one GPU per local rank as torchrun users pick it, shared
+// round robin when there are fewer, and "shared" only when processes really share one.
+TEST(GpuDevices, EachLocalRankGetsItsOwnGpuAndSharingIsNamed) {
+  bool shared = true;
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(gpu::DeviceForLocalRank(r, 8, 8, false, &shared), r);
+    EXPECT_FALSE(shared);
+    EXPECT_EQ(gpu::DeviceForLocalRank(r, 8, 2, false, &shared), r % 2);  // 4 ranks per GPU
+    EXPECT_TRUE(shared);
+  }
+  EXPECT_EQ(gpu::DeviceForLocalRank(3, 4, 8, false, &shared), 3);  // more GPUs than ranks
+  EXPECT_FALSE(shared);
+  EXPECT_EQ(gpu::DeviceForLocalRank(0, 1, 4, false, &shared), 0);  // one rank: the first visible GPU
+  EXPECT_FALSE(shared);
+  // One visible device per process (CUDA_VISIBLE_DEVICES set per rank): each its own device 0.
+  EXPECT_EQ(gpu::DeviceForLocalRank(5, 8, 1, true, &shared), 0);
+  EXPECT_FALSE(shared);
+  // One GPU and no CUDA_VISIBLE_DEVICES: every rank on it, and said so.
+  EXPECT_EQ(gpu::DeviceForLocalRank(5, 8, 1, false, &shared), 0);
+  EXPECT_TRUE(shared);
+  // CUDA_VISIBLE_DEVICES naming 3 GPUs for 8 ranks still shares them.
+  EXPECT_EQ(gpu::DeviceForLocalRank(7, 8, 3, true, &shared), 1);
+  EXPECT_TRUE(shared);
+  EXPECT_EQ(gpu::DeviceForLocalRank(2, 4, 0, false, &shared), 0);  // no GPU: nothing to share
+  EXPECT_FALSE(shared);
 }
 
 TEST(GpuRing, NeverHandsOutABufferWhileItsConsumerEventIsPending) {

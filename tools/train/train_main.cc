@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -279,14 +280,27 @@ Checkpoint LoadCheckpointState(Config* c) {
   return k;
 }
 
-// The GPU dsc-train uses: the process's first visible one (CUDA_VISIBLE_DEVICES picks it).
-constexpr int kCudaDevice = 0;
+// The GPU this rank trains on: its LOCAL_RANK's when the machine shows one per local rank (one rank:
+// the first visible one, CUDA_VISIBLE_DEVICES picks it). Made the current device before anything
+// touches a GPU, so libtorch's default stream and dsc's kernels run there and no rank makes a CUDA
+// context on another rank's GPU (restoring device 0 after a check would create one there).
+int PickCudaDevice(const DistEnv& env) {
+  bool shared = false;
+  const int count = gpu::DeviceCount();
+  const int d = gpu::DeviceForLocalRank(env.local_rank, env.local_world_size, count,
+                                        std::getenv("CUDA_VISIBLE_DEVICES") != nullptr, &shared);
+  if (shared && env.local_rank == 0)
+    std::fprintf(stderr, "notice: %d local ranks share %d GPU%s (local rank r uses GPU r mod %d)\n", env.local_world_size,
+                 count, count == 1 ? "" : "s", count);
+  if (count > 0) gpu::SetCurrentDevice(d);
+  return d;
+}
 
 // Whether --device cuda can be honoured: a GPU, and a libtorch with CUDA (Debian's is CPU-only).
-bool UseCuda(const Config& c) {
+bool UseCuda(const Config& c, int device) {
   if (c.device != "cuda") return false;
   std::string why;
-  if (!gpu::Available(&why, kCudaDevice)) {
+  if (!gpu::Available(&why, device)) {
     std::printf("notice: no usable GPU (%s); training on the CPU\n", why.c_str());
     return false;
   }
@@ -311,10 +325,11 @@ int Run(Config c) {
   if (!c.trace.empty() && dist.world_size() > 1) c.trace += ".rank" + std::to_string(dist.rank());
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
-  const bool cuda = UseCuda(c);
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, kCudaDevice) : torch::Device(torch::kCPU);
-  const Precision precision = cuda ? ChoosePrecision(c.precision, gpu::ComputeCapability(kCudaDevice)) : Precision::kFloat32;
-  if (cuda) std::printf("cuda: %s; %s\n", gpu::Describe(kCudaDevice).c_str(), PrecisionName(precision));
+  const int cuda_device = c.device == "cuda" ? PickCudaDevice(env) : 0;
+  const bool cuda = UseCuda(c, cuda_device);
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)) : torch::Device(torch::kCPU);
+  const Precision precision = cuda ? ChoosePrecision(c.precision, gpu::ComputeCapability(cuda_device)) : Precision::kFloat32;
+  if (cuda) std::printf("cuda: %s; %s\n", gpu::Describe(cuda_device).c_str(), PrecisionName(precision));
   std::unique_ptr<LossScaler> scaler;
   if (precision == Precision::kFloat16) scaler = std::make_unique<LossScaler>();
   LoaderOptions to = LoaderOptions::CifarTrain();
@@ -334,7 +349,7 @@ int Run(Config c) {
     to.defer_augment = true;
     to.dtype = DType::kUint8;
     if (gpu_decode) to.decoder = LoaderOptions::Decoder::kGpu;  // JPEGs decoded on the GPU (reader/gpu_stage.h)
-    gpu::UsePinnedMemory(to, kCudaDevice);  // allocated through that GPU's context, none on another
+    gpu::UsePinnedMemory(to, cuda_device);  // allocated through that GPU's context, none on another
   }
   LoaderOptions eo = LoaderOptions::CifarTest();
   eo.batch_size = 500;
@@ -366,7 +381,7 @@ int Run(Config c) {
   std::unique_ptr<gpu::Augmenter> augmenter;
   if (cuda) {
     gpu::AugmenterOptions ao;
-    ao.device = kCudaDevice;
+    ao.device = cuda_device;
     ao.max_leases = to.max_leases;
     if (gpu_decode) ao.staging_bytes = gpu::StagingBytesFor(train);
     augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch,
