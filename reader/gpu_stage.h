@@ -61,10 +61,10 @@ class TwinStageWorker {
   const std::vector<uint32_t>& left_for_cpu() const { return cpu_; }
 
  private:
-  // The last shared table set Check parsed (payloads sharing it skip the header parse).
-  const uint8_t* last_head_ = nullptr;
-  size_t last_head_size_ = 0;
-  std::unique_ptr<kernels::TwinFrame> last_frame_;
+  // The frames of shared table sets Check has parsed, by the set's address (payloads sharing one skip
+  // the header parse; photos have a set each, so this spans epochs). Fixed size, direct-mapped.
+  struct HeadCache;
+  std::unique_ptr<HeadCache> heads_;
   std::vector<uint32_t> begin_, end_;
   std::unique_ptr<kernels::TwinBatchStager> stager_;
   size_t stager_units_ = 0;

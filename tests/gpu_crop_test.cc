@@ -277,6 +277,29 @@ TEST(GpuCrop, ImagenetTrainWithoutDctScalingStagesEveryCrop) {
   ExpectAllStagedButSmall(c);
 }
 
+// The worker's check remembers each photo's table set (a frame per set, across epochs): a warm
+// worker judges every payload as a fresh one does, in a second pass too, and a set's remembered frame
+// is never used for another (the photos' ~470 sets collide in its 1,024 slots), nor for a payload the
+// index gives another size.
+TEST(GpuCrop, CheckRemembersTableSetsAndJudgesEachPayloadAsAFreshWorker) {
+  ASSERT_FALSE(Photos().empty());
+  Dataset ds(Photos());
+  TwinStageWorker warm;
+  std::vector<uint8_t> scratch;
+  size_t staged = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      const Dataset::Parts parts = ds.ReadPayloadParts(i, &scratch);
+      const uint32_t w = parts.entry.width, h = parts.entry.height;
+      TwinStageWorker fresh;
+      const uint8_t want = fresh.Check(parts, w, h);
+      ASSERT_EQ(warm.Check(parts, w, h), want) << "pass " << pass << " sample " << i;
+      ASSERT_EQ(warm.Check(parts, w + 1, h), kernels::kReasonBadMarker) << "pass " << pass << " sample " << i;
+      staged += want == 0;
+    }
+  EXPECT_GT(staged, 2 * ds.size() * 9 / 10);  // all but the few photos without restart intervals
+}
+
 // Payloads without restart intervals cannot be cropped by intervals: decoded on the CPU, counted
 // (in the batches and the loader's stats), and the batches are still the CPU decoder's.
 TEST(GpuCrop, PayloadsWithoutIntervalsFallBackCounted) {
