@@ -888,8 +888,12 @@ class Pipeline {
         st->twin_stage_ns += t1 - t0;
         if (opt_.tracer) opt_.tracer->Add(track, "stage for GPU", t0, t1);
       }
-      for (uint32_t j : w.left_for_cpu())
+      for (uint32_t j : w.left_for_cpu()) {
+        // A worker counted this sample and its bytes when it checked it: the decode here adds time only.
+        const uint64_t samples = st->samples, payload_bytes = st->payload_bytes;
         proc->Process(b->indices[j], seed, epoch, b->images + size_t(j) * sample_bytes_, st, &b->params[j]);
+        st->samples = samples, st->payload_bytes = payload_bytes;
+      }
     } catch (const std::exception& ex) {
       SetError(s, ex.what());
     }
