@@ -13,7 +13,11 @@ Dataset::Dataset(const std::string& path, DatasetOptions options)
 
 Dataset::Dataset(std::unique_ptr<format::ByteSource> source, DatasetOptions options)
     : source_(std::move(source)), options_(options) {
-  view_ = format::FileView::Open(source_.get());
+  // Open reads the header, footer, metadata and index through the mapping: a file that shrank since
+  // it was mapped must give an error here too, not SIGBUS. (A fault leaks what Open had allocated:
+  // a rare error path, and the process lives on.)
+  const bool opened = mmap_guard::RunGuarded([&] { view_ = format::FileView::Open(source_.get()); });
+  if (!opened) throw Error(path() + ": bytes no longer readable while opening it (file truncated or I/O error)");
   checked_.reset(new std::atomic<uint8_t>[view_->block_count()]);
   for (size_t b = 0; b < view_->block_count(); ++b) checked_[b].store(0, std::memory_order_relaxed);
 }

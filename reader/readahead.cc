@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "format/error.h"
+#include "format/layout.h"
 
 namespace dsc {
 
@@ -25,10 +26,14 @@ int OpenForAdvice(const std::string& path) {
   return fd;
 }
 
-// Pages wholly inside [off, off + len) leave this process's mapping, then the page cache (pages
-// shared with a neighbouring block stay: it may still be in use).
+// A block's pages leave this process's mapping, then the page cache. Blocks start on format pages
+// (format/layout.h), so a block's last partial page holds only its own bytes and padding, and goes too
+// (kept, it would leave a page per block behind: a share of the file, not of the budget). With larger
+// system pages, those shared with a neighbouring block stay: it may still be in use.
 void Drop(const uint8_t* mapped, int fd, uint64_t off, uint64_t len) {
-  const uint64_t begin = (off + kPage - 1) / kPage * kPage, end = (off + len) / kPage * kPage;
+  const bool own_tail = format::kPageSize % kPage == 0;
+  const uint64_t begin = (off + kPage - 1) / kPage * kPage;
+  const uint64_t end = own_tail ? (off + len + kPage - 1) / kPage * kPage : (off + len) / kPage * kPage;
   if (end <= begin) return;
   if (mapped) ::madvise(const_cast<uint8_t*>(mapped) + begin, end - begin, MADV_DONTNEED);
   ::posix_fadvise(fd, off_t(begin), off_t(end - begin), POSIX_FADV_DONTNEED);
@@ -55,6 +60,13 @@ BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_
     void* v = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd_, 0);
     if (v != MAP_FAILED) view_ = static_cast<const uint8_t*>(v), view_size_ = size_t(size);
   }
+  // The kernel's own read-around on a fault (read_ahead_kb, 8 MiB on some machines) would bring in
+  // pages of blocks this rank does not read, or that were dropped behind, outside the budget: the
+  // blocks come in by the advice below, and a fault reads only its page.
+  if (const uint8_t* m = Mapping(ds); m && size > 0) {
+    ::madvise(const_cast<uint8_t*>(m), size_t(size), MADV_RANDOM);
+    random_size_ = size_t(size);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -65,25 +77,44 @@ BlockReadahead::~BlockReadahead() {
   }
   cv_.notify_all();
   thread_.join();
+  if (random_size_) ::madvise(const_cast<uint8_t*>(Mapping(ds_)), random_size_, MADV_NORMAL);
   if (view_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
   ::close(fd_);
 }
 
-void BlockReadahead::Start(const EpochPlan& plan, uint64_t first) {
-  // Each block's first and last batch in the plan, from `first` on; blocks sorted by first use.
-  const uint64_t none = ~uint64_t(0);
-  std::vector<uint64_t> first_use(ds_.view().block_count(), none), last_use(ds_.view().block_count(), 0);
+std::vector<BlockReadahead::Use> BlockReadahead::PlanUses(const Dataset& ds, const EpochPlan& plan, uint64_t first) {
+  // A block is read by the batches of one shuffle window, and again only by the padding that ends the
+  // epoch, which repeats the first window's samples. One span from the first window to the last batch
+  // would hold those blocks all epoch and fill the read-ahead window with them; a use more than a
+  // window's batches after the last starts a new span instead.
   const uint64_t b = std::max<uint32_t>(1, plan.batch_size);
-  for (uint64_t pos = first * b; pos < plan.samples.size(); ++pos) {
-    const uint32_t block = ds_.entry(plan.samples[pos]).block;
-    const uint64_t k = pos / b;
-    if (first_use[block] == none) first_use[block] = k;
-    last_use[block] = k;
+  uint64_t gap = 1;
+  for (size_t w = 0; w < plan.window_starts.size(); ++w) {
+    const uint64_t end = w + 1 < plan.window_starts.size() ? plan.window_starts[w + 1] : plan.samples.size();
+    if (end > plan.window_starts[w]) gap = std::max(gap, (end - plan.window_starts[w] + b - 1) / b + 1);
   }
+  const uint64_t none = ~uint64_t(0);
+  std::vector<uint64_t> span_first(ds.view().block_count(), none), span_last(ds.view().block_count(), 0);
   std::vector<Use> uses;
-  for (uint32_t i = 0; i < first_use.size(); ++i)
-    if (first_use[i] != none) uses.push_back({i, first_use[i], last_use[i]});
-  std::stable_sort(uses.begin(), uses.end(), [](const Use& x, const Use& y) { return x.first < y.first; });
+  for (uint64_t pos = first * b; pos < plan.samples.size(); ++pos) {
+    const uint32_t block = ds.entry(plan.samples[pos]).block;
+    const uint64_t k = pos / b;
+    if (span_first[block] != none && k > span_last[block] + gap) {
+      uses.push_back({block, span_first[block], span_last[block]});
+      span_first[block] = none;
+    }
+    if (span_first[block] == none) span_first[block] = k;
+    span_last[block] = k;
+  }
+  for (uint32_t i = 0; i < span_first.size(); ++i)
+    if (span_first[i] != none) uses.push_back({i, span_first[i], span_last[i]});
+  std::sort(uses.begin(), uses.end(),
+            [](const Use& x, const Use& y) { return x.first != y.first ? x.first < y.first : x.block < y.block; });
+  return uses;
+}
+
+void BlockReadahead::Start(const EpochPlan& plan, uint64_t first) {
+  std::vector<Use> uses = PlanUses(ds_, plan, first);
   {
     std::lock_guard<std::mutex> l(mu_);
     uses_ = std::move(uses);
@@ -123,17 +154,19 @@ void BlockReadahead::Loop() {
   std::vector<Use> uses;
   std::vector<Use> held;             // resident and still needed by the plan (copies: a new plan replaces `uses`)
   std::deque<uint32_t> droppable;    // released blocks, oldest first (entries whose state changed are skipped)
+  std::vector<uint32_t> holds(blocks, 0);  // held spans of each block (a block may have two: PlanUses)
   size_t next = 0;
   uint64_t resident = 0, gen = 0, released = 0;
   uint64_t held_bytes = 0;  // of the held blocks: the read-ahead window, bounded by ahead_
   auto size_of = [&](uint32_t block) { return uint64_t(ds_.view().block(block).size); };
   auto hold = [&](const Use& u) {
     state[u.block] = kNeeded;
-    held_bytes += size_of(u.block);
+    if (holds[u.block]++ == 0) held_bytes += size_of(u.block);
     held.push_back(u);
     ++next;
   };
   auto release = [&](const Use& u) {
+    if (--holds[u.block] > 0) return;  // another span still needs it
     state[u.block] = kDroppable;
     held_bytes -= size_of(u.block);
     droppable.push_back(u.block);

@@ -37,11 +37,15 @@ class BlockReadahead {
   // Bytes asked of the kernel ahead of use since the loader was made.
   uint64_t advised_bytes() const { return advised_.load(std::memory_order_relaxed); }
 
- private:
   struct Use {
     uint32_t block;
-    uint64_t first, last;  // the first and last batch that read it
+    uint64_t first, last;  // the first and last batch of a span of batches that read it
   };
+  // The spans in which the plan's batches from `first` on read each block, by first batch (a block
+  // has two when the epoch's padding reads it again at the end). Exposed for tests.
+  static std::vector<Use> PlanUses(const Dataset& ds, const EpochPlan& plan, uint64_t first);
+
+ private:
   void Loop();
   bool Cached(uint64_t off, uint64_t len);
 
@@ -50,6 +54,7 @@ class BlockReadahead {
   int fd_ = -1;
   const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
   size_t view_size_ = 0;
+  size_t random_size_ = 0;  // bytes of the Dataset's mapping advised MADV_RANDOM (restored on destruction)
   std::vector<unsigned char> residency_;
   std::atomic<uint64_t> advised_{0};
 

@@ -18,6 +18,7 @@
 #include "kernels/jpeg_codec.h"
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
+#include "reader/file_source.h"
 #include "reader/loader.h"
 #include "reader/mmap_guard.h"
 #include "tests/test_util.h"
@@ -192,6 +193,22 @@ TEST_F(Truncated, DecodeAndVerifiedReadsThrow) {
         ExpectLost(e.what(), path);
       }
     }
+  }
+}
+
+// Opening reads the footer, metadata and index through the mapping: a file cut between mmap and those
+// reads is an error naming it, not a dead process.
+TEST_F(Truncated, OpeningAMappingThatShrankThrows) {
+  const std::string path = Copy("o.beton");
+  std::unique_ptr<format::ByteSource> src = OpenMmapSource(path);
+  Cut(path);
+  try {
+    Dataset ds(std::move(src), {});
+    FAIL() << "opened a file truncated to its header page";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find("no longer readable while opening it"), std::string::npos) << what;
   }
 }
 
