@@ -1244,6 +1244,10 @@ class Pipeline {
         up = rm.up;
       }
       if (!up) {
+        // A sibling driver marked the worker down between two requests of this driver's reserved
+        // batch: the rest goes to the others (kept, nobody else could take it, and the epoch hung
+        // while the worker stayed away).
+        if (d->pend0 < d->pend1) GiveBackClaim(d, d->pend0, d->pend1);
         Reconnect(rm);
         if (!WaitForMore(true)) return;
         continue;
@@ -1270,8 +1274,12 @@ class Pipeline {
       if (!b) {
         if (cancel_.load()) {
           GiveBackClaim(d, t0, t1);
+        } else if (d->pend0 < d->pend1) {
+          // The batch failed (no buffer; its error is set and this chunk counted done). Its other
+          // chunks must be counted done too, or the batch never completes: whoever takes them next
+          // finds the same error and counts them.
+          GiveBackClaim(d, d->pend0, d->pend1);
         } else {
-          d->pend0 = d->pend1 = 0;
           FinishRemote();
         }
         continue;
@@ -1323,9 +1331,13 @@ class Pipeline {
           rm.request_rate = rm.request_rate > 0 ? 0.8 * rm.request_rate + 0.2 * rate : rate;
         }
         ++rm.requests;
-        rm.backoff_ms = 100;
-        if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
-        rm.warned = false;
+        // A request sent before a sibling driver marked the worker down may still succeed: the
+        // worker is back only when it is up again.
+        if (rm.up) {
+          rm.backoff_ms = 100;
+          if (rm.warned) std::fprintf(stderr, "dsc: remote worker %s is back\n", rm.ex->address().c_str());
+          rm.warned = false;
+        }
       }
       {
         std::lock_guard<std::mutex> l(times_mu_);

@@ -74,6 +74,12 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     return Error(ds_.path() + ": sample " + std::to_string(index) + ": " + why);
   };
   CheckPixelLimit(ds_, index, e, out_.max_pixels);
+  // Without a crop the image is the output. The loader checks every entry when it is made; a remote
+  // worker serves any output size a request names, and the planes path below writes output rows from
+  // the decoded image's without looking.
+  if (spec_.crop == kernels::CropMode::kNone && (e.width != out_.width || e.height != out_.height))
+    throw fail("a " + std::to_string(e.width) + "x" + std::to_string(e.height) + " image for a " +
+               std::to_string(out_.width) + "x" + std::to_string(out_.height) + " output without a crop");
   kernels::CropRect rect;
   kernels::SampleParams params;
   // Drawn with every transform enabled, so deferring changes where the work happens, not the result.

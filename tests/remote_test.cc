@@ -20,6 +20,7 @@
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "remote/client.h"
+#include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
@@ -434,6 +435,20 @@ TEST(Remote, HostileRequestsGetErrorsAndTheWorkerKeepsServing) {
   q.add_samples(0);
   q.mutable_spec()->set_width(32);  // incomplete spec (no mean/std/fill)
   EXPECT_EQ(process(q).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  {  // a valid spec whose output (crop none) is larger than the images: a sample error, not a crash
+    // (the worker read past its decoded planes and died of SIGSEGV, found by an audit)
+    remote::ProcessRequest big = q;
+    remote::ToSpec(Base(), 32, 32, big.mutable_spec());
+    big.mutable_spec()->set_width(64);
+    big.mutable_spec()->set_height(48);
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    remote::ProcessReply r;
+    const grpc::Status st = stub->Process(&c, big, &r);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_NE(r.sample_error().find("sample 0: a 32x32 image for a 64x48 output without a crop"), std::string::npos)
+        << r.sample_error();
+  }
   {  // garbage bytes
     grpc::GenericStub g(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext c;
