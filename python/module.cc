@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef DSC_HAVE_REMOTE
@@ -298,23 +299,25 @@ class PyLoader {
         py::gil_scoped_acquire gil;
         if (PyErr_CheckSignals() != 0) throw SignalRaised{};
       }
-      // More batches held than max_leases: a ring slot has no buffer, and the wait ends only when one
-      // is dropped. Python code that holds them itself never will; say so instead of hanging (a
-      // thread that drops them within the grace period is still waited for).
-      if (++polls_ >= kHeldGracePolls && loader_->leased() > max_leases_)
+      if (close_requested_) throw CloseRequested{};  // close() from a signal handler, just now
+      // More batches held than max_leases and the awaited batch has no buffer: the wait ends only when
+      // one is dropped. Python code that holds them itself never will; say so instead of hanging (a
+      // thread that drops them within the grace period is still waited for; a batch that is merely
+      // slow to make is waited for however long it takes).
+      if (++polls_ >= kHeldGracePolls && loader_->leased() > max_leases_ && loader_->awaits_buffer())
         throw dsc::Error("the loader is waiting for a batch buffer, but Python holds " + std::to_string(loader_->leased()) +
                          " batches and max_leases is " + std::to_string(max_leases_) +
                          ": drop batches sooner, raise max_leases, or iterate with copy=True");
     };
     o.wait_poll_ms = 100;
     py::gil_scoped_release nogil;  // opening the file and starting the threads
-    loader_ = std::make_unique<dsc::Loader>(path, o);
+    loader_ = std::make_shared<dsc::Loader>(path, o);
   }
 
   ~PyLoader() {
     if (Inherited(generation_)) {  // joining threads that do not exist here would hang
       (void)range_.release();
-      (void)loader_.release();
+      new std::shared_ptr<dsc::Loader>(std::move(loader_));  // leaked on purpose
       return;
     }
     py::gil_scoped_release nogil;  // stopping the workers may wait for a sample to finish
@@ -322,37 +325,46 @@ class PyLoader {
     loader_.reset();
   }
 
-  dsc::Loader& loader() {
+  // The loader, kept alive for the caller: close() from another thread (or a signal handler) then
+  // cannot free it under a call in progress; it goes when the last of them returns.
+  std::shared_ptr<dsc::Loader> loader() {
     if (Inherited(generation_))
       throw dsc::Error("create the Loader after fork: this one was created in the parent process, and its worker threads "
                        "do not exist in this child (e.g. a DataLoader worker); build the dsc.Loader inside the worker");
+    std::lock_guard<std::mutex> l(ptr_mu_);
     if (!loader_) throw dsc::Error("the Loader is closed");
-    return *loader_;
+    return loader_;
   }
 
   // Python threads sharing a loader take turns (mu_ is always taken with the GIL released, so that
-  // the wait hook, which takes the GIL while mu_ is held, cannot deadlock with them).
+  // the wait hook, which takes the GIL while mu_ is held, cannot deadlock with them). The thread in
+  // next() holds mu_ while it waits and runs Python's signal handlers: a handler on that thread that
+  // starts, restores or closes the loader must not take mu_ again.
   void Start(uint64_t epoch, uint64_t first_batch) {
-    dsc::Loader& l = loader();
+    NotFromTheWait("start an epoch");
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
-    range_.reset();
-    range_ = std::make_unique<dsc::Loader::EpochRange>(l.epoch(epoch, first_batch));
+    const std::shared_ptr<dsc::Loader> l = loader();
+    // The new range first: a refused call (a batch past the end) leaves the running epoch alone.
+    auto range = std::make_unique<dsc::Loader::EpochRange>(l->epoch(epoch, first_batch));
+    range_ = std::move(range);
     started_ = false;
   }
 
   void Resume() {
-    dsc::Loader& l = loader();
+    NotFromTheWait("resume");
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
-    range_.reset();
-    range_ = std::make_unique<dsc::Loader::EpochRange>(l.resume());
+    const std::shared_ptr<dsc::Loader> l = loader();
+    auto range = std::make_unique<dsc::Loader::EpochRange>(l->resume());
+    range_ = std::move(range);
     started_ = false;
   }
 
   // The next batch of the current range as a tuple (images, [labels...], indices, padding, epoch,
   // index), or None at its end.
   py::object Next(bool copy) {
+    NotFromTheWait("iterate");
     loader();
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     {
@@ -362,6 +374,12 @@ class PyLoader {
     if (!range_) return py::none();
     const dsc::Batch* b = nullptr;
     polls_ = 0;
+    close_requested_ = false;
+    struct Waiting {  // this thread holds mu_ while it waits (NotFromTheWait)
+      std::atomic<std::thread::id>& owner;
+      explicit Waiting(std::atomic<std::thread::id>& o) : owner(o) { owner = std::this_thread::get_id(); }
+      ~Waiting() { owner = std::thread::id(); }
+    } waiting(waiter_);
     try {
       py::gil_scoped_release nogil;
       if (!started_) {
@@ -373,7 +391,11 @@ class PyLoader {
       if (it_ != range_->end()) b = &*it_;
     } catch (const SignalRaised&) {
       range_.reset();
+      if (close_requested_) CloseLocked();
       throw py::error_already_set();
+    } catch (const CloseRequested&) {  // closed by a signal handler: the iteration ends
+      CloseLocked();
+      return py::none();
     } catch (...) {
       range_.reset();
       throw;
@@ -405,27 +427,35 @@ class PyLoader {
                           array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index);
   }
 
-  py::bytes State() { return py::bytes(loader().state().Serialize()); }
+  py::bytes State() { return py::bytes(loader()->state().Serialize()); }
 
   void Restore(const py::bytes& state) {
-    dsc::Loader& l = loader();
+    NotFromTheWait("restore a state");
     const std::string bytes = state;
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
+    const std::shared_ptr<dsc::Loader> l = loader();
+    // Checked (bytes, run, rank count, position) before the running epoch is ended: a refused state
+    // leaves it going.
+    l->restore(dsc::LoaderState::Deserialize(bytes));
     range_.reset();
-    l.restore(dsc::LoaderState::Deserialize(bytes));
   }
 
   void Close() {
     if (Inherited(generation_)) return;
+    if (waiter_.load() == std::this_thread::get_id()) {
+      // A signal handler while this thread waits in next(), holding mu_: the wait ends, then closes.
+      close_requested_ = true;
+      return;
+    }
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
-    range_.reset();
-    loader_.reset();
+    CloseLocked();
   }
 
   py::dict Info() {
-    dsc::Loader& l = loader();
+    const std::shared_ptr<dsc::Loader> lp = loader();
+    dsc::Loader& l = *lp;
     const dsc::LoaderOptions& o = l.options();
     py::dict d;
     d["batch_size"] = o.batch_size;
@@ -458,7 +488,8 @@ class PyLoader {
 
   // Per-stage worker time since the last reset (zeros unless collect_stats), and the largest stage.
   py::dict Stats(bool reset) {
-    dsc::Loader& l = loader();
+    const std::shared_ptr<dsc::Loader> lp = loader();
+    dsc::Loader& l = *lp;
     const dsc::StageStats s = l.stats();
     if (reset) l.reset_stats();
     py::dict d;
@@ -476,13 +507,36 @@ class PyLoader {
     return d;
   }
 
+  struct CloseRequested {};
+
+  // mu_ held: ends the range and lets the loader go (now, unless a call on another thread still has it).
+  void CloseLocked() {
+    range_.reset();
+    std::shared_ptr<dsc::Loader> last;
+    {
+      std::lock_guard<std::mutex> l(ptr_mu_);
+      last.swap(loader_);
+    }
+  }
+
+  // Calls that take mu_ refuse to run on the thread waiting in next() (a signal handler there), which
+  // already holds it: they would wait for themselves.
+  void NotFromTheWait(const char* what) {
+    if (waiter_.load() == std::this_thread::get_id())
+      throw dsc::Error(std::string("cannot ") + what + " from a signal handler that interrupted this loader's wait for a batch "
+                       "(close() is allowed: the iteration then ends)");
+  }
+
   uint64_t generation_;
   std::shared_ptr<dsc::python::PyTracer> tracer_;  // before loader_: its workers record into it until they stop
-  std::unique_ptr<dsc::Loader> loader_;
+  std::shared_ptr<dsc::Loader> loader_;  // replaced only under ptr_mu_ (and mu_)
+  std::mutex ptr_mu_;
   std::unique_ptr<dsc::Loader::EpochRange> range_;
   dsc::Loader::Iterator it_;
   bool started_ = false;
   std::mutex mu_;  // guards range_, it_ and started_
+  std::atomic<std::thread::id> waiter_{};  // the thread in next() holding mu_, if any
+  bool close_requested_ = false;  // close() from a signal handler on that thread
   static constexpr int kHeldGracePolls = 30;  // x 100 ms
   int polls_ = 0;
   uint32_t max_leases_ = 0;
@@ -589,7 +643,7 @@ PYBIND11_MODULE(_dsc, m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const std::optional<std::string>&, const py::dict&, std::shared_ptr<dsc::python::PyTracer>>(),
            py::arg("path"), py::arg("preset"), py::arg("options"), py::arg("tracer") = nullptr)
-      .def("__len__", [](PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def("__len__", [](PyLoader& l) { return l.loader()->batches_per_epoch(); })
       .def("start", &PyLoader::Start, py::arg("epoch"), py::arg("first_batch") = 0)
       .def("resume", &PyLoader::Resume)
       .def("next", &PyLoader::Next, py::arg("copy"))
@@ -598,6 +652,6 @@ PYBIND11_MODULE(_dsc, m) {
       .def("close", &PyLoader::Close)
       .def("info", &PyLoader::Info)
       .def("stats", &PyLoader::Stats, py::arg("reset") = false)
-      .def("buffers_allocated", [](PyLoader& l) { return l.loader().buffers_allocated(); })
-      .def("leased", [](PyLoader& l) { return l.loader().leased(); });
+      .def("buffers_allocated", [](PyLoader& l) { return l.loader()->buffers_allocated(); })
+      .def("leased", [](PyLoader& l) { return l.loader()->leased(); });
 }

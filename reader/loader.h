@@ -340,6 +340,10 @@ class Loader {
   // many of them are leased now.
   size_t buffers_allocated() const;
   size_t leased() const;
+  // Whether the next batch has no buffer to be made in: its slot waits for a leased batch to be
+  // released (a consumer that holds more than max_leases batches and waits for the next one would
+  // wait for itself).
+  bool awaits_buffer() const;
   // Remote workers (LoaderOptions::remote), in address order; empty without them.
   std::vector<RemoteWorkerStats> remote_stats() const;
 

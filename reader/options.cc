@@ -51,6 +51,8 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (o.max_leases > kMaxLeases) Bad("max_leases", Str(o.max_leases), "must be at most " + Str(kMaxLeases));
   if (o.threads < 0 || o.threads > kMaxThreads)
     Bad("threads", Str(o.threads), "must be 0 (all cores) to " + Str(kMaxThreads));
+  if (o.remote.local_threads > kMaxThreads)
+    Bad("local_threads", Str(o.remote.local_threads), "must be at most " + Str(kMaxThreads));
   if (bool(o.allocate) != bool(o.release))
     Bad(o.allocate ? "allocate" : "release", "set", std::string("needs ") + (o.allocate ? "release" : "allocate") +
                                                    " too: buffers must be freed by the allocator that made them");

@@ -297,12 +297,13 @@ class Pipeline {
 
   // Starts a job for (epoch, first batch); returns its id.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
+    // Refused before the running epoch is touched: a bad call must not end it.
+    EpochPlan plan = Plan(epoch);
+    if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
     Cancel();
     ApplyOutputSize();
     for (auto& s : slots_)  // a batch leased when the last job ended left its slot empty
       if (!s->buf.load()) Refill(s.get());
-    EpochPlan plan = Plan(epoch);
-    if (first_batch > plan.batches) throw Error("batch " + std::to_string(first_batch) + " is past the end of the epoch");
     std::lock_guard<std::mutex> l(mu_);
     plan_ = std::move(plan);
     epoch_ = epoch;
@@ -444,6 +445,17 @@ class Pipeline {
   size_t Leased() {
     std::lock_guard<std::mutex> l(pool_->mu);
     return pool_->leased;
+  }
+
+  // Whether the batch the consumer waits for has no buffer to be decoded into (its slot waits for a
+  // lease to come back).
+  bool AwaitsBuffer() {
+    uint64_t k;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      k = next_deliver_;
+    }
+    return !slots_[k % slots_.size()]->buf.load();
   }
 
   // Stops the current job and waits until every worker is idle.
@@ -1503,6 +1515,7 @@ StageStats Loader::stats() const { return p_->Stats(); }
 BatchLease Loader::lease(const Batch& b) { return p_->Lease(&b); }
 size_t Loader::buffers_allocated() const { return p_->BuffersAllocated(); }
 size_t Loader::leased() const { return p_->Leased(); }
+bool Loader::awaits_buffer() const { return p_->AwaitsBuffer(); }
 std::vector<RemoteWorkerStats> Loader::remote_stats() const { return p_->RemoteStats(); }
 void Loader::reset_stats() { p_->ResetStats(); }
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -449,3 +450,116 @@ def test_dct_scaling_off_decodes_at_full_size(small):
     assert not torch.equal(scaled, full)
     # Both are the same picture: a mean absolute difference far below the normalised range.
     assert (scaled - full).abs().mean() < 0.2
+
+
+def test_refused_calls_leave_the_running_epoch_alone(small):
+    """A refused load_state_dict or start (another run's state, garbage, a batch past the end) used to
+    end the epoch in progress first: its iterator then stopped early without an error."""
+    path, _ = small
+    opts = dict(preset="cifar-train", batch_size=100, seed=3, threads=1)
+    want = [x.clone() for x, _ in dsc.Loader(path, **opts).epoch(0)]
+    loader = dsc.Loader(path, **opts)
+    other = dsc.Loader(path, preset="cifar-train", batch_size=100, seed=4, threads=1)
+    it = loader.epoch(0)
+    got = [next(it)[0].clone() for _ in range(3)]
+    with pytest.raises(dsc.Error, match="seed"):
+        loader.load_state_dict(other.state_dict())
+    with pytest.raises(dsc.Error):
+        loader.load_state_dict({"dsc_loader_state": b"not a state", "version": 1})
+    with pytest.raises(dsc.Error, match="past the end"):
+        loader.epoch(1, first_batch=999)
+    got += [x.clone() for x, _ in it]
+    assert len(got) == len(want) == 10
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_close_from_another_thread_never_frees_a_loader_in_use(small):
+    """close() on one thread while another starts an epoch: the other gets "closed" or finishes its
+    call on a loader that stays alive until it returns (it used to run on freed memory)."""
+    path, _ = small
+    for _ in range(20):
+        loader = dsc.Loader(path, preset="cifar-test", batch_size=100, threads=1)
+        outcome = []
+
+        def starter():
+            try:
+                for _ in range(1000):
+                    loader.epoch(0)
+                    loader.state_dict()
+                    len(loader)
+                outcome.append("ran")
+            except dsc.Error as e:
+                outcome.append(str(e))
+
+        t = threading.Thread(target=starter)
+        t.start()
+        time.sleep(0.002)
+        loader.close()
+        t.join(timeout=60)
+        assert not t.is_alive()
+        assert outcome and (outcome[0] == "ran" or "closed" in outcome[0]), outcome
+
+
+CHILD_HANDLER = """
+import signal, sys, dsc
+loader = dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=100, threads=1, prefetch=0, max_leases=0)
+state = loader.state_dict()
+def handler(sig, frame):
+    if sys.argv[2] == "close":
+        loader.close()
+    else:
+        loader.load_state_dict(state)
+signal.signal(signal.SIGALRM, handler)
+it = iter(loader)
+held = [next(it)]
+signal.setitimer(signal.ITIMER_REAL, 0.3)  # while next() waits for a buffer only `held` can free
+try:
+    for batch in it:
+        held.append(batch)
+    print("ended", len(held), flush=True)
+except dsc.Error as e:
+    print("error:", e, flush=True)
+"""
+
+
+@pytest.mark.parametrize("call", ["close", "restore"])
+def test_signal_handler_during_a_wait(small, call):
+    """A handler that closes the loader ends the iteration; one that restores a state gets an error
+    (both took the lock next() holds while it waits, on the same thread, and hung for good)."""
+    path, _ = small
+    p = subprocess.run([sys.executable, "-c", CHILD_HANDLER, str(path), call], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    if call == "close":
+        assert p.stdout.strip() == "ended 1"
+    else:
+        assert "cannot restore a state from a signal handler" in p.stdout
+
+
+CHILD_SLOW = """
+import sys, dsc
+loader = dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=1, threads=1, prefetch=1, max_leases=0)
+n = 0
+for batch in loader.epoch(0):  # the loop variable holds a batch while the next one is made
+    n += 1
+    if n == 2:
+        break
+print("batches", n, flush=True)
+"""
+
+
+def test_a_slow_batch_is_waited_for_while_one_is_held(small):
+    """Holding more batches than max_leases only raises when the awaited batch has no buffer; a batch
+    that takes longer than the 3 s grace to make used to raise "Python holds 1 batches" too."""
+    path, _ = small
+    env = dict(os.environ, DSC_TEST_DECODE_DELAY_US="4000000")  # 4 s per sample
+    p = subprocess.run([sys.executable, "-c", CHILD_SLOW, str(path)], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "batches 2"
+
+
+def test_thread_counts_are_bounded(small, tmp_path):
+    path, rows = small
+    with pytest.raises(dsc.OptionError, match="local_threads"):
+        dsc.Loader(path, preset="cifar-test", remote=["127.0.0.1:1"], local_threads=100000)
+    with pytest.raises(dsc.Error, match="threads must be 0"):
+        dsc.build(rows[0][0].rsplit("/", 3)[0], tmp_path / "o.beton", threads=10**6)
