@@ -60,13 +60,6 @@ BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_
     void* v = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd_, 0);
     if (v != MAP_FAILED) view_ = static_cast<const uint8_t*>(v), view_size_ = size_t(size);
   }
-  // The kernel's own read-around on a fault (read_ahead_kb, 8 MiB on some machines) would bring in
-  // pages of blocks this rank does not read, or that were dropped behind, outside the budget: the
-  // blocks come in by the advice below, and a fault reads only its page.
-  if (const uint8_t* m = Mapping(ds); m && size > 0) {
-    ::madvise(const_cast<uint8_t*>(m), size_t(size), MADV_RANDOM);
-    random_size_ = size_t(size);
-  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -77,7 +70,6 @@ BlockReadahead::~BlockReadahead() {
   }
   cv_.notify_all();
   thread_.join();
-  if (random_size_) ::madvise(const_cast<uint8_t*>(Mapping(ds_)), random_size_, MADV_NORMAL);
   if (view_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
   ::close(fd_);
 }

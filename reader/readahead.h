@@ -54,7 +54,6 @@ class BlockReadahead {
   int fd_ = -1;
   const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
   size_t view_size_ = 0;
-  size_t random_size_ = 0;  // bytes of the Dataset's mapping advised MADV_RANDOM (restored on destruction)
   std::vector<unsigned char> residency_;
   std::atomic<uint64_t> advised_{0};
 
