@@ -43,6 +43,10 @@ class SampleSink {
   virtual void Take(uint32_t j, const BytePiece* pieces, size_t n) = 0;
 };
 
+// The most samples one request may carry: workers refuse more (dsc serve), and the loader sizes its
+// requests within it.
+constexpr uint32_t kMaxRemoteRequestSamples = 4096;
+
 // Consecutive samples of one batch to fill in place.
 struct ChunkTask {
   uint64_t epoch = 0, seed = 0;

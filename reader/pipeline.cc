@@ -986,6 +986,7 @@ class Pipeline {
     bool up = false;
     bool connecting = false;
     bool warned = false;  // about its current outage
+    std::string refusal;  // why it last refused a reconnection (said once)
     std::chrono::steady_clock::time_point next_try{};
     int backoff_ms = 100;
     uint64_t samples = 0, requests = 0, failures = 0;
@@ -1034,6 +1035,9 @@ class Pipeline {
     const size_t wire_sample = wire_uint8_ ? size_t(3) * width_ * height_ : sample_bytes_;
     const uint64_t per_request = r.chunk ? r.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, wire_sample));
     remote_chunks_ = std::max<uint64_t>(1, (std::min<uint64_t>(per_request, opt_.batch_size) + chunk_size() - 1) / chunk_size());
+    // Within what a worker takes (a larger request was refused, and the worker marked down, every time).
+    if (remote_chunks_ * chunk_size() > kMaxRemoteRequestSamples)
+      remote_chunks_ = std::max<uint64_t>(1, kMaxRemoteRequestSamples / chunk_size());
     affinity_ = opt_.order == Order::kQuasiRandom && r.addresses.size() >= 2;
     const uint64_t window = opt_.quasi_window ? opt_.quasi_window : 4ull * opt_.batch_size;
     window_batches_ = (window + opt_.batch_size - 1) / opt_.batch_size;
@@ -1139,8 +1143,14 @@ class Pipeline {
     rm.connecting = false;
     if (c == ConnectResult::kReady) {
       rm.up = true;
+      rm.refusal.clear();
       remote_up_.fetch_add(1);
     } else {
+      // A worker restarted with another file, version or token: say why once (it is still retried).
+      if (c == ConnectResult::kRefused && why != rm.refusal)
+        std::fprintf(stderr, "dsc: warning: remote worker %s refuses to reconnect: %s; retrying with back-off\n",
+                     rm.ex->address().c_str(), why.c_str());
+      if (c == ConnectResult::kRefused) rm.refusal = why;
       rm.backoff_ms = std::min(rm.backoff_ms * 2, 2000);
       rm.next_try = std::chrono::steady_clock::now() + std::chrono::milliseconds(rm.backoff_ms);
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/augment.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 #include "remote/worker.pb.h"
 
@@ -12,7 +13,7 @@ namespace dsc::remote {
 
 constexpr uint32_t kProtocol = 1;
 constexpr size_t kParamBytes = 4 * 8 + 5 * 4;  // one kernels::SampleParams on the wire
-constexpr uint32_t kMaxRequestSamples = 4096;   // per ProcessRequest
+constexpr uint32_t kMaxRequestSamples = kMaxRemoteRequestSamples;  // per ProcessRequest (reader/executor.h)
 constexpr const char* kTokenKey = "dsc-token";  // call metadata
 
 const char* DscVersion();

@@ -41,7 +41,7 @@ struct Behaviour {
   bool record = false;
   DType asked = DType::kFloat32;  // the dtype the loader asked this worker for
   bool asked_deferred = false;
-  std::atomic<int> requests{0}, connects{0}, served{0};
+  std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0};
 };
 
 class FakeExecutor : public RemoteExecutor {
@@ -63,6 +63,10 @@ class FakeExecutor : public RemoteExecutor {
   }
   RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) override {
     const int n = b_->requests++;
+    if (t.count > kMaxRemoteRequestSamples) {  // as dsc serve and the gRPC client refuse it
+      ++b_->too_large;
+      return *why = "remote worker " + address_ + " takes fewer samples per request", RunResult::kRetry;
+    }
     if (b_->race_first_two && n >= 1) {
       b_->second_failed = true;
       return *why = "fake failure", RunResult::kRetry;
@@ -444,6 +448,31 @@ TEST(RemoteExecutor, WorkerDownMidReservedBatchGivesTheRestBack) {
   EXPECT_TRUE(a.raced);  // the race happened: request 0 ended after request 1 failed
   LoaderOptions l = local;
   EXPECT_EQ(remote, Digests(l, 1));
+}
+
+// Requests stay within what a worker takes: a larger --remote-chunk (or the 4 MiB default over tiny
+// images) was refused every time, and the worker marked down and reconnected batch after batch.
+TEST(RemoteExecutor, RequestsStayWithinTheWorkersLimit) {
+  LoaderOptions local = Base();
+  local.batch_size = kMaxRemoteRequestSamples + 64;  // one padded batch per epoch
+  local.dtype = DType::kUint8;
+  local.layout = Layout::kNHWC;
+  local.augment.normalize = false;
+  local.prefetch = 1;
+  local.threads = 1;
+  Behaviour a;
+  LoaderOptions o = WithFakes({&a}, 0);
+  o.batch_size = local.batch_size;
+  o.dtype = local.dtype;
+  o.layout = local.layout;
+  o.augment.normalize = false;
+  o.prefetch = local.prefetch;
+  o.remote.chunk = local.batch_size;  // asks for the whole batch in one request
+  std::unique_ptr<Loader> l;
+  EXPECT_EQ(Digests(o, 1, &l), Digests(local, 1));
+  EXPECT_EQ(a.too_large.load(), 0);
+  EXPECT_EQ(l->remote_stats()[0].failures, 0u);
+  EXPECT_EQ(a.served.load(), int(local.batch_size));
 }
 
 TEST(RemoteExecutor, OptionsAreChecked) {
