@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -50,6 +51,19 @@ PyObject* g_option_error = nullptr;  // dsc.OptionError(dsc.Error, ValueError)
 
 // Thrown by the wait hook when a signal handler raised (the Python error is already set).
 struct SignalRaised {};
+
+// A thread that takes the GIL back while the interpreter shuts down is ended by Python with a forced
+// unwind, which std::terminate()s when it starts in pybind11's GIL guard (a daemon thread still
+// iterating when the program exits: SIGABRT, exit status 134). Such a thread waits here instead, until
+// the process is gone.
+void ParkIfFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  const auto finalizing = [] { return Py_IsFinalizing() != 0; };
+#else
+  const auto finalizing = [] { return _Py_IsFinalizing() != 0; };
+#endif
+  while (finalizing()) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
 
 // ---- option parsing: every LoaderOptions field by name, with its type checked ----
 
@@ -295,6 +309,7 @@ class PyLoader {
     max_leases_ = o.max_leases;
     // Runs on the thread in Next (this outlives loader_): Ctrl-C, and a wait that only Python can end.
     o.wait_poll = [this] {
+      ParkIfFinalizing();
       {
         py::gil_scoped_acquire gil;
         if (PyErr_CheckSignals() != 0) throw SignalRaised{};
@@ -389,6 +404,7 @@ class PyLoader {
         ++it_;
       }
       if (it_ != range_->end()) b = &*it_;
+      ParkIfFinalizing();  // before nogil takes the GIL back
     } catch (const SignalRaised&) {
       range_.reset();
       if (close_requested_) CloseLocked();

@@ -125,8 +125,9 @@ class Loader:
     valid as long as Python holds any of its tensors (or a view of them); meanwhile the loader prepares
     the next batches in other buffers, up to max_leases buffers beyond its ring of prefetch + 1, so
     memory is at most (prefetch + 1 + max_leases) batches. Holding more batches than max_leases at once
-    makes the loader wait for one to be dropped; after 3 s of such a wait it raises dsc.Error saying
-    so (rather than hanging): raise max_leases (or use copy=True) to keep many.
+    makes the loader wait for one to be dropped; after 3 s of waiting for a batch that has no buffer
+    it raises dsc.Error saying so (rather than hanging): raise max_leases (or use copy=True) to keep
+    many. A batch that is merely slow to make is waited for however long it takes.
     copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
     CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
 
@@ -262,7 +263,11 @@ class Loader:
         return self._core.leased()
 
     def close(self):
-        """Stops the worker threads now (else when the Loader is garbage collected). Batches still held stay valid."""
+        """Stops the worker threads now (else when the Loader is garbage collected). Batches still held stay valid.
+
+        Safe from another thread (a call in progress there finishes first, later ones raise dsc.Error) and
+        from a signal handler that interrupted a wait for a batch (the iteration then ends). A handler
+        may not start, resume or restore the loader it interrupted: that raises dsc.Error."""
         self._core.close()
 
     def __enter__(self):

@@ -563,3 +563,25 @@ def test_thread_counts_are_bounded(small, tmp_path):
         dsc.Loader(path, preset="cifar-test", remote=["127.0.0.1:1"], local_threads=100000)
     with pytest.raises(dsc.Error, match="threads must be 0"):
         dsc.build(rows[0][0].rsplit("/", 3)[0], tmp_path / "o.beton", threads=10**6)
+
+
+CHILD_DAEMON = """
+import sys, threading, time, dsc
+loader = dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=4, threads=1)
+def consume():
+    for batch in loader:
+        pass
+threading.Thread(target=consume, daemon=True).start()
+time.sleep(0.5)  # the thread now waits in next() for a slow batch
+print("exiting", flush=True)
+"""
+
+
+def test_a_daemon_thread_iterating_at_exit_does_not_abort(small):
+    """The program ends while a daemon thread waits for a batch: exit status 0 (it was SIGABRT: Python
+    ends such a thread when it takes the GIL back, and the unwind began in a noexcept GIL guard)."""
+    path, _ = small
+    env = dict(os.environ, DSC_TEST_DECODE_DELAY_US="200000")
+    p = subprocess.run([sys.executable, "-c", CHILD_DAEMON, str(path)], capture_output=True, text=True, timeout=60, env=env)
+    assert p.stdout.strip() == "exiting"
+    assert p.returncode == 0, p.stderr
