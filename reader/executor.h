@@ -72,6 +72,8 @@ enum class RunResult {
   kOk,           // the chunk is filled
   kRetry,        // the executor failed (down, stalled, overloaded): the loader gives the chunk to another
   kSampleError,  // a sample is damaged (`why` names it): the loader raises it as a local decode would
+  kBusy,         // the executor is up but turned the chunk away for now (its in-flight or memory limit):
+                 // the loader gives it to another and asks again shortly, without marking it down
 };
 
 // "host:port,host:port" -> its addresses (empty entries dropped): the one reading of --remote and of

@@ -987,6 +987,7 @@ class Pipeline {
     bool connecting = false;
     bool warned = false;  // about its current outage
     std::string refusal;  // why it last refused a reconnection (said once)
+    int busy_streak = 0;  // requests turned away (RunResult::kBusy) since the last that was served
     std::chrono::steady_clock::time_point next_try{};
     int backoff_ms = 100;
     uint64_t samples = 0, requests = 0, failures = 0;
@@ -1117,6 +1118,10 @@ class Pipeline {
     return int(std::min(600000.0, std::max(1000.0, 10 * v[v.size() / 2])));
   }
 
+  // A driver turned away waits kBusyPauseMs before its next request; a worker that served none of
+  // kBusyStreak requests in a row (at least a quarter of a second) is down.
+  static constexpr int kBusyPauseMs = 5, kBusyStreak = 50;
+
   void MarkDown(Remote& rm, const std::string& why) {
     std::lock_guard<std::mutex> l(rm.mu);
     ++rm.failures;
@@ -1144,6 +1149,7 @@ class Pipeline {
     if (c == ConnectResult::kReady) {
       rm.up = true;
       rm.refusal.clear();
+      rm.busy_streak = 0;
       remote_up_.fetch_add(1);
     } else {
       // A worker restarted with another file, version or token: say why once (it is still retried).
@@ -1331,6 +1337,23 @@ class Pipeline {
       const auto c0 = std::chrono::steady_clock::now();
       const RunResult r = rm.ex->Run(task, Deadline(), &why);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+      if (r == RunResult::kBusy) {
+        // Turned away by the worker's limits (e.g. its --max-in-flight below ours): the chunk goes to
+        // another executor, and this driver asks again after a pause. Marked down only when it is busy
+        // for every request of a long run (a limit it can never meet), so that local threads take over.
+        GiveBackClaim(d, t0, t1);
+        bool down = false;
+        {
+          std::lock_guard<std::mutex> l(rm.mu);
+          down = ++rm.busy_streak > kBusyStreak;
+        }
+        if (down) {
+          if (!cancel_.load()) MarkDown(rm, why + " (" + std::to_string(kBusyStreak) + " requests in a row)");
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(kBusyPauseMs));
+        }
+        continue;
+      }
       if (r == RunResult::kRetry) {
         GiveBackClaim(d, t0, t1);
         if (!cancel_.load()) MarkDown(rm, why);
@@ -1353,6 +1376,7 @@ class Pipeline {
           rm.request_rate = rm.request_rate > 0 ? 0.8 * rm.request_rate + 0.2 * rate : rate;
         }
         ++rm.requests;
+        rm.busy_streak = 0;
         // A request sent before a sibling driver marked the worker down may still succeed: the
         // worker is back only when it is up again.
         if (rm.up) {

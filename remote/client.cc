@@ -211,7 +211,8 @@ class GrpcExecutor : public RemoteExecutor {
              (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
                   ? "no reply within " + std::to_string(deadline_ms) + " ms"
                   : status.error_message());
-      return RunResult::kRetry;
+      // The worker's per-connection call limit or its memory limit: up, only busy.
+      return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? RunResult::kBusy : RunResult::kRetry;
     }
     return Parse(&reply, t, why);
   }

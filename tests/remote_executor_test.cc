@@ -34,6 +34,7 @@ struct Behaviour {
   // two requests of its reserved batch when its sibling marks the worker down.
   bool race_first_two = false;
   std::atomic<bool> second_failed{false}, raced{false};
+  int busy_every = 0;  // > 0: request n is turned away as busy when n % busy_every == 1; -1: every one
   bool refuse = false;
   bool sample_error = false;  // report a damaged sample
   std::mutex mu;
@@ -41,7 +42,7 @@ struct Behaviour {
   bool record = false;
   DType asked = DType::kFloat32;  // the dtype the loader asked this worker for
   bool asked_deferred = false;
-  std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0};
+  std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0}, busy{0};
 };
 
 class FakeExecutor : public RemoteExecutor {
@@ -66,6 +67,10 @@ class FakeExecutor : public RemoteExecutor {
     if (t.count > kMaxRemoteRequestSamples) {  // as dsc serve and the gRPC client refuse it
       ++b_->too_large;
       return *why = "remote worker " + address_ + " takes fewer samples per request", RunResult::kRetry;
+    }
+    if (b_->busy_every < 0 || (b_->busy_every > 0 && n % b_->busy_every == 1)) {
+      ++b_->busy;
+      return *why = "fake worker " + address_ + " is busy", RunResult::kBusy;
     }
     if (b_->race_first_two && n >= 1) {
       b_->second_failed = true;
@@ -473,6 +478,26 @@ TEST(RemoteExecutor, RequestsStayWithinTheWorkersLimit) {
   EXPECT_EQ(a.too_large.load(), 0);
   EXPECT_EQ(l->remote_stats()[0].failures, 0u);
   EXPECT_EQ(a.served.load(), int(local.batch_size));
+}
+
+// A worker at its limits (RESOURCE_EXHAUSTED: its --max-in-flight below the loader's, or its memory)
+// is busy, not down: the chunk goes elsewhere and the worker keeps working (it was marked down and
+// reconnected over and over, warning each time). One busy for every request is down after a while,
+// and the standby local thread finishes the epoch.
+TEST(RemoteExecutor, BusyWorkerIsAskedAgainNotMarkedDown) {
+  Behaviour a;
+  a.busy_every = 2;  // every other request turned away
+  std::unique_ptr<Loader> l;
+  EXPECT_EQ(Digests(WithFakes({&a}, 0), 2, &l), LocalDigests());
+  EXPECT_GT(a.busy.load(), 0);
+  EXPECT_EQ(l->remote_stats()[0].failures, 0u);
+  EXPECT_GT(a.served.load(), 0);
+  Behaviour never;
+  never.busy_every = -1;
+  std::unique_ptr<Loader> l2;
+  EXPECT_EQ(Digests(WithFakes({&never}, 0), 2, &l2), LocalDigests());
+  EXPECT_GT(l2->remote_stats()[0].failures, 0u);
+  EXPECT_EQ(never.served.load(), 0);
 }
 
 TEST(RemoteExecutor, OptionsAreChecked) {
