@@ -28,6 +28,9 @@ namespace dsc::remote {
 
 namespace {
 
+// Processors (and their scratch) a decode thread keeps, one per recent spec.
+constexpr size_t kProcessorsPerThread = 4;
+
 // Constant-time comparison: the time taken does not tell how much of a guess was right.
 bool SameToken(const std::string& a, const std::string& b) {
   const size_t n = std::max(a.size(), b.size());
@@ -112,7 +115,7 @@ class Pool {
       if (!c->cancelled.load()) {
         auto it = procs.find(c->key);
         if (it == procs.end()) {
-          if (procs.size() >= 4) procs.clear();
+          if (procs.size() >= kProcessorsPerThread) procs.clear();
           it = procs.emplace(c->key, Cached{c->work, c->work->NewProcessor(*c->ds, false)}).first;
         }
         const size_t bytes = c->work->sample_bytes();
@@ -214,7 +217,8 @@ void PutBytesField(uint32_t field, const void* p, size_t n, std::string* out) {
 class WorkerService final : public Worker::Service {
  public:
   explicit WorkerService(const ServeOptions& o)
-      : o_(o), pool_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))) {
+      : o_(o), pool_threads_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))),
+        pool_(pool_threads_) {
     for (const auto& f : o.files) {
       files_.emplace_back();
       files_.back().path = f;
@@ -422,6 +426,15 @@ class WorkerService final : public Worker::Service {
     if (it != works_.end()) return it->second;
     uint32_t w, h;
     const LoaderOptions o = FromSpec(spec, &w, &h);
+    // Each pool thread keeps the processors of its last few specs, with scratch the size of their
+    // output (an output sample and a resized image): bounded by --max-memory-mb like the replies, so
+    // that specs naming huge outputs cannot make the worker hold gigabytes between calls.
+    const uint64_t scratch = uint64_t(w) * h * 3 * (DTypeSize(o.dtype) + 1);
+    const uint64_t most = scratch * kProcessorsPerThread * uint64_t(pool_threads_);
+    if (most > o_.max_memory)
+      throw Error("a " + std::to_string(w) + "x" + std::to_string(h) + " output needs up to " + std::to_string(most >> 20) +
+                  " MiB of scratch on this worker's " + std::to_string(pool_threads_) + " threads, over its --max-memory-mb " +
+                  std::to_string(o_.max_memory >> 20));
     if (works_.size() >= 16) works_.clear();  // calls in progress keep theirs alive
     auto work = std::make_shared<const SampleWork>(o, w, h);
     works_.emplace(*key, work);
@@ -449,6 +462,7 @@ class WorkerService final : public Worker::Service {
   }
 
   const ServeOptions o_;
+  const int pool_threads_;
   Pool pool_;
   std::shared_ptr<ReplyBuffers> buffers_ = std::make_shared<ReplyBuffers>();
   std::deque<FileEntry> files_;  // FileEntry holds a once_flag: never moved

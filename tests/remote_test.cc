@@ -449,6 +449,18 @@ TEST(Remote, HostileRequestsGetErrorsAndTheWorkerKeepsServing) {
     EXPECT_NE(r.sample_error().find("sample 0: a 32x32 image for a 64x48 output without a crop"), std::string::npos)
         << r.sample_error();
   }
+  {  // an output so large that the worker's kept scratch would pass its memory limit: refused
+    remote::ProcessRequest big = q;
+    remote::ToSpec(Base(), 32, 32, big.mutable_spec());
+    big.mutable_spec()->set_width(8192);  // 4 x 1 GiB of scratch for the worker's one thread
+    big.mutable_spec()->set_height(8192);
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    remote::ProcessReply r;
+    const grpc::Status st = stub->Process(&c, big, &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("MiB of scratch"), std::string::npos) << "[" << st.error_message() << "]";
+  }
   {  // garbage bytes
     grpc::GenericStub g(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext c;
