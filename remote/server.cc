@@ -217,8 +217,7 @@ void PutBytesField(uint32_t field, const void* p, size_t n, std::string* out) {
 class WorkerService final : public Worker::Service {
  public:
   explicit WorkerService(const ServeOptions& o)
-      : o_(o), pool_threads_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))),
-        pool_(pool_threads_) {
+      : o_(o), pool_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))) {
     for (const auto& f : o.files) {
       files_.emplace_back();
       files_.back().path = f;
@@ -430,10 +429,10 @@ class WorkerService final : public Worker::Service {
     // output (an output sample and a resized image): bounded by --max-memory-mb like the replies, so
     // that specs naming huge outputs cannot make the worker hold gigabytes between calls.
     const uint64_t scratch = uint64_t(w) * h * 3 * (DTypeSize(o.dtype) + 1);
-    const uint64_t most = scratch * kProcessorsPerThread * uint64_t(pool_threads_);
+    const uint64_t most = scratch * kProcessorsPerThread * pool_.size();
     if (most > o_.max_memory)
       throw Error("a " + std::to_string(w) + "x" + std::to_string(h) + " output needs up to " + std::to_string(most >> 20) +
-                  " MiB of scratch on this worker's " + std::to_string(pool_threads_) + " threads, over its --max-memory-mb " +
+                  " MiB of scratch on this worker's " + std::to_string(pool_.size()) + " threads, over its --max-memory-mb " +
                   std::to_string(o_.max_memory >> 20));
     if (works_.size() >= 16) works_.clear();  // calls in progress keep theirs alive
     auto work = std::make_shared<const SampleWork>(o, w, h);
@@ -462,7 +461,6 @@ class WorkerService final : public Worker::Service {
   }
 
   const ServeOptions o_;
-  const int pool_threads_;
   Pool pool_;
   std::shared_ptr<ReplyBuffers> buffers_ = std::make_shared<ReplyBuffers>();
   std::deque<FileEntry> files_;  // FileEntry holds a once_flag: never moved

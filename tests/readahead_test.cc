@@ -83,22 +83,29 @@ TEST(Readahead, SameBatchesAndAboutOneWthOfTheFilePerRank) {
   }
 }
 
-// The file's pages in the page cache, by mincore on a mapping of our own.
-uint64_t CachedBytes(const std::string& path) {
+// Which of [off, off + len)'s pages of the file are in the page cache (mincore on a mapping of our own).
+std::vector<bool> CachedPages(const std::string& path, uint64_t off, uint64_t len) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = off / page * page, end = (off + len + page - 1) / page * page;
+  std::vector<bool> out;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  struct stat st {};
-  ::fstat(fd, &st);
-  const size_t size = size_t(st.st_size), page = size_t(::sysconf(_SC_PAGESIZE));
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (fd < 0) return out;
+  void* m = ::mmap(nullptr, end - begin, PROT_READ, MAP_SHARED, fd, off_t(begin));
   ::close(fd);
-  if (m == MAP_FAILED) return 0;
-  std::vector<unsigned char> in((size + page - 1) / page);
-  uint64_t cached = 0;
-  if (::mincore(m, size, in.data()) == 0)
-    for (unsigned char c : in) cached += (c & 1) ? page : 0;
-  ::munmap(m, size);
-  return cached;
+  if (m == MAP_FAILED) return out;
+  std::vector<unsigned char> in((end - begin) / page);
+  if (::mincore(m, end - begin, in.data()) == 0)
+    for (unsigned char c : in) out.push_back(c & 1);
+  ::munmap(m, end - begin);
+  return out;
+}
+
+// The file's pages in the page cache, in bytes.
+uint64_t CachedBytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  const std::vector<bool> in = CachedPages(path, 0, uint64_t(st.st_size));
+  return uint64_t(std::count(in.begin(), in.end(), true)) * uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
 // A file that fits in the budget is read from storage once: the readahead drops nothing behind, so the
@@ -166,29 +173,13 @@ TEST(Readahead, PaddingReadsTheFirstBlocksAgainInsteadOfHoldingThemAllEpoch) {
   for (const auto& u : BlockReadahead::PlanUses(ds, plan, 10)) EXPECT_GE(u.first, 10u);
 }
 
-// A cold epoch, the consumer slow enough for the readahead thread to answer each release: the bytes
-// asked for, and the blocks left with only their last page cached.
 struct ColdRun {
   uint64_t advised = 0, blocks = 0;
   uint32_t tail_only = 0;  // blocks whose only cached page after the epoch is their last one (not the last batches')
 };
 
-// Which of [off, off + len)'s pages of the file are in the page cache.
-std::vector<bool> CachedPages(const std::string& path, uint64_t off, uint64_t len) {
-  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-  const uint64_t begin = off / page * page, end = (off + len + page - 1) / page * page;
-  std::vector<bool> out;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  void* m = ::mmap(nullptr, end - begin, PROT_READ, MAP_SHARED, fd, off_t(begin));
-  ::close(fd);
-  if (m == MAP_FAILED) return out;
-  std::vector<unsigned char> in((end - begin) / page);
-  if (::mincore(m, end - begin, in.data()) == 0)
-    for (unsigned char c : in) out.push_back(c & 1);
-  ::munmap(m, end - begin);
-  return out;
-}
+// A cold epoch, the consumer slow enough for the readahead thread to answer each release: the bytes
+// asked for, and the blocks left with only their last page cached.
 ColdRun RunCold(uint64_t budget, uint64_t ahead, uint32_t prefetch) {
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.order = Order::kQuasiRandom;
