@@ -116,9 +116,10 @@ struct LoaderOptions {
   bool dct_scaling = true;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
-  // quasi_random on a mapped file: page cache the loader keeps for the file, in bytes; the blocks
-  // of the coming batches are read ahead in plan order and dropped once used (reader/readahead.h).
-  // 0 = no readahead (the kernel's own).
+  // quasi_random on a mapped file: page cache the loader keeps for the file, in bytes (or what the
+  // blocks of the ring's prefetch + 1 batches need, if more); the blocks of the coming batches are
+  // read ahead in plan order and dropped once used (reader/readahead.h). 0 = no readahead (the
+  // kernel's own).
   uint64_t cache_budget = 256ull << 20;
   // quasi_random with readahead: bytes of the coming blocks asked for ahead of use (within the
   // budget), so the block the workers need next is not queued behind reads far ahead. 0 = the budget.

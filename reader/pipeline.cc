@@ -257,7 +257,7 @@ class Pipeline {
     }
     stats_.resize(size_t(threads_));
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
-      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget, o.readahead_bytes);
+      readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget, o.readahead_bytes, slots_.size());
     active_local_.store(standby_ ? 0 : threads_);
     if (o.autotune) StartAutotune();
     if (!o.remote.addresses.empty()) StartRemote();
@@ -948,6 +948,7 @@ class Pipeline {
     const bool timed = opt_.collect_stats || opt_.tracer;
     const uint64_t k = task / chunks_per_batch_;
     if (!WaitForSlot(k)) return;
+    if (readahead_) readahead_->Need(k);  // before any page of the batch is faulted
     Slot* s = slots_[k % slots_.size()].get();
     const uint32_t len = plan_.batch_length(k);
     const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;

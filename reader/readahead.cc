@@ -52,8 +52,9 @@ const uint8_t* Mapping(const Dataset& ds) {
 
 }  // namespace
 
-BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes)
-    : ds_(ds), budget_(budget_bytes), ahead_(ahead_bytes && ahead_bytes < budget_bytes ? ahead_bytes : budget_bytes) {
+BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes, uint64_t lead_batches)
+    : ds_(ds), budget_(budget_bytes), ahead_(ahead_bytes && ahead_bytes < budget_bytes ? ahead_bytes : budget_bytes),
+      lead_(lead_batches) {
   fd_ = OpenForAdvice(ds.path());
   const off_t size = ::lseek(fd_, 0, SEEK_END);
   if (size > 0) {
@@ -69,6 +70,7 @@ BlockReadahead::~BlockReadahead() {
     stop_ = true;
   }
   cv_.notify_all();
+  covered_cv_.notify_all();
   thread_.join();
   if (view_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
   ::close(fd_);
@@ -111,6 +113,8 @@ void BlockReadahead::Start(const EpochPlan& plan, uint64_t first) {
     std::lock_guard<std::mutex> l(mu_);
     uses_ = std::move(uses);
     released_ = first;
+    wanted_ = first;
+    covered_.store(0);
     ++generation_;
   }
   cv_.notify_all();
@@ -122,6 +126,17 @@ void BlockReadahead::Released(uint64_t k) {
     released_ = k;
   }
   cv_.notify_all();
+}
+
+void BlockReadahead::Need(uint64_t k) {
+  if (k < covered_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> l(mu_);
+  if (k > wanted_) {
+    wanted_ = k;
+    cv_.notify_all();
+  }
+  const uint64_t gen = generation_;
+  covered_cv_.wait(l, [&] { return stop_ || generation_ != gen || k < covered_.load(); });
 }
 
 // Whether every page of [off, off + len) of the file is in the page cache (mincore on our own view).
@@ -148,7 +163,7 @@ void BlockReadahead::Loop() {
   std::deque<uint32_t> droppable;    // released blocks, oldest first (entries whose state changed are skipped)
   std::vector<uint32_t> holds(blocks, 0);  // held spans of each block (a block may have two: PlanUses)
   size_t next = 0;
-  uint64_t resident = 0, gen = 0, released = 0;
+  uint64_t resident = 0, gen = 0, released = 0, wanted = 0;
   uint64_t held_bytes = 0;  // of the held blocks: the read-ahead window, bounded by ahead_
   auto size_of = [&](uint32_t block) { return uint64_t(ds_.view().block(block).size); };
   auto hold = [&](const Use& u) {
@@ -165,7 +180,7 @@ void BlockReadahead::Loop() {
   };
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
-    cv_.wait(l, [&] { return stop_ || generation_ != gen || released_ != released; });
+    cv_.wait(l, [&] { return stop_ || generation_ != gen || released_ != released || wanted_ != wanted; });
     if (stop_) return;
     const bool new_plan = generation_ != gen;
     std::vector<Use> new_uses;
@@ -174,6 +189,7 @@ void BlockReadahead::Loop() {
       new_uses = uses_;
     }
     released = released_;
+    wanted = wanted_;
     l.unlock();
     if (new_plan) {
       // The old plan needs nothing any more. Blocks whose pages went meanwhile (dsc bench --cold,
@@ -203,7 +219,10 @@ void BlockReadahead::Loop() {
       else held[keep++] = u;
     }
     held.resize(keep);
-    // Ahead in plan order, as far as the window and the budget allow (always at least the next block).
+    // Ahead in plan order, as far as the window and the budget allow (always at least the next block),
+    // and, the window and the budget notwithstanding, the ring's batches and whatever a worker is about
+    // to read (Need): paced by the consumer alone, the window fell behind the workers, who then waited.
+    const uint64_t must = std::max(wanted, lead_ ? released + lead_ - 1 : 0);
     while (next < uses.size()) {
       const uint32_t b = uses[next].block;
       if (state[b] != kAbsent) {  // still cached from earlier: needed again, nothing to read
@@ -211,7 +230,8 @@ void BlockReadahead::Loop() {
         continue;
       }
       const uint64_t size = size_of(b);
-      if (!held.empty() && held_bytes + size > ahead_) break;
+      const bool needed_now = uses[next].first <= must;
+      if (!held.empty() && held_bytes + size > ahead_ && !needed_now) break;
       while (resident + size > budget_ && !droppable.empty()) {
         const uint32_t d = droppable.front();
         droppable.pop_front();
@@ -221,7 +241,7 @@ void BlockReadahead::Loop() {
         state[d] = kAbsent;
         resident -= blk.size;
       }
-      if (!held.empty() && resident + size > budget_) break;
+      if (!held.empty() && resident + size > budget_ && !needed_now) break;
       const auto& blk = ds_.view().block(b);
       ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);
       advised_.fetch_add(blk.size, std::memory_order_relaxed);
@@ -229,6 +249,10 @@ void BlockReadahead::Loop() {
       hold(uses[next]);
     }
     l.lock();
+    if (generation_ == gen) {
+      covered_.store(next < uses.size() ? uses[next].first : ~uint64_t(0), std::memory_order_release);
+      covered_cv_.notify_all();
+    }
   }
 }
 

@@ -6,7 +6,9 @@
 // budget. A block whose last batch is released may be dropped (MADV_DONTNEED on the mapping, then
 // POSIX_FADV_DONTNEED), oldest first, when a coming block needs its room: page-cache use for the file
 // stays near the budget whatever the file size, and a file (or a rank's share) that fits in the budget
-// stays cached across epochs. The read stage's page faults find the pages in memory or in flight.
+// stays cached across epochs. The read stage's page faults find the pages in memory or in flight:
+// a worker waits for its batch's blocks to be asked for first (Need), since a fault on a page not
+// asked for makes the kernel read around it, outside the budget and into other ranks' blocks.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -24,8 +26,10 @@ namespace dsc {
 class BlockReadahead {
  public:
   // `ds` must be mapped (not the pread backend) and outlive this object. At most `ahead_bytes` of
-  // blocks not yet released are asked for at a time (0: as many as the budget holds; at least one).
-  BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes = 0);
+  // blocks not yet released are asked for at a time (0: as many as the budget holds; at least one),
+  // except that the blocks of the `lead_batches` batches from the first not released (those the
+  // loader's workers may be reading: its ring) are always asked for, past the window and the budget.
+  BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes = 0, uint64_t lead_batches = 0);
   ~BlockReadahead();
   BlockReadahead(const BlockReadahead&) = delete;
   BlockReadahead& operator=(const BlockReadahead&) = delete;
@@ -34,6 +38,12 @@ class BlockReadahead {
   void Start(const EpochPlan& plan, uint64_t first);
   // Batches before `k` are released (their samples read): their blocks may go, later ones come in.
   void Released(uint64_t k);
+  // A worker is about to read batch `k`: returns once every block the batch reads has been asked for
+  // (or is cached), past the read-ahead window and the budget if need be. Workers run up to the ring's
+  // size ahead of the consumer that paces the window; a page they faulted before its block was asked
+  // for would bring in the kernel's read-around (up to read_ahead_kb, often 8 MiB: other blocks, other
+  // ranks' blocks), outside the budget, much of it dropped unread and read again later.
+  void Need(uint64_t k);
   // Bytes asked of the kernel ahead of use since the loader was made.
   uint64_t advised_bytes() const { return advised_.load(std::memory_order_relaxed); }
 
@@ -50,7 +60,7 @@ class BlockReadahead {
   bool Cached(uint64_t off, uint64_t len);
 
   const Dataset& ds_;
-  const uint64_t budget_, ahead_;
+  const uint64_t budget_, ahead_, lead_;
   int fd_ = -1;
   const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
   size_t view_size_ = 0;
@@ -63,6 +73,9 @@ class BlockReadahead {
   uint64_t generation_ = 0;  // bumped by Start: the thread begins the new plan
   std::vector<Use> uses_;    // blocks in order of first use
   uint64_t released_ = 0;
+  uint64_t wanted_ = 0;                  // the latest batch a worker waits for (Need)
+  std::atomic<uint64_t> covered_{0};     // batches before it have all their blocks asked for
+  std::condition_variable covered_cv_;   // Need waits here
   std::thread thread_;
 };
 

@@ -235,5 +235,56 @@ TEST(Readahead, DroppedBlocksLeaveNoPageBehind) {
   EXPECT_EQ(r.tail_only, 0u);
 }
 
+// Workers run up to the ring's size ahead of the consumer, which paces the read-ahead window. A page
+// they faulted before its block was asked for brought in the kernel's read-around (read_ahead_kb: 8
+// MiB on this VM, the whole of this file), outside the budget: rank 3 of 8 read 2x its share from
+// storage, and one rank on 786 KiB samples 1.3x the file per epoch. Now the ring's blocks are always
+// asked for and a worker waits for its batch's (BlockReadahead::Need): storage reads what the
+// readahead asked for, and each rank about 1/W of the file.
+TEST(Readahead, ColdEpochReadsFromStorageOnlyWhatTheReadaheadAskedFor) {
+#ifdef DSC_EXACT_HEAP_SOURCE
+  GTEST_SKIP() << "sanitizer/fuzz builds read files into the heap: nothing is mapped";
+#endif
+  if (StorageReadBytes() == 0) {
+    std::vector<uint8_t> probe(4096);
+    const int fd = ::open(RawFile().c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    const ssize_t got = ::pread(fd, probe.data(), probe.size(), 0);
+    ::close(fd);
+    ASSERT_EQ(got, ssize_t(probe.size()));
+    if (StorageReadBytes() == 0) GTEST_SKIP() << "/proc/self/io counts no reads here";
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(RawFile().c_str(), &st), 0);
+  const double file = double(st.st_size);
+  for (uint32_t world : {1u, 4u}) {
+    const uint32_t rank = world - 1;
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.order = Order::kQuasiRandom;
+    o.global_batch_size = 16 * world;
+    o.rank = rank;
+    o.world_size = world;
+    o.cache_budget = 2 * 65536;  // two blocks: dropped behind and read ahead all through the epoch
+    o.readahead_bytes = 65536;   // a window of one block, far shorter than the ring's 4 batches
+    o.prefetch = 3;
+    o.threads = 2;
+    o.collect_stats = true;
+    Loader l(RawFile(), o);
+    for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+      DropCachedPages(l.dataset());
+      const uint64_t advised0 = l.stats().advised_bytes, read0 = StorageReadBytes();
+      uint64_t samples = 0;
+      for (const Batch& b : l.epoch(epoch)) samples += b.size;
+      const uint64_t read = StorageReadBytes() - read0, advised = l.stats().advised_bytes - advised0;
+      EXPECT_GT(samples, 0u);
+      EXPECT_GT(advised, 0u);
+      // Slack: a block's pages the kernel dropped between its advice and its read (memory pressure).
+      EXPECT_LE(read, advised + 2 * 65536) << "rank " << rank << " of " << world << ", epoch " << epoch;
+      EXPECT_LE(double(read), 1.25 * file / world) << "rank " << rank << " of " << world << ", epoch " << epoch;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsc::test
