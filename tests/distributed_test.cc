@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -102,6 +103,56 @@ TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
   ASSERT_EQ(res.size(), 5u) << "steps 4..8 remain after 3 of 8";
   for (uint64_t k = 4; k <= 8; ++k)
     EXPECT_EQ(Sorted(res.at(k).samples), Sorted(one.at(k).samples)) << "resumed on one rank, step " << k << " is another batch";
+}
+
+// 300 samples in global batches of 256: the second holds 44 real samples, all in rank 0's half, so rank
+// 1's slice is all padding. Its loss was 0/0 (NaN), and the all-reduce spread NaN to every rank's
+// parameters. Now each step's loss, averaged over the ranks, is the one-rank loss of the global batch
+// (up to BatchNorm's per-rank statistics).
+TEST(Distributed, ARankWithOnlyPaddingAddsNothingAndTheLossIsTheGlobalMean) {
+  auto dir = ScratchDir();
+  std::string out;
+  const std::string size = " --limit 300 --batch-size 256 --test-limit 100";
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --torch-threads 1 --step-log " + dir + "/one", size), &out), 0) << out;
+  ASSERT_EQ(RunDsc(Common(" --epochs 1 --nproc 2 --step-log " + dir + "/two --json " + dir + "/two.json", size), &out), 0) << out;
+  const auto one = ReadSteps(dir + "/one.rank0"), r0 = ReadSteps(dir + "/two.rank0"), r1 = ReadSteps(dir + "/two.rank1");
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(r0.size(), 2u);
+  ASSERT_EQ(r1.size(), 2u);
+  for (uint64_t k = 1; k <= 2; ++k) {
+    EXPECT_TRUE(std::isfinite(r0.at(k).loss) && std::isfinite(r1.at(k).loss)) << "step " << k;
+    EXPECT_EQ(r0.at(k).checksum, r1.at(k).checksum) << "step " << k;
+    EXPECT_NEAR((r0.at(k).loss + r1.at(k).loss) / 2, one.at(k).loss, 0.05) << "step " << k;
+  }
+  EXPECT_EQ(r1.at(2).loss, 0.0) << "rank 1's slice of step 2 is all padding";
+  const auto j = ReadFile(dir + "/two.json");
+  const std::string json(j.begin(), j.end());
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+  // A launcher's rank (RANK set) asking for --nproc: a usage error, not a silent one-rank run.
+  ::setenv("RANK", "0", 1);
+  EXPECT_EQ(RunDsc("train " + Built().train + " --test " + Built().test + " --nproc 2 --max-steps 1 --limit 64", &out), 2) << out;
+  ::unsetenv("RANK");
+  EXPECT_NE(out.find("already a rank of a launcher"), std::string::npos) << out;
+}
+
+// The launcher passes SIGTERM (a scheduler's stop) on to its ranks; they used to train on, orphaned.
+TEST(Distributed, StoppingTheLauncherStopsEveryRank) {
+  auto dir = ScratchDir();
+  const std::string script = "unset RANK; " + std::string(DSC_BINARY) + " " + Common(" --epochs 4 --nproc 2 --step-log " + dir + "/s") +
+                             " > " + dir + "/out 2>&1 & launcher=$!; "
+                             "while ! grep -q '^step 1 ' " + dir + "/s.rank1 2>/dev/null; do sleep 0.1; done; "
+                             "kill -TERM $launcher; wait $launcher; echo \"launcher-exit=$?\"; sleep 2; "
+                             "echo \"left=$(pgrep -f -- '--step-log " + dir + "/s' | wc -l)\"";
+  WriteFile(dir + "/run.sh", reinterpret_cast<const uint8_t*>(script.data()), script.size());
+  FILE* p = ::popen(("timeout 120 bash " + dir + "/run.sh").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  EXPECT_NE(out.find("launcher-exit=143"), std::string::npos) << out;
+  EXPECT_NE(out.find("left=0"), std::string::npos) << "ranks outlived their launcher: " << out;
+  EXPECT_LT(ReadSteps(dir + "/s.rank0").size(), 16u) << "the ranks trained on";
 }
 
 uint16_t FreePort() {

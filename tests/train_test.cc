@@ -190,5 +190,52 @@ TEST(Train, ATornCheckpointIsIgnoredAndCleanedAndResumeUsesTheLastComplete) {
   EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/again.json"));
 }
 
+// --checkpoint swaps its directory in and deletes what was there: only a checkpoint of ours may be. A
+// folder of the user's, or a file, was deleted (an audit lost a thesis.txt and a dataset this way).
+TEST(Train, CheckpointNeverReplacesWhatIsNotACheckpoint) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  const std::string common = "train " + f.train + " --test " + f.test + " --limit 128 --batch-size 64 --test-limit 100 --epochs 1";
+  const std::string note = "keep me\n";
+  fs::create_directories(dir + "/mine");
+  WriteFile(dir + "/mine/notes.txt", note.data(), note.size());
+  WriteFile(dir + "/data.bin", note.data(), note.size());
+  std::string out;
+  for (const std::string& target : {dir + "/mine", dir + "/data.bin"}) {
+    EXPECT_EQ(RunDsc(common + " --checkpoint " + target, &out), 1) << out;
+    EXPECT_NE(out.find(target + ": exists and is not a dsc train checkpoint"), std::string::npos) << out;
+    EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << "refused before training: " << out;
+  }
+  const auto kept = ReadFile(dir + "/mine/notes.txt"), file = ReadFile(dir + "/data.bin");
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), note);
+  EXPECT_EQ(std::string(file.begin(), file.end()), note);
+  // A checkpoint of ours is replaced, as always.
+  ASSERT_EQ(RunDsc(common + " --max-steps 1 --checkpoint " + dir + "/ck", &out), 0) << out;
+  ASSERT_EQ(RunDsc(common + " --max-steps 2 --checkpoint " + dir + "/ck", &out), 0) << out;
+  const auto st = ReadFile(dir + "/ck/state.txt");
+  EXPECT_NE(std::string(st.begin(), st.end()).find("step 2"), std::string::npos);
+}
+
+// --max-steps ending exactly at an epoch's end: the resume starts the next epoch (it used to log an
+// empty epoch of 0 images/s and evaluate twice), and a limit the checkpoint already reached trains nothing.
+TEST(Train, StoppedAtAnEpochsEndResumesAtTheNextEpoch) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  const std::string common = "train " + f.train + " --test " + f.test + " --epochs 2 --limit 256 --batch-size 64 --test-limit 100 --torch-threads 1";
+  std::string out;
+  ASSERT_EQ(RunDsc(common + " --json " + dir + "/full.json", &out), 0) << out;
+  ASSERT_EQ(RunDsc(common + " --max-steps 4 --checkpoint " + dir + "/ck", &out), 0) << out;
+  ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ck --json " + dir + "/resumed.json", &out), 0) << out;
+  EXPECT_NE(out.find("at epoch 1, batch 0 (step 4)"), std::string::npos) << out;
+  EXPECT_EQ(Count(out, "epoch 0:"), 0) << out;
+  const std::string resumed = Json(dir + "/resumed.json");
+  EXPECT_TRUE(std::regex_search(resumed, std::regex("\"train_loss\": \\[[0-9.e-]+\\]"))) << "one epoch logged: " << resumed;
+  EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/resumed.json"));
+  ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ck --max-steps 4 --checkpoint " + dir + "/ck", &out), 0) << out;
+  EXPECT_NE(out.find("nothing to train"), std::string::npos) << out;
+  const auto st = ReadFile(dir + "/ck/state.txt");
+  EXPECT_NE(std::string(st.begin(), st.end()).find("step 4\n"), std::string::npos) << "the checkpoint is unchanged";
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,19 @@ long EnvInt(const char* name, long fallback, long lo, long hi) {
   if (errno || *end || x < lo || x > hi)
     throw Error(std::string(name) + "=" + v + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
+}
+
+// "20 s", "0.5 s": the time-out as the user gave it (whole seconds lost a sub-second one).
+std::string Seconds(std::chrono::milliseconds t) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g s", double(t.count()) / 1000);
+  return b;
+}
+
+// An exception's message for the user: c10::Error's what() carries a C++ backtrace.
+std::string Why(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
 }
 
 [[maybe_unused]] bool IsLoopback(const std::string& addr) {
@@ -84,7 +98,9 @@ Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) 
     so.port = env_.master_port;
     so.isServer = env_.rank == 0;
     so.numWorkers = size_t(env_.world_size);
-    so.waitWorkers = true;
+    // Not waiting for the workers here: the process group's rendezvous below waits for them anyway,
+    // and waiting twice made a missing rank take two time-outs to report.
+    so.waitWorkers = false;
     so.timeout = timeout_;
     g_->store = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
@@ -98,7 +114,7 @@ Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) 
       opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     g_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g_->store, env_.rank, env_.world_size, opts);
   } catch (const std::exception& e) {
-    throw Error(where + ": cannot form the process group within " + std::to_string(timeout_.count() / 1000) + " s: " + e.what());
+    throw Error(where + ": cannot form the process group within " + Seconds(timeout_) + ": " + Why(e));
   }
 #endif
 }
@@ -115,7 +131,7 @@ void Distributed::AllReduce(const char* what, torch::Tensor t) {
 #endif
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed (a peer rank exited or did not answer within " +
-                std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+                Seconds(timeout_) + "): " + Why(e));
   }
 }
 
@@ -170,7 +186,7 @@ void Distributed::BroadcastBuffers(const std::vector<torch::Tensor>& buffers) {
 #endif
     } catch (const std::exception& e) {
       throw Error("rank " + std::to_string(env_.rank) + ": buffer broadcast failed (a peer rank exited or did not answer within " +
-                  std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+                  Seconds(timeout_) + "): " + Why(e));
     }
     int64_t off = 0;
     for (auto& b : list) {
@@ -212,7 +228,7 @@ std::vector<std::string> Distributed::GatherToLead(const std::string& tag, const
     return all;
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": gathering " + tag + " failed (a peer rank exited or did not answer within " +
-                std::to_string(timeout_.count() / 1000) + " s): " + e.what());
+                Seconds(timeout_) + "): " + Why(e));
   }
 }
 
@@ -251,6 +267,19 @@ uint16_t FreePort() {
   return ntohs(a.sin_port);
 }
 
+// The launcher's children, for its signal handler: a signal the launcher gets (Ctrl-C, a scheduler's
+// SIGTERM) goes on to every rank, which would otherwise train on, orphaned.
+constexpr int kMaxLocalRanks = 1024;  // --nproc's limit
+pid_t g_children[kMaxLocalRanks];
+volatile sig_atomic_t g_child_count = 0;
+volatile sig_atomic_t g_signal = 0;
+
+void ForwardSignal(int sig) {
+  g_signal = sig;
+  for (int i = 0; i < g_child_count; ++i)
+    if (g_children[i] > 0) ::kill(g_children[i], sig);
+}
+
 std::string Status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
@@ -272,9 +301,15 @@ int LaunchLocal(int nproc, int argc, char** argv) {
     args.push_back(argv[i]);
   }
   args.push_back(nullptr);
+  if (nproc > kMaxLocalRanks) throw Error("--nproc " + std::to_string(nproc) + ": at most " + std::to_string(kMaxLocalRanks));
   const uint16_t port = FreePort();
   std::fflush(stdout);
   std::fflush(stderr);
+  struct sigaction sa {};
+  sa.sa_handler = ForwardSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  const pid_t launcher = ::getpid();
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r) {
     const pid_t pid = ::fork();
@@ -285,6 +320,12 @@ int LaunchLocal(int nproc, int argc, char** argv) {
       throw Error("cannot start rank " + std::to_string(r) + ": " + why);
     }
     if (pid == 0) {
+      // A rank dies with its launcher (SIGKILLed launchers forward nothing); exec keeps this setting.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) ::_exit(1);  // the launcher died before the line above
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &dfl, nullptr);
       const std::string n = std::to_string(nproc), rs = std::to_string(r), ps = std::to_string(port);
       ::setenv("RANK", rs.c_str(), 1);
       ::setenv("LOCAL_RANK", rs.c_str(), 1);
@@ -297,30 +338,57 @@ int LaunchLocal(int nproc, int argc, char** argv) {
       ::_exit(127);
     }
     pids.push_back(pid);
+    g_children[r] = pid;
+    g_child_count = r + 1;
   }
   // Wait for all; the first failure ends the others (they would otherwise wait for it until the
-  // process group's time-out) and is what the launcher reports.
+  // process group's time-out) and is what the launcher reports. A rank still there 10 s after being
+  // told to stop is killed.
   int result = 0;
   size_t left = pids.size();
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  auto stop_all = [&](int sig) {
+    for (pid_t p : pids)
+      if (p > 0) ::kill(p, sig);
+  };
   while (left > 0) {
+    if (g_signal && !stopping) {
+      std::fprintf(stderr, "dsc train: %s; stopping the ranks\n", strsignal(g_signal));
+      stopping = true;
+      kill_at = Clock::now() + std::chrono::seconds(10);
+      result = 128 + g_signal;
+    }
+    if (stopping && Clock::now() >= kill_at) {
+      std::fprintf(stderr, "dsc train: %zu rank%s did not stop within 10 s; killing\n", left, left == 1 ? "" : "s");
+      stop_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (pid == 0) {  // none ended yet
+      ::usleep(20000);
+      continue;
     }
     size_t r = 0;
     while (r < pids.size() && pids[r] != pid) ++r;
     if (r == pids.size()) continue;
     pids[r] = -1;
+    g_children[r] = -1;
     --left;
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && result == 0) {
       std::fprintf(stderr, "dsc train: rank %zu %s; stopping the other ranks\n", r, Status(status).c_str());
-      result = 1;
-      for (pid_t p : pids)
-        if (p > 0) ::kill(p, SIGTERM);
+      result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      stopping = true;
+      kill_at = Clock::now() + std::chrono::seconds(10);
+      stop_all(SIGTERM);
     }
   }
+  g_child_count = 0;
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,14 @@ struct Config {
   std::string step_log;        // per-rank step records (tools/train/distributed.h)
   std::set<std::string> given;  // the flags named on the command line (a resume checks them)
 };
+
+// A JSON number, or null for NaN and infinities (which JSON has no way to write).
+std::string Num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
 
 struct EpochLog {
   double images_per_second = 0, data_wait_share = 0, train_loss = 0, test_accuracy = -1, seconds = 0;
@@ -222,8 +231,30 @@ void RemoveCheckpointLeftovers(const fs::path& parent, const std::string& name) 
     if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(e.path(), ec);
 }
 
+// --checkpoint replaces what is at its path: only nothing, or a checkpoint of ours (its state file's
+// magic, no other files), may be there. Anything else (a folder of the user's, a dataset, ".") is
+// refused, before training and again before each swap.
+void CheckCheckpointTarget(const std::string& path) {
+  const fs::path p = fs::absolute(path).lexically_normal();
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (ec || st.type() == fs::file_type::not_found) return;
+  const std::string refuse = path + ": exists and is not a dsc train checkpoint, so --checkpoint will not replace it";
+  if (st.type() != fs::file_type::directory) throw Error(refuse + " (not a directory)");
+  static const std::set<std::string> ours{"model.pt", "optimizer.pt", "state.txt", "loader.state"};
+  for (const auto& e : fs::directory_iterator(p, ec))
+    if (!ours.count(e.path().filename().string()) || !e.is_regular_file())
+      throw Error(refuse + " (it holds " + e.path().filename().string() + ")");
+  if (ec) throw Error(path + ": cannot list it: " + ec.message());
+  std::ifstream in(p / "state.txt");
+  std::string magic;
+  if (!(in >> magic) || magic != kCheckpointMagic) throw Error(refuse + " (no " + kCheckpointMagic + " state.txt)");
+}
+
 void SaveCheckpoint(const Config& c, const Checkpoint& k, ResNet9& model, torch::optim::SGD& opt) {
+  CheckCheckpointTarget(c.checkpoint);
   const auto [parent, name] = SplitDir(c.checkpoint);
+  if (name.empty() || name == "." || name == "..") throw Error(c.checkpoint + ": not a directory name --checkpoint can replace");
   fs::create_directories(parent);
   RemoveCheckpointLeftovers(parent, name);
   char suffix[17];
@@ -323,6 +354,8 @@ int Run(Config c) {
     throw Error("cannot silence rank " + std::to_string(dist.rank()) + "'s output");
   // Every rank traces its own trainer and loader: one file per rank, or they would overwrite each other.
   if (!c.trace.empty() && dist.world_size() > 1) c.trace += ".rank" + std::to_string(dist.rank());
+  if (!c.steps_out.empty() && dist.world_size() > 1) c.steps_out += ".rank" + std::to_string(dist.rank());  // this rank's batches
+  if (!c.checkpoint.empty()) CheckCheckpointTarget(c.checkpoint);  // before any training, not after an epoch of it
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const int cuda_device = c.device == "cuda" ? PickCudaDevice(env) : 0;
@@ -384,6 +417,7 @@ int Run(Config c) {
     ao.device = cuda_device;
     ao.max_leases = to.max_leases;
     if (gpu_decode) ao.staging_bytes = gpu::StagingBytesFor(train);
+    ao.path = c.train;
     augmenter = std::make_unique<gpu::Augmenter>(train_aug, train.width(), train.height(), c.batch,
                                                  precision == Precision::kFloat32 ? DType::kFloat32 : DType::kFloat16,
                                                  Layout::kNHWC, ao);
@@ -398,7 +432,7 @@ int Run(Config c) {
   torch::manual_seed(c.seed);
   ResNet9 model(10);
   model->to(device, torch::kFloat);
-  if (!c.save_init.empty()) SaveWeights(model, c.save_init);
+  if (!c.save_init.empty() && dist.lead()) SaveWeights(model, c.save_init);  // the same weights on every rank
   StepLog batch_log(c.steps_out);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
   const uint64_t per_epoch = train.batches_per_epoch(), total = per_epoch * uint64_t(c.epochs);
@@ -412,6 +446,7 @@ int Run(Config c) {
     train.restore(s);
     start_epoch = s.epoch;
     start_batch = s.next_batch;
+    if (start_batch >= per_epoch) start_epoch += 1, start_batch = 0;  // stopped at an epoch's end (older checkpoints)
     std::printf("resumed from %s at epoch %llu, batch %llu (step %llu)\n", c.resume.c_str(), (unsigned long long)s.epoch,
                 (unsigned long long)s.next_batch, (unsigned long long)step);
   }
@@ -419,7 +454,7 @@ int Run(Config c) {
               c.train.c_str(), (unsigned long long)(to.subset.empty() ? train.dataset().size() : to.subset.size()), c.epochs,
               c.batch, train.threads(), torch_threads);
   std::vector<EpochLog> logs;
-  std::vector<double> rank_rates;  // the last epoch's images/s of each rank
+  std::vector<double> rank_rates;  // images/s of each rank, summed over the epochs (the JSON gives the mean, as for the total)
   double comm_share = 0;           // share of training time in gradient all-reduce and buffer broadcast
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> step_log(nullptr, &std::fclose);
   if (!c.step_log.empty()) {
@@ -428,7 +463,10 @@ int Run(Config c) {
     if (!step_log) throw Error(path + ": cannot write: " + std::strerror(errno));
   }
   const std::vector<torch::Tensor> weights = model->parameters(), buffers = model->buffers();
-  bool stopped = false;
+  bool stopped = c.max_steps && step >= c.max_steps;
+  if (stopped)
+    std::printf("notice: the checkpoint is at step %llu, --max-steps %llu: nothing to train\n", (unsigned long long)step,
+                (unsigned long long)c.max_steps);
   const TraceWindow window = c.trace_steps.empty() ? DefaultTraceWindow(per_epoch, c.epochs) : ParseTraceWindow(c.trace_steps);
   StepProfiler prof(c.trace.empty() ? nullptr : &tracer, window, train.threads());
   const double stored_pixels = MeanStoredPixels(train.dataset(), to.subset);
@@ -460,7 +498,21 @@ int Run(Config c) {
       if (cuda) SetCudaAutocast(false, precision);
       auto per_sample = torch::nn::functional::cross_entropy(
           logits, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(c.label_smoothing).reduction(torch::kNone));
-      auto loss = (per_sample * keep).sum() / keep.sum();
+      // The mean over the global batch's real samples, as one rank would compute it: the averaged
+      // gradient of W ranks' (sum x W / real) is then the one-rank gradient. A rank whose slice is all
+      // padding (the epoch's last batch) contributes nothing, not 0/0. Padding comes only in that batch
+      // (reader/order.cc), so only there do the ranks count their real samples together.
+      double real = double(b.size - b.padding_count);
+      if (b.index + 1 == per_epoch) {
+        std::vector<double> v{real};
+        dist.Sum(&v);
+        real = v[0];
+      } else if (b.padding_count) {
+        throw Error("internal: padding in batch " + std::to_string(b.index) + " of " + std::to_string(per_epoch));
+      } else {
+        real = double(c.batch);
+      }
+      auto loss = (per_sample * keep).sum() * (double(dist.world_size()) / std::max(1.0, real));
       prof.Mark(Phase::kForward);
       opt.zero_grad();
       if (scaler) scaler->Scale(loss).backward();
@@ -493,9 +545,10 @@ int Run(Config c) {
     prof.EndSteps();
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     comm_share = dist.TakeCommSeconds() / log.seconds;
-    rank_rates = dist.AllGather(images / log.seconds);
+    const std::vector<double> rates = dist.AllGather(images / log.seconds);
+    rank_rates.resize(rates.size(), 0.0);
     log.images_per_second = 0;  // all ranks together
-    for (double rr : rank_rates) log.images_per_second += rr;
+    for (size_t r = 0; r < rates.size(); ++r) log.images_per_second += rates[r], rank_rates[r] += rates[r];
     log.data_wait_share = prof.epoch().seconds[int(Phase::kWait)] / log.seconds;
     log.verdict = Diagnose(Measured(prof.epoch(), train, images, stored_pixels));
     std::vector<double> sums{loss_sum.item<double>(), double(batches)};
@@ -523,7 +576,7 @@ int Run(Config c) {
     std::fflush(stdout);
     logs.push_back(log);
     if (!c.checkpoint.empty() && dist.lead()) {
-      if (!stopped) {  // the epoch is complete: resume at the next one
+      if (!stopped || s.next_batch >= per_epoch) {  // the epoch is complete: resume at the next one
         s.epoch = e + 1;
         s.next_batch = 0;
         s.excluded.clear();  // nothing of the next epoch is consumed yet
@@ -562,20 +615,20 @@ int Run(Config c) {
       wait += l.data_wait_share / double(logs.size());
       if (l.test_accuracy >= 0) acc = l.test_accuracy;
     }
-    j << "{\n  \"test_accuracy\": " << acc << ",\n  \"images_per_second\": " << ips << ",\n  \"data_wait_share\": " << wait
+    j << "{\n  \"test_accuracy\": " << Num(acc) << ",\n  \"images_per_second\": " << Num(ips) << ",\n  \"data_wait_share\": " << Num(wait)
       << ",\n  \"world_size\": " << dist.world_size() << ",\n  \"images_per_second_per_rank\": [";
-    for (size_t i = 0; i < rank_rates.size(); ++i) j << (i ? ", " : "") << rank_rates[i];
-    j << "],\n  \"allreduce_share\": " << comm_share << ",\n  \"steps\": " << step;
+    for (size_t i = 0; i < rank_rates.size(); ++i) j << (i ? ", " : "") << Num(rank_rates[i] / double(logs.size()));
+    j << "],\n  \"allreduce_share\": " << Num(comm_share) << ",\n  \"steps\": " << step;
     if (!logs.empty())
       j << ",\n  \"bottleneck\": " << tools::JsonString(logs.back().verdict.bottleneck)
         << ",\n  \"advice\": " << tools::JsonString(logs.back().verdict.advice);
     j << ",\n  \"param_checksum\": \"" << std::hex << params << std::dec << "\",\n  \"train_loss\": [";
-    for (size_t i = 0; i < logs.size(); ++i) j << (i ? ", " : "") << logs[i].train_loss;
+    for (size_t i = 0; i < logs.size(); ++i) j << (i ? ", " : "") << Num(logs[i].train_loss);
     j << "],\n  \"epochs\": [";
     for (size_t i = 0; i < logs.size(); ++i)
-      j << (i ? ", " : "") << "{\"images_per_second\": " << logs[i].images_per_second << ", \"data_wait_share\": "
-        << logs[i].data_wait_share << ", \"train_loss\": " << logs[i].train_loss << ", \"test_accuracy\": " << logs[i].test_accuracy
-        << ", \"seconds\": " << logs[i].seconds << JsonFields(logs[i].profile, logs[i].verdict) << "}";
+      j << (i ? ", " : "") << "{\"images_per_second\": " << Num(logs[i].images_per_second) << ", \"data_wait_share\": "
+        << Num(logs[i].data_wait_share) << ", \"train_loss\": " << Num(logs[i].train_loss) << ", \"test_accuracy\": "
+        << Num(logs[i].test_accuracy) << ", \"seconds\": " << Num(logs[i].seconds) << JsonFields(logs[i].profile, logs[i].verdict) << "}";
     j << "]\n}\n";
     if (!j) throw Error(c.json + ": write failed");
   }
@@ -683,8 +736,12 @@ int main(int argc, char** argv) {
     c.nproc = r["nproc"].as<int>();
     c.dist_timeout = r["dist-timeout"].as<double>();
     c.step_log = r["step-log"].as<std::string>();
-    if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout > 0))
-      throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout positive");
+    if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout >= 0.001 && c.dist_timeout <= 1e6))
+      throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout in [0.001, 1e6] seconds");
+    // A launcher (torchrun, Slurm) already made this process a rank: --nproc would start a second world.
+    if (c.nproc > 1 && std::getenv("RANK"))
+      throw cxxopts::exceptions::exception("--nproc " + std::to_string(c.nproc) + " with RANK=" + std::getenv("RANK") +
+                                           " set: this process is already a rank of a launcher; drop --nproc or unset RANK");
     c.save_init = r["save-init"].as<std::string>();
     c.steps_out = r["steps-out"].as<std::string>();
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
@@ -695,7 +752,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (c.nproc > 1 && !std::getenv("RANK")) return dsc::train::LaunchLocal(c.nproc, argc, argv);
+    if (c.nproc > 1) return dsc::train::LaunchLocal(c.nproc, argc, argv);
     return dsc::train::Run(c);
   } catch (const dsc::OptionError& e) {  // a flag's value the loader rejects: a usage error
     std::fprintf(stderr, "dsc train: %s\n", e.what());
