@@ -171,6 +171,12 @@ bool JpegDecoder::CanDecodePlanes() const {
   if (!ycc && !gray) return false;
   if (ycc && (c->comp_info[0].h_samp_factor != c->max_h_samp_factor || c->comp_info[0].v_samp_factor != c->max_v_samp_factor))
     return false;  // luma must be full resolution
+  // Cb and Cr sampled alike: the row conversion (kernels::ColorConvertRow) takes one chroma shift for
+  // both; with two (legal, if rare) libjpeg converts instead. Cr at Cb's shift was wrong pixels and a
+  // read past the end of the Cr plane.
+  if (ycc && (c->comp_info[1].h_samp_factor != c->comp_info[2].h_samp_factor ||
+              c->comp_info[1].v_samp_factor != c->comp_info[2].v_samp_factor))
+    return false;
   for (int i = 0; i < c->num_components; ++i) {
     const int hr = c->max_h_samp_factor / c->comp_info[i].h_samp_factor, vr = c->max_v_samp_factor / c->comp_info[i].v_samp_factor;
     if ((hr != 1 && hr != 2) || (vr != 1 && vr != 2) || hr * c->comp_info[i].h_samp_factor != c->max_h_samp_factor ||

@@ -36,7 +36,7 @@ const char* TwinReasonName(int reason) {
     case kReasonBadTable: return "bad or missing table";
     case kReasonBadHuffmanCode: return "bad Huffman code";
     case kReasonTruncated: return "truncated entropy data";
-    case kReasonBadRestart: return "bad restart marker";
+    case kReasonBadRestart: return "bad restart marker or extraneous data";
     case kReasonCoefficient: return "coefficient out of range";
     case kReasonIdctRange: return "IDCT value out of range";
     default: return "unknown";

@@ -51,8 +51,8 @@ enum TwinReason : int {
   kReasonBadTable,         // missing or invalid Huffman / quantisation table
   kReasonBadHuffmanCode,
   kReasonTruncated,        // entropy data ran out (libjpeg pads with zeros and warns)
-  kReasonBadRestart,       // missing, misnumbered or extraneous restart marker / data
-  kReasonCoefficient,      // coefficient out of range (DC overflow, run past 63)
+  kReasonBadRestart,       // missing, misnumbered or extraneous restart marker, or data after the last MCU
+  kReasonCoefficient,      // DC coefficient out of range
   kReasonIdctRange,        // values where libjpeg's C and SIMD IDCTs disagree (only on corrupt data)
   kTwinReasonCount
 };
@@ -222,10 +222,11 @@ DSC_HD int TwinDecodeBlock(TwinBits* b, const TwinHuffman& dc, const TwinHuffman
       continue;
     }
     k += r;
-    if (k > 63) return kReasonCoefficient;
     uint32_t v;
     if (!TwinGetBits(b, size, &v)) return kReasonTruncated;
-    blk[TwinZigzag(k)] = int16_t(TwinExtend(v, size));
+    // A run past the last coefficient (corrupt data) lands on it, as in libjpeg, whose zigzag table
+    // has 16 extra entries of 63 for this case; the block then ends.
+    blk[TwinZigzag(k > 63 ? 63 : k)] = int16_t(TwinExtend(v, size));
     ++k;
   }
   return kReasonNone;
@@ -275,6 +276,12 @@ DSC_HD int DecodeEntropy(const TwinFrame& f, const TwinTables& t, const uint8_t*
         }
     }
   }
+  // After the last MCU only padding bits may remain before the marker (or the unit's end). A whole
+  // byte more is corrupt data: libjpeg warns "extraneous bytes before marker", an error in the CPU
+  // loader, and decoding it as an image would hand garbage to training. (libjpeg misses a byte or
+  // two it has already buffered; the twin is that much stricter.)
+  TwinFill(&b);
+  if (!b.stopped || b.nbits - b.pad >= 8) return kReasonBadRestart;
   return kReasonNone;
 }
 

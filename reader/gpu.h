@@ -123,6 +123,9 @@ struct AugmenterOptions {
   // GPU JPEG decode: a Decoder::kGpu loader's staging area (StagingBytesFor); 0 = batches carry no
   // staged payloads (Process refuses those that do).
   uint64_t staging_bytes = 0;
+  // The loader's file (Loader::dataset().path()), named with the sample in a staged image's decode
+  // error, as the CPU decoder's errors name both.
+  std::string path;
 };
 
 // The staging area of `loader`'s batches (0 unless its decoder is Decoder::kGpu).

@@ -256,6 +256,7 @@ struct Augmenter::Impl {
   kernels::DeferredAugment a;
   int device = 0;
   uint32_t max_batch = 0;
+  std::string path;  // AugmenterOptions::path
   DType dtype;
   Layout layout;
   CudaStreamOps ops;
@@ -295,7 +296,7 @@ struct Augmenter::Impl {
   void CheckSlot(Slot& s) {
     Check(cudaEventSynchronize(s.decoded.get()), "cudaEventSynchronize");
     s.check = false;
-    const std::string err = StagedErrors(s.samples, s.status.get(), "");
+    const std::string err = StagedErrors(s.samples, s.status.get(), path);
     if (!err.empty()) throw Error(err);
   }
   // Checks the slots whose decode has completed, without waiting.
@@ -327,6 +328,7 @@ Augmenter::Augmenter(const kernels::AugmentSpec& spec, uint32_t width, uint32_t 
                                       layout == Layout::kNCHW ? kernels::kOutNCHW : kernels::kOutNHWC);
   m->device = ResolveDevice(options.device);
   m->max_batch = max_batch;
+  m->path = options.path;
   m->dtype = dtype;
   m->layout = layout;
   DeviceGuard guard(m->device);

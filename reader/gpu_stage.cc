@@ -126,7 +126,9 @@ std::vector<uint32_t> StagedSamples(const Batch& b) {
   const kernels::TwinImage* im = kernels::TwinImages(b.staged);
   const size_t sample_bytes = b.image_bytes();
   for (uint32_t i = 0; i < h.images; ++i) {
-    const size_t j = size_t(im[i].rgb / sample_bytes);
+    // A cropped image decodes into scratch (TwinImage::rgb) and its resize writes the sample's slot.
+    const uint64_t slot = im[i].crop == kernels::kTwinNoCrop ? im[i].rgb : kernels::TwinCrops(b.staged)[im[i].crop].out;
+    const size_t j = size_t(slot / sample_bytes);
     out.push_back(j < b.size ? b.indices[j] : UINT32_MAX);
   }
   return out;

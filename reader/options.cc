@@ -65,6 +65,8 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     if (!o.defer_augment) Bad("decoder", "gpu", "needs defer_augment (the GPU finishes the batch)");
     if (!o.remote.addresses.empty()) Bad("decoder", "gpu", "cannot be combined with remote workers");
     if (o.gpu_staging_bytes > (uint64_t(4) << 30)) Bad("gpu_staging_bytes", Str(o.gpu_staging_bytes), "must be at most 4 GiB");
+    // The decode kernels give each staged image a row of the grid, whose y dimension CUDA caps.
+    if (o.batch_size > 65535) Bad("batch_size", Str(o.batch_size), "must be at most 65535 with decoder gpu");
   }
 
   const kernels::AugmentSpec& a = o.augment;

@@ -51,27 +51,39 @@ inline uint64_t ExpectDeviceEqualsHostTwin(const std::string& file, LoaderOption
 // In a copy of GPU-staged batch `b`, fills the first staged image's entropy bytes with 0xFF 0xFF...
 // (not a Huffman code) and expects the host twin to refuse it, naming `path` and that image's sample;
 // the untouched batch still decodes.
+// Each staged image in turn made corrupt: the error names its sample. With a crop, an image's output
+// offset is not its sample's slot, and the error named the wrong sample (or 4294967295) for all but
+// the first image.
 inline void ExpectCorruptStagedImageNamed(const Batch& b, const std::string& path) {
   ASSERT_NE(b.staged, nullptr);
-  std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
-  const kernels::TwinImage& im = kernels::TwinImages(staged.data())[0];
-  const kernels::TwinUnit& u =
-      reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
-  ASSERT_GT(u.end, u.begin);
-  std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
-  Batch bad = b;
-  bad.staged = staged.data();
-  const uint32_t sample = StagedSamples(b)[0];
-  std::vector<uint8_t> images(b.image_bytes() * b.size);
-  try {
-    DecodeStagedOnHost(bad, images.data(), path);
-    ADD_FAILURE() << "a corrupt staged payload decoded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
-              std::string::npos)
-        << e.what();
+  const uint32_t images = kernels::TwinHeader(b.staged).images;
+  ASSERT_GT(images, 0u);
+  std::vector<uint8_t> out(b.image_bytes() * b.size);
+  for (uint32_t i = 0; i < images; ++i) {
+    std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
+    const kernels::TwinImage& im = kernels::TwinImages(staged.data())[i];
+    const kernels::TwinUnit& u =
+        reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
+    ASSERT_GT(u.end, u.begin);
+    std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
+    Batch bad = b;
+    bad.staged = staged.data();
+    // Independently of the staging's offsets: images are staged in batch order, one per sample the
+    // workers left for the GPU (fallback 0).
+    uint32_t sample = UINT32_MAX, k = 0;
+    for (uint32_t j = 0; j < b.size; ++j)
+      if (b.fallback[j] == 0 && k++ == i) sample = b.indices[j];
+    ASSERT_NE(sample, UINT32_MAX);
+    try {
+      DecodeStagedOnHost(bad, out.data(), path);
+      ADD_FAILURE() << "a corrupt staged payload decoded (image " << i << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
+                std::string::npos)
+          << "image " << i << ": " << e.what();
+    }
   }
-  DecodeStagedOnHost(b, images.data(), path);
+  DecodeStagedOnHost(b, out.data(), path);
 }
 
 }  // namespace dsc::test

@@ -268,6 +268,12 @@ TEST(GpuDecode, OptionsTheGpuDecoderCannotServeAreRefused) {
   EXPECT_NO_THROW(ValidateOptions(crop));  // crops are the twin's too (tests/gpu_crop_test.cc)
   o.fancy_upsampling = true;  // the twin's fancy upsampling (tests/gpu_crop_test.cc, jpeg_twin_test.cc)
   EXPECT_NO_THROW(ValidateOptions(o));
+  // A staged image per grid row: CUDA's 65535 rows bound the batch (a larger one failed to launch).
+  o.batch_size = 65535;
+  EXPECT_NO_THROW(ValidateOptions(o));
+  o.batch_size = 65536;
+  EXPECT_THROW(ValidateOptions(o), OptionError);
+  o.batch_size = 512;
   o.remote.addresses = {"127.0.0.1:1"};
   EXPECT_THROW(ValidateOptions(o), OptionError);
 }

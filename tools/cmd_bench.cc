@@ -327,6 +327,7 @@ int CmdBench(int argc, char** argv) {
       if (on_gpu) {
         gpu::AugmenterOptions ao;
         ao.staging_bytes = gpu::StagingBytesFor(loader);
+        ao.path = loader.dataset().path();
         ao.max_leases = o.max_leases;
         aug = std::make_unique<gpu::Augmenter>(o.augment, loader.width(), loader.height(), loader.options().batch_size,
                                                gpu_dtype, Layout::kNCHW, ao);
