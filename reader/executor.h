@@ -17,6 +17,10 @@
 
 namespace dsc {
 
+// The most samples one request may carry: workers refuse more (dsc serve), and the loader sizes its
+// requests within it.
+constexpr uint32_t kMaxRemoteRequestSamples = 4096;
+
 // What an executor must know to produce a loader's samples.
 struct RemoteContext {
   std::string path;  // the loader's file, for messages
@@ -25,6 +29,9 @@ struct RemoteContext {
   // (RemoteOptions::ship_uint8): the loader finishes those samples itself.
   LoaderOptions options;
   uint32_t width = 0, height = 0;  // the output size at construction (ChunkTask has the current one)
+  // The most samples one of this loader's requests carries: with the output size, it bounds the reply
+  // an executor accepts (a worker cannot make the loader receive more).
+  uint32_t max_request_samples = kMaxRemoteRequestSamples;
   uint64_t run_fingerprint = 0;                 // RunIdentity, for logs
 };
 
@@ -43,9 +50,6 @@ class SampleSink {
   virtual void Take(uint32_t j, const BytePiece* pieces, size_t n) = 0;
 };
 
-// The most samples one request may carry: workers refuse more (dsc serve), and the loader sizes its
-// requests within it.
-constexpr uint32_t kMaxRemoteRequestSamples = 4096;
 
 // Consecutive samples of one batch to fill in place.
 struct ChunkTask {

@@ -78,9 +78,11 @@ class SliceReader {
   size_t i_ = 0, off_ = 0;
 };
 
-grpc::ChannelArguments ChannelArgs() {
+grpc::ChannelArguments ChannelArgs(int max_receive) {
   grpc::ChannelArguments a;
-  a.SetMaxReceiveMessageSize(-1);  // a photo batch is far above gRPC's 4 MiB default; the loader bounds it
+  // A photo batch is far above gRPC's 4 MiB default; the most a request of this loader needs instead,
+  // so that a broken or hostile worker cannot make the loader receive (allocate) more.
+  a.SetMaxReceiveMessageSize(max_receive);
   a.SetMaxSendMessageSize(16 << 20);
   // A channel of its own per connection, reconnecting fast: the loader does its own back-off.
   a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -107,7 +109,8 @@ class GrpcExecutor : public RemoteExecutor {
     std::shared_ptr<grpc::ChannelCredentials> creds =
         tls_root_.empty() ? grpc::InsecureChannelCredentials()
                           : grpc::SslCredentials(grpc::SslCredentialsOptions{tls_root_, "", ""});
-    auto channel = grpc::CreateCustomChannel(address_, creds, ChannelArgs());
+    const int limit = ReplyLimit(ctx_.max_request_samples, ctx_.width, ctx_.height);
+    auto channel = grpc::CreateCustomChannel(address_, creds, ChannelArgs(limit));
     auto stub = Worker::NewStub(channel);
     HelloRequest req;
     req.set_protocol(kProtocol);
@@ -142,6 +145,8 @@ class GrpcExecutor : public RemoteExecutor {
     }
     std::lock_guard<std::mutex> l(mu_);
     stub_ = std::make_shared<grpc::GenericStub>(channel);
+    creds_ = creds;
+    limit_ = limit;
     file_id_ = rep.file_id();
     max_samples_ = std::max<uint32_t>(1, rep.max_samples());
     return ConnectResult::kReady;
@@ -157,6 +162,14 @@ class GrpcExecutor : public RemoteExecutor {
       if (!stub || t.count > max_samples_) {
         *why = "remote worker " + address_ + (stub ? " takes fewer samples per request" : " is not connected");
         return RunResult::kRetry;
+      }
+      // Loader::set_output_size grew the samples past what the channel accepts: a channel for the
+      // new size (the worker knows the file by its id, not by the connection).
+      const int need = ReplyLimit(std::max(t.count, ctx_.max_request_samples), t.width, t.height);
+      if (need > limit_) {
+        stub_ = std::make_shared<grpc::GenericStub>(grpc::CreateCustomChannel(address_, creds_, ChannelArgs(need)));
+        limit_ = need;
+        stub = stub_;
       }
     }
     req.set_header_checksum(ctx_.header_checksum);
@@ -211,7 +224,14 @@ class GrpcExecutor : public RemoteExecutor {
              (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
                   ? "no reply within " + std::to_string(deadline_ms) + " ms"
                   : status.error_message());
-      // The worker's per-connection call limit or its memory limit: up, only busy.
+      // The worker's per-connection call limit or its memory limit: up, only busy. gRPC's own
+      // RESOURCE_EXHAUSTED for a reply over the channel's limit is a broken worker instead.
+      if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+          status.error_message().find("larger than max") != std::string::npos) {
+        *why = "remote worker " + address_ + ": a reply larger than a request of " + std::to_string(t.count) +
+               " samples can need (" + status.error_message() + ")";
+        return RunResult::kRetry;
+      }
       return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? RunResult::kBusy : RunResult::kRetry;
     }
     return Parse(&reply, t, why);
@@ -225,6 +245,14 @@ class GrpcExecutor : public RemoteExecutor {
   uint64_t wire_bytes() const override { return wire_bytes_.load(); }
 
  private:
+  // The largest reply a request of `samples` samples of w x h can bring: the images (zstd's bound,
+  // when compressed), their parameters, a sample error and the message's framing.
+  int ReplyLimit(uint64_t samples, uint32_t w, uint32_t h) const {
+    const uint64_t images = samples * 3 * w * h * DTypeSize(ctx_.options.dtype);
+    const uint64_t bound = uint64_t(ZSTD_compressBound(size_t(images))) + samples * kParamBytes + (256u << 10);
+    return int(std::min<uint64_t>(bound, uint64_t(INT32_MAX)));
+  }
+
   // Reads a ProcessReply from the received slices into the task's slots.
   RunResult Parse(grpc::ByteBuffer* bb, const ChunkTask& t, std::string* why) {
     const std::string who = "remote worker " + address_;
@@ -347,6 +375,8 @@ class GrpcExecutor : public RemoteExecutor {
   WorkSpec spec_;
   std::mutex mu_;
   std::shared_ptr<grpc::GenericStub> stub_;  // holds the channel
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  int limit_ = 0;  // the channel's largest reply (ReplyLimit)
   uint32_t file_id_ = 0, max_samples_ = 1;
   std::set<grpc::ClientContext*> active_;
   std::atomic<uint64_t> wire_bytes_{0};

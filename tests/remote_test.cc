@@ -228,6 +228,85 @@ TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
   EXPECT_GT(wire, 13u * 32 * (1728 + 960));
 }
 
+// A worker that answers every request with 64 MiB of images, far more than any request needs (a
+// broken or hostile worker).
+class OversizedReplies final : public remote::Worker::Service {
+ public:
+  grpc::Status Hello(grpc::ServerContext*, const remote::HelloRequest*, remote::HelloReply* r) override {
+    r->set_protocol(remote::kProtocol);
+    r->set_dsc_version(remote::DscVersion());
+    r->set_jpeg_version(remote::JpegVersion());
+    r->set_threads(1);
+    r->set_max_samples(remote::kMaxRequestSamples);
+    return grpc::Status::OK;
+  }
+  grpc::Status Process(grpc::ServerContext*, const remote::ProcessRequest*, remote::ProcessReply* r) override {
+    r->set_images_size(64u << 20);
+    r->mutable_images()->assign(64u << 20, '\0');
+    return grpc::Status::OK;
+  }
+};
+
+// The loader accepts replies up to what its largest request can need (it took any size, so a worker
+// could make it allocate without bound), and a set_output_size that grows the samples past that gets
+// a channel for the new size.
+TEST(Remote, AReplyLargerThanTheRequestNeedsIsRefusedUnread) {
+  OversizedReplies service;
+  grpc::ServerBuilder sb;
+  int port = 0;
+  sb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  sb.RegisterService(&service);
+  sb.SetMaxSendMessageSize(-1);
+  const auto server = sb.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+  LoaderOptions o = Base();
+  RemoteContext ctx;
+  ctx.path = Built().cifar;
+  ctx.options = o;
+  ctx.width = ctx.height = 32;
+  ctx.max_request_samples = 16;
+  const auto ex = remote::Connector()("127.0.0.1:" + std::to_string(port), o.remote, ctx);
+  std::string why;
+  ASSERT_EQ(ex->Connect(10000, &why), ConnectResult::kReady) << why;
+  std::vector<uint32_t> samples(16);
+  for (uint32_t i = 0; i < 16; ++i) samples[i] = i;
+  std::vector<uint8_t> images(size_t(16) * 3 * 32 * 32 * sizeof(float));
+  std::vector<kernels::SampleParams> params(16);
+  ChunkTask t;
+  t.samples = samples.data();
+  t.count = 16;
+  t.width = t.height = 32;
+  t.images = images.data();
+  t.params = params.data();
+  EXPECT_EQ(ex->Run(t, 20000, &why), RunResult::kRetry);
+  EXPECT_NE(why.find("a reply larger than a request of 16 samples can need"), std::string::npos) << why;
+  EXPECT_LT(ex->wire_bytes(), 1u << 20) << "the 64 MiB reply was received";
+  server->Shutdown();
+
+  // A real worker, the output grown from 24x24 to 96x96 (16x the bytes) between epochs: every sample
+  // still comes from the worker, equal to a local run's.
+  Worker a({Built().cifar, "--threads", "1"});
+  auto run = [&](LoaderOptions lo, uint64_t* remote_samples) {
+    lo.augment = LoaderOptions::ImagenetTrain().augment;
+    lo.augment.out_w = lo.augment.out_h = 24;
+    Loader l(Built().cifar, lo);
+    l.set_output_size(24, 24);
+    std::vector<std::string> d = Digests(l, 1);
+    l.set_output_size(96, 96);
+    BatchDigest g;
+    for (const Batch& b : l.epoch(1)) g.Add(b);
+    d.push_back(g.Hex());
+    *remote_samples = RemoteSamples(l);
+    return d;
+  };
+  LoaderOptions local = Base();
+  local.remote = RemoteOptions();
+  uint64_t n = 0;
+  const auto want = run(local, &n);
+  EXPECT_EQ(run(Remote({&a}, 0), &n), want);
+  EXPECT_EQ(n, 2u * 13 * 32) << "samples decoded by the worker over the two epochs";
+}
+
 // Replies of 2 MiB and more come from the worker's recycled buffers (2 MiB pages): finished float32
 // batches of 200 samples (2.4 MiB a request, two per epoch of the 400) over
 // three epochs, two requests in flight, equal a local run's.
