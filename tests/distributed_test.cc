@@ -144,12 +144,8 @@ TEST(Distributed, StoppingTheLauncherStopsEveryRank) {
                              "kill -TERM $launcher; wait $launcher; echo \"launcher-exit=$?\"; sleep 2; "
                              "echo \"left=$(pgrep -f -- '--step-log " + dir + "/s' | wc -l)\"";
   WriteFile(dir + "/run.sh", reinterpret_cast<const uint8_t*>(script.data()), script.size());
-  FILE* p = ::popen(("timeout 120 bash " + dir + "/run.sh").c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  ::pclose(p);
+  RunShell("timeout 120 bash " + dir + "/run.sh", &out);
   EXPECT_NE(out.find("launcher-exit=143"), std::string::npos) << out;
   EXPECT_NE(out.find("left=0"), std::string::npos) << "ranks outlived their launcher: " << out;
   EXPECT_LT(ReadSteps(dir + "/s.rank0").size(), 16u) << "the ranks trained on";
@@ -181,13 +177,9 @@ TEST(Distributed, ADeadRankFailsTheOthersWithinTheTimeout) {
                              "date +%s.%N > " + dir + "/killed) & "
                              "RANK=0 " + run + " 2>&1; echo \"rank0-exit=$?\"; wait";
   WriteFile(dir + "/run.sh", reinterpret_cast<const uint8_t*>(script.data()), script.size());
-  FILE* p = ::popen(("bash " + dir + "/run.sh").c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  RunShell("timeout 120 bash " + dir + "/run.sh", &out);
   const double end = Now();
-  ::pclose(p);
   const auto k = ReadFile(dir + "/killed");
   ASSERT_FALSE(k.empty()) << "rank 1 was never killed: " << out;
   const double killed = std::stod(std::string(k.begin(), k.end()));

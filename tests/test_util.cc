@@ -108,17 +108,19 @@ double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return 10 * std::log10(255.0 * 255.0 / (se / double(a.size())));
 }
 
-int RunDsc(const std::string& args, std::string* output) {
-  std::string cmd = std::string(DSC_BINARY) + " " + args + " 2>&1";
+int RunShell(const std::string& cmd, std::string* output) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   std::string out;
   char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = ::pclose(p);
-  if (output) *output = out;
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = ::pclose(p);
+  if (output) *output = std::move(out);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int RunDsc(const std::string& args, std::string* output) {
+  return RunShell(std::string(DSC_BINARY) + " " + args + " 2>&1", output);
 }
 
 void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {

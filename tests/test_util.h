@@ -38,6 +38,10 @@ double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
 // the lie about the image remains, as in a file a hostile or buggy writer hands over.
 void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h);
 
+// Runs a shell command line; returns its exit code (128 + the signal when killed) and captures its
+// stdout (add " 2>&1" for stderr too).
+int RunShell(const std::string& cmd, std::string* output = nullptr);
+
 // Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.
 int RunDsc(const std::string& args, std::string* output = nullptr);
 

@@ -654,16 +654,9 @@ TEST(Errors, UnwritableTargetsAndChangingSources) {
 // Runs tests/pil_ref.py (PIL, an independent reference) and returns its stdout.
 std::vector<uint8_t> PilRef(const std::string& args) {
   const std::string cmd = "/usr/bin/python3 " + std::string(DSC_TEST_SCRIPTS) + "/pil_ref.py " + args;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) {
-    ADD_FAILURE() << "cannot run " << cmd;
-    return {};
-  }
-  std::vector<uint8_t> out;
-  uint8_t buf[65536];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.insert(out.end(), buf, buf + n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return out;
+  std::string out;
+  EXPECT_EQ(RunShell(cmd, &out), 0) << cmd;
+  return std::vector<uint8_t>(out.begin(), out.end());
 }
 
 // Naive area average, written independently of kernels/resize.cc: every output pixel integrates the
