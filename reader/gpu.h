@@ -44,8 +44,8 @@
 //   slots of samples the loader decoded on the CPU keep its pixels, then the augment kernel runs as
 //   above. Same ring, same contract. A staged payload the kernels find corrupt (rare: the loader
 //   checked its structure) makes a later Process / ProcessFor call throw dsc::Error naming the sample
-//   (at most `slots` batches later: checking at once would stall the host on the GPU; the last
-//   batches of a run are checked only if Process is called again).
+//   (at most `slots` batches later: checking at once would stall the host on the GPU). Finish()
+//   checks the rest: call it at the end of every epoch, or the last batches go unchecked.
 // - One thread drives an Augmenter. Destroy it after the consumer's uses are enqueued; the destructor
 //   waits for them and for dsc's stream.
 #pragma once
@@ -146,6 +146,10 @@ class Augmenter {
   // Gives a batch from Process back: dsc reuses its buffer once the work enqueued on `stream` so far
   // has completed.
   void Release(const DeviceBatch& d, void* stream);
+  // Waits for dsc's work enqueued so far (not the consumer's) and throws dsc::Error naming the
+  // samples of any staged image the device could not decode, so no batch goes unchecked: call it at
+  // the end of an epoch (dsc bench and dsc train do). Without staged payloads, only the wait.
+  void Finish();
 
  private:
   struct Impl;

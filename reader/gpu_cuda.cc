@@ -453,6 +453,14 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
   return d;
 }
 
+void Augmenter::Finish() {
+  Impl& m = *impl_;
+  DeviceGuard guard(m.device);
+  Check(cudaStreamSynchronize(m.stream.get()), "cudaStreamSynchronize");
+  for (Slot& s : m.slots)
+    if (s.check) m.CheckSlot(s);
+}
+
 void Augmenter::Release(const DeviceBatch& d, void* stream) {
   DeviceGuard guard(impl_->device);
   impl_->ring->Return(d.slot, d.ticket, stream);

@@ -39,6 +39,7 @@ Augmenter::Augmenter(const kernels::AugmentSpec&, uint32_t, uint32_t, uint32_t, 
 Augmenter::~Augmenter() = default;
 DeviceBatch Augmenter::Process(BatchLease) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 DeviceBatch Augmenter::ProcessFor(BatchLease, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
+void Augmenter::Finish() { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 void Augmenter::Release(const DeviceBatch&, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 DeviceBatch Augmenter::Run(BatchLease, bool, void*) { throw Error(std::string("no usable GPU: ") + kNoCuda); }
 

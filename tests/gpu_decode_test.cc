@@ -323,5 +323,48 @@ TEST(GpuDecode, DeviceDecodeEqualsHostTwin) {
   ExpectDeviceEqualsHostTwin(MixedFile(), o);
 }
 
+// With a GPU (not here): a corrupt image in a run's last batch is reported by Finish(). Process
+// checks a batch's decode only when a later call reuses its slot, so the last batches went unchecked.
+TEST(GpuDecode, FinishReportsACorruptImageInTheLastBatch) {
+  std::string why;
+  if (!gpu::Available(&why)) GTEST_SKIP() << "compiled, CPU-verified, not run on a GPU here: " << why;
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  o.batch_size = 16;
+  o.order = Order::kSequential;
+  gpu::UsePinnedMemory(o);
+  Loader loader(MixedFile(), o);
+  gpu::AugmenterOptions ao;
+  ao.staging_bytes = gpu::StagingBytesFor(loader);
+  ao.path = "f.beton";
+  gpu::Augmenter aug(o.augment, loader.width(), loader.height(), o.batch_size, DType::kFloat32, Layout::kNCHW, ao);
+  auto range = loader.epoch(0);
+  auto it = range.begin();
+  BatchLease lease = it.lease();
+  ASSERT_NE(lease->staged, nullptr);
+  // The first staged image's entropy bytes become 0xFF... (not a Huffman code), in the leased buffer.
+  auto* staged = const_cast<uint8_t*>(lease->staged);
+  const kernels::TwinImage& im = kernels::TwinImages(staged)[0];
+  const kernels::TwinUnit& u = reinterpret_cast<const kernels::TwinUnit*>(staged + kernels::TwinHeader(staged).units_at)[im.first_unit];
+  ASSERT_GT(u.end, u.begin);
+  std::memset(staged + im.data + u.begin, 0xFF, u.end - u.begin);
+  uint32_t sample = UINT32_MAX;
+  for (uint32_t j = 0; j < lease->size && sample == UINT32_MAX; ++j)
+    if (lease->fallback[j] == 0) sample = lease->indices[j];
+  aug.ProcessFor(std::move(lease), gpu::LegacyDefaultStream());
+  try {
+    aug.Finish();
+    ADD_FAILURE() << "Finish() passed a batch whose image " << sample << " is corrupt";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f.beton: sample " + std::to_string(sample) + ": corrupt JPEG (GPU decoder)"),
+              std::string::npos)
+        << e.what();
+  }
+  aug.Finish();  // reported once
+}
+
 }  // namespace
 }  // namespace dsc::test

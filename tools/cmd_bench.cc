@@ -114,6 +114,7 @@ EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool sp
     if ((++n & 7) == 0) *peak = std::max(*peak, AnonRssBytes());
     if (max_batches && n >= max_batches) break;
   }
+  if (gpu) gpu->Finish();  // the epoch's time includes its last batches' GPU work, and their decode is checked
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   r.stages = loader.stats();

@@ -543,6 +543,7 @@ int Run(Config c) {
       ++it;
     }
     prof.EndSteps();
+    if (augmenter) augmenter->Finish();  // the epoch's last batches' GPU decode is checked too
     log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     comm_share = dist.TakeCommSeconds() / log.seconds;
     const std::vector<double> rates = dist.AllGather(images / log.seconds);
