@@ -854,19 +854,22 @@ class Pipeline {
     return !cancel_.load();
   }
 
-  // Whether slot s holds its batch of `len` samples complete (Decoder::kGpu: and staged).
-  bool Complete(Slot* s, uint32_t len) const { return s->done.load() >= len + (staging_ ? 1 : 0); }
+  // A batch of `len` samples is complete when they are done plus this: one more with Decoder::kGpu
+  // (staged) and for an empty batch (its buffer taken, RunEmpty).
+  uint32_t Extra(uint32_t len) const { return staging_ || len == 0 ? 1 : 0; }
+  // Whether slot s holds its batch of `len` samples complete.
+  bool Complete(Slot* s, uint32_t len) const { return s->done.load() >= len + Extra(len); }
 
   // Marks `n` samples of slot s done; wakes the consumer when its batch is complete. `last` (with
   // Decoder::kGpu) runs on the thread that marks the batch's last sample, before the consumer sees it.
   template <typename Last>
   void Done(Slot* s, uint32_t n, uint32_t len, Last last) {
     uint32_t now = s->done.fetch_add(n) + n;
-    if (staging_ && now == len) {
+    if (Extra(len) && now == len) {
       last();
       now = s->done.fetch_add(1) + 1;
     }
-    if (now >= len + (staging_ ? 1 : 0)) {
+    if (now >= len + Extra(len)) {
       std::lock_guard<std::mutex> l(mu_);
       done_cv_.notify_all();
     }
@@ -944,6 +947,16 @@ class Pipeline {
     b->labels[1][j] = e.label[1];
   }
 
+  // An empty batch (a rank's last in sequential order on several ranks) has no sample to write, but
+  // the consumer needs a buffer (the slot's may be leased) holding no staged payloads of an earlier
+  // batch; its first chunk's task provides one and completes it.
+  void RunEmpty(Slot* s) {
+    BatchBuffer* b = WritableBuffer(s, 0, 0);  // on failure, the batch is complete with its error
+    if (!b) return;
+    b->staged_bytes = 0;
+    Done(s, 0, 0);
+  }
+
   void RunTask(uint64_t task, SampleProcessor* proc, uint64_t epoch, uint64_t seed, StageStats* st, uint32_t track) {
     const bool timed = opt_.collect_stats || opt_.tracer;
     const uint64_t k = task / chunks_per_batch_;
@@ -953,6 +966,7 @@ class Pipeline {
     const uint32_t len = plan_.batch_length(k);
     const uint32_t from = uint32_t(task % chunks_per_batch_) * chunk_;
     const uint32_t to = std::min(len, from + chunk_);
+    if (len == 0 && from == 0) return RunEmpty(s);
     if (from >= to) return;
     BatchBuffer* b = WritableBuffer(s, to - from, len);
     if (!b) return;
@@ -1292,6 +1306,13 @@ class Pipeline {
       const uint32_t from = std::min(len, uint32_t(t0 % chunks_per_batch_) * chunk_);
       const uint32_t to = std::min<uint64_t>(len, (t1 - k * chunks_per_batch_) * chunk_);
       if (from >= to) {  // past the short last batch's end
+        if (len == 0 && t0 % chunks_per_batch_ == 0) {  // an empty batch: its first chunk completes it
+          if (!WaitForSlot(k)) {
+            GiveBackClaim(d, t0, t1);
+            return;
+          }
+          RunEmpty(slots_[k % slots_.size()].get());
+        }
         FinishClaim(d);
         continue;
       }

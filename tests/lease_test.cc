@@ -338,5 +338,41 @@ TEST(Lease, WaitPollAbandonsAWait) {
   EXPECT_EQ(n, 25);
 }
 
+// Sequential order on several ranks may end a rank's epoch in an empty batch (the last global batch
+// is shorter than one rank's slice). With every batch leased, that batch's slot had no buffer left
+// (no worker writes an empty batch, so none fetched a spare); with the GPU decoder it was never
+// marked complete and the consumer waited forever.
+TEST(Lease, AnEmptyLastBatchAfterLeasedBatches) {
+  for (const bool gpu_decoder : {false, true}) {
+    for (const uint32_t rank : {0u, 2u}) {
+      LoaderOptions o = Opts(/*prefetch=*/0, /*max_leases=*/2);
+      o.order = Order::kSequential;
+      o.world_size = 3;  // global batches of 12: 8 full, then 4 samples, all in rank 0's slice
+      o.rank = rank;
+      if (gpu_decoder) {
+        o.decoder = LoaderOptions::Decoder::kGpu;
+        o.defer_augment = true;
+      }
+      Loader loader(File(), o);
+      std::vector<BatchLease> held;
+      std::vector<uint32_t> sizes, seen;
+      auto range = loader.epoch(0);
+      for (auto it = range.begin(); it != range.end(); ++it) {
+        sizes.push_back(it->size);
+        for (uint32_t j = 0; j < it->size; ++j) seen.push_back(it->indices[j]);
+        held.push_back(it.lease());
+        if (held.size() == 2) held.erase(held.begin());
+      }
+      const std::vector<uint32_t> want_sizes{4, 4, 4, 4, 4, 4, 4, 4, rank == 0 ? 4u : 0u};
+      EXPECT_EQ(sizes, want_sizes) << "rank " << rank << ", gpu decoder " << gpu_decoder;
+      std::vector<uint32_t> want;
+      for (uint32_t k = 0; k < 9; ++k)
+        for (uint32_t j = 0; j < want_sizes[k]; ++j) want.push_back(k * 12 + rank * 4 + j);
+      EXPECT_EQ(seen, want) << "rank " << rank << ", gpu decoder " << gpu_decoder;
+      EXPECT_EQ(loader.batches_per_epoch(), 9u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsc::test
