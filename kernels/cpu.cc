@@ -1,6 +1,10 @@
 #include "kernels/cpu.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -53,5 +57,12 @@ void ForceScalar() {
 }
 
 bool ScalarForced() { return g_scalar.load(std::memory_order_relaxed); }
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
 
 }  // namespace dsc::kernels

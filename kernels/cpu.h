@@ -26,4 +26,9 @@ void LimitToAvx2(bool limit);
 void ForceScalar();
 bool ScalarForced();
 
+// The cores this process may run on (its CPU affinity, which taskset, a container's cpuset or a job
+// scheduler narrow), at least 1: what "all cores" means for a default thread count.
+// std::thread::hardware_concurrency() counts the machine's, and oversubscribes a narrowed process.
+int UsableCores();
+
 }  // namespace dsc::kernels

@@ -57,6 +57,15 @@ bool Decode(PngRead* r, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* wid
                  " pixels, more than --max-pixels " + std::to_string(max_pixels);
     return false;
   }
+  // Deflate expands at most 1032:1, so a file too small to hold the rows its header declares is
+  // truncated: refused here, before a max_pixels-sized buffer is allocated and zero-filled for it.
+  const uint64_t row_bits = uint64_t(w) * png_get_channels(r->png, r->info) * png_get_bit_depth(r->png, r->info);
+  const uint64_t raw = uint64_t(h) * (1 + (row_bits + 7) / 8);
+  if (raw / 1032 > r->size) {
+    r->message = "truncated PNG: " + std::to_string(w) + "x" + std::to_string(h) + " needs " + std::to_string(raw) +
+                 " bytes of image data, more than its " + std::to_string(r->size) + " bytes can hold";
+    return false;
+  }
   // What PIL's convert("RGB") does: 16-bit samples keep their high byte, alpha (an alpha channel or a
   // tRNS chunk) is dropped without compositing, and no gamma correction is applied.
   png_set_strip_16(r->png);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <png.h>
 #include <turbojpeg.h>
@@ -235,7 +236,7 @@ TEST(ImageTree, PassThroughStoresTheExactSourceBytes) {
     ASSERT_EQ(PayloadBytes(shared, i), src) << files[i].first;
     ASSERT_EQ(PayloadBytes(inl, i), src) << files[i].first;
     ASSERT_EQ(shared.entry(i).label[0], files[i].second);
-    ASSERT_EQ(shared.entry(i).jpeg_table, 1);
+    ASSERT_EQ(shared.entry(i).jpeg_table, i == 0 ? 0 : 1);  // shared from its second occurrence
     ASSERT_EQ(inl.entry(i).jpeg_table, 0);
     ASSERT_EQ(Pixels(shared, i), ReferenceDecode(src));
   }
@@ -275,6 +276,32 @@ TEST(ImageTree, ReencodeKeepsQualityAboveBound) {
     ASSERT_NE(PayloadBytes(ds, i), ReadFile(files[i].first));  // really re-encoded
   }
   EXPECT_GT(worst, 30.0) << "worst PSNR of a q90 4:4:4 re-encode";
+}
+
+// --subsampling gray stores one component from colour sources: the index said 3 channels.
+TEST(ImageTree, GrayReencodeOfColourSourcesSaysOneChannel) {
+  auto root = SubsetTree(1);
+  auto dir = ScratchDir();
+  for (const char* restart : {"auto", "none"}) {
+    SCOPED_TRACE(restart);
+    auto o = Opts("jpeg");
+    o.encode.reencode = true;
+    o.encode.subsampling = "gray";
+    o.encode.restart_interval = restart;
+    writer::Build(root, dir + "/g.beton", o);
+    Dataset ds(dir + "/g.beton");
+    ASSERT_EQ(ds.size(), 10u);
+    kernels::JpegCodec codec;
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      kernels::JpegInfo info;
+      const auto p = PayloadBytes(ds, i);
+      ASSERT_TRUE(codec.ReadHeader(p.data(), p.size(), &info));
+      EXPECT_TRUE(info.is_gray()) << "sample " << i;
+      EXPECT_EQ(ds.entry(i).channels, 1) << "sample " << i;
+      const auto px = Pixels(ds, i);
+      for (size_t k = 0; k + 2 < px.size(); k += 3) ASSERT_TRUE(px[k] == px[k + 1] && px[k] == px[k + 2]) << "sample " << i;
+    }
+  }
 }
 
 // Independent area-average reference: exact for integer factors.
@@ -389,11 +416,58 @@ TEST(ImageTree, SplitFoldersAndIgnoredFiles) {
   o.log = [&](const std::string& s) { log.push_back(s); };
   auto rep = writer::Build(root, dir + "/t.beton", o);
   EXPECT_EQ(rep.samples, 40u);
-  bool reported = false;
-  for (const auto& l : log) reported |= l.find("notes.txt") != std::string::npos;
-  EXPECT_TRUE(reported) << "a non-image file in a class folder must be reported";
+  std::string all;
+  for (const auto& l : log) all += l + "\n";
+  // Everything left out is reported: a non-image file, a hidden one, a file beside the split folders.
+  EXPECT_NE(all.find("cat/notes.txt (not .jpg/.jpeg/.png)"), std::string::npos) << all;
+  EXPECT_NE(all.find(".hidden.jpg (hidden)"), std::string::npos) << all;
   o.split = "train";
   EXPECT_THROW(writer::Build(root, dir + "/u.beton", o), Error);  // no train/ folder
+  // The class folders' parent as the root (no split folders): a file beside them is reported.
+  WriteFile(root + "/test/loose.jpg", "x", 1);
+  log.clear();
+  EXPECT_EQ(writer::Build(root + "/test", dir + "/w.beton", o).samples, 40u);
+  all.clear();
+  for (const auto& l : log) all += l + "\n";
+  EXPECT_NE(all.find("loose.jpg (not in a class folder)"), std::string::npos) << all;
+}
+
+// What the user gave is never skipped in silence, and nothing crashes: entries that cannot be read
+// are errors naming them (a self-referencing link among the class folders aborted the program; a
+// dangling link or a FIFO named like an image was left out).
+TEST(ImageTree, EntriesThatCannotBeReadAreErrorsNamingThem) {
+  auto dir = ScratchDir();
+  std::string out;
+  auto expect_error = [&](const std::string& root, const std::string& what) {
+    EXPECT_EQ(RunDsc("build '" + root + "' '" + dir + "/o.beton' --quiet", &out), 1) << root << ": " << out;
+    EXPECT_NE(out.find(what), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir + "/o.beton"));
+  };
+  auto a = SubsetTree(2);
+  fs::create_symlink("selfloop", fs::path(a) / "selfloop");
+  expect_error(a, "selfloop: cannot read (a symlink whose target is missing or loops)");
+  auto b = SubsetTree(2);
+  fs::create_symlink("/nonexistent/photo.jpg", fs::path(b) / "cat" / "gone.jpg");
+  expect_error(b, "cat/gone.jpg: cannot read (a symlink");
+  auto c = SubsetTree(2);
+  ASSERT_EQ(::mkfifo((c + "/dog/pipe.jpg").c_str(), 0644), 0);
+  expect_error(c, "dog/pipe.jpg: not a regular file");
+  auto d = SubsetTree(2);
+  fs::create_directory(fs::path(d) / "\xff\xfe");
+  fs::copy_file(fs::path(d) / "cat" / fs::directory_iterator(fs::path(d) / "cat")->path().filename(), fs::path(d) / "\xff\xfe" / "x.jpg");
+  expect_error(d, "the class folder's name is not UTF-8");
+  // --split test on a tree without split folders built the whole tree: the training set.
+  auto e = SubsetTree(2);
+  expect_error(e + "' --split 'test", "--split test has nothing to select");
+  WriteFile(dir + "/list.tsv", "a.jpg\t0\n", 8);
+  expect_error(dir + "/list.tsv' --split 'test", "a manifest has no splits");
+  WriteFile(dir + "/data.tar.zst", "(\xb5/\xfd", 4);
+  expect_error(dir + "/data.tar.zst", "an archive, not a folder or a manifest");
+  // An output naming a FIFO (or /dev/null) was replaced by a regular file.
+  ASSERT_EQ(::mkfifo((dir + "/out.fifo").c_str(), 0644), 0);
+  EXPECT_EQ(RunDsc("build '" + e + "' '" + dir + "/out.fifo' --quiet", &out), 1) << out;
+  EXPECT_NE(out.find("out.fifo: exists and is not a regular file"), std::string::npos) << out;
+  EXPECT_TRUE(fs::is_fifo(dir + "/out.fifo"));
 }
 
 TEST(ImageTree, PngFilesAreStoredAsTheirExactPixels) {
@@ -948,6 +1022,14 @@ TEST(Limits, PixelLimitIsCheckedFromTheHeaderBeforeDecoding) {
   ExpectBuildRefused(dir + "/smallpng", "--max-pixels 15", dir + "/smallpng/a/y.png", "--max-pixels");
   std::string log;
   EXPECT_EQ(RunDsc("build " + dir + "/small " + dir + "/ok.beton --quiet --max-pixels 1024", &log), 0) << log;
+  // Within the limit, but far more rows than its bytes can hold (deflate expands at most 1032:1):
+  // refused from the header, where 507 MB were allocated and zero-filled first.
+  fs::create_directories(dir + "/thin/a");
+  WriteFile(dir + "/thin/a/z.png", PngDeclaring(13000, 13000));
+  ExpectBuildRefused(dir + "/thin", "", dir + "/thin/a/z.png", "truncated PNG: 13000x13000 needs");
+  fs::create_directories(dir + "/empty/a");
+  WriteFile(dir + "/empty/a/e.png", "", 0);
+  ExpectBuildRefused(dir + "/empty", "", dir + "/empty/a/e.png", "empty file (0 bytes)");
 }
 
 // A lossless progressive rewrite of a 3-component JPEG (libjpeg transcoding, as jpegtran does; its

@@ -84,9 +84,12 @@ AtomicFile::AtomicFile(const std::string& target) : target_(target) {
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) throw Error(target + ": cannot open output directory " + dir_ + ": " + Errno());
   struct stat st;
-  if (::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     ::close(dir_fd_);
-    throw Error(target + ": is a directory");
+    // The finished file is renamed over the target: over a device (/dev/null as a dry run) or a
+    // FIFO, that would replace the node itself.
+    throw Error(target + (S_ISDIR(st.st_mode) ? ": is a directory"
+                                              : ": exists and is not a regular file (a device, FIFO or socket); write to another path"));
   }
   const std::string base = t.filename().string();
   RemoveUnlockedLeftovers(dir_fd_, base);

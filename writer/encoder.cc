@@ -1,5 +1,6 @@
 #include "writer/encoder.h"
 
+#include <turbojpeg.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -121,7 +122,8 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     SetRestart(kernels::RestartResult(), Encoded::kReencoded, out);
   }
   out->encoding = uint8_t(Encoding::kJpeg);
-  out->channels = uint8_t(channels);
+  // --subsampling gray encodes one component whatever the source: the index says what is stored.
+  out->channels = uint8_t(subsampling_ == TJSAMP_GRAY ? 1 : channels);
   out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
 }
 
@@ -134,7 +136,8 @@ void Encoder::SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* 
 void Encoder::StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out) {
   SetRestart(r, Encoded::kTranscoded, out);
   out->encoding = uint8_t(Encoding::kJpeg);
-  out->channels = uint8_t(channels);
+  // --subsampling gray encodes one component whatever the source: the index says what is stored.
+  out->channels = uint8_t(subsampling_ == TJSAMP_GRAY ? 1 : channels);
   out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
 }
 
@@ -182,6 +185,7 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   kernels::RestartResult transcoded;
   // PNG files are pixel sources too: stored raw by default (lossless in, lossless out).
   const bool png = !item.is_pixels && kernels::IsPng(item.bytes.data(), item.bytes.size());
+  if (!item.is_pixels && item.bytes.empty()) throw Error(item.where + ": empty file (0 bytes), not an image");
   if (item.is_pixels) {
     w = item.width;
     h = item.height;

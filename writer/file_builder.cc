@@ -30,6 +30,11 @@ void FileBuilder::CloseBlock() {
   block_.clear();
 }
 
+namespace {
+constexpr uint64_t kMaxSharedTableBytes = 64 << 20;  // of table sets in meta
+constexpr size_t kMaxTableCandidates = 1 << 18;      // sets seen once, tracked for a second occurrence
+}  // namespace
+
 void FileBuilder::Add(const Encoded& e, const int32_t labels[2]) {
   if (samples() >= UINT32_MAX) throw Error(out_->target() + ": too many samples for format version 1");
   IndexEntry ie;
@@ -44,9 +49,18 @@ void FileBuilder::Add(const Encoded& e, const int32_t labels[2]) {
   if (share_ && e.encoding == uint8_t(Encoding::kJpeg) && e.jpeg_prefix > 0) {
     std::string prefix(reinterpret_cast<const char*>(payload), e.jpeg_prefix);
     auto it = table_ids_.find(prefix);
-    if (it == table_ids_.end() && tables_.size() < kMaxJpegTables) {
-      tables_.push_back(prefix);
-      it = table_ids_.emplace(std::move(prefix), uint16_t(tables_.size())).first;
+    if (it == table_ids_.end()) {
+      // A hash collision only shares this sample's own prefix early: the bytes stored are exact.
+      const uint64_t h = Checksum(prefix.data(), prefix.size());
+      if (seen_once_.erase(h)) {
+        if (tables_.size() < kMaxJpegTables && table_bytes_ + prefix.size() <= kMaxSharedTableBytes) {
+          table_bytes_ += prefix.size();
+          tables_.push_back(prefix);
+          it = table_ids_.emplace(std::move(prefix), uint16_t(tables_.size())).first;
+        }
+      } else if (seen_once_.size() < kMaxTableCandidates) {
+        seen_once_.insert(h);
+      }
     }
     if (it != table_ids_.end()) {
       ie.jpeg_table = it->second;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "format/layout.h"
@@ -40,6 +41,11 @@ class FileBuilder {
   std::string index_;
   std::unordered_map<std::string, uint16_t> table_ids_;
   std::vector<std::string> tables_;
+  uint64_t table_bytes_ = 0;
+  // Table sets seen once, by hash: a set is shared from its second occurrence on, so headers that
+  // never repeat (transcodes' optimised Huffman tables, EXIF) stay inline instead of filling meta,
+  // which every reader loads and checks. Bounded, as the tables are.
+  std::unordered_set<uint64_t> seen_once_;
   std::vector<std::pair<uint32_t, std::string>> optional_;
 };
 

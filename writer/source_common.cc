@@ -2,6 +2,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -52,7 +54,18 @@ std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& f
   if (split != "train" && split != "test") throw Error("--split must be 'train' or 'test', not '" + split + "'");
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
-  if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) return OpenManifest(path, max_file_size);
+  if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) {
+    // A manifest has no splits: a silent whole-file build for --split test would be the training set.
+    if (split != "train") throw Error(path + ": a manifest has no splits; --split test needs a CIFAR download or a tree with train/ and test/ folders (list the test files in a manifest of their own)");
+    if (format == "auto") {
+      std::string name = fs::path(path).filename().string();
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+      for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2", ".zip", ".gz", ".zst"})
+        if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+          throw Error(path + ": an archive, not a folder or a manifest: extract it (e.g. tar -xf) and pass the folder it holds");
+    }
+    return OpenManifest(path, max_file_size);
+  }
   if (!fs::is_directory(path, ec)) throw Error(path + ": not a directory");
   std::string dir = path;
   // Accept the folder that holds an extracted download as well as the download folder itself.

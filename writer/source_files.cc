@@ -34,6 +34,42 @@ uint64_t FileSize(const fs::path& p, uint64_t max) {
 
 bool IsHidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
 
+// What a listed entry is, following symlinks. An entry that cannot be followed (a dangling link, a
+// link loop, no permission) is an error naming it: skipping it would leave out what the user gave.
+fs::file_status Status(const fs::path& p) {
+  std::error_code ec, ec2;
+  const fs::file_status st = fs::status(p, ec);
+  if (ec) {
+    const bool link = fs::is_symlink(fs::symlink_status(p, ec2));
+    throw Error(p.string() + ": cannot read" + (link ? " (a symlink whose target is missing or loops)" : "") + ": " + ec.message());
+  }
+  return st;
+}
+
+// Structurally valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) n = 1, cp = c;
+    else if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = cp << 6 | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
 struct FileSample {
   std::string path;
   int32_t label;
@@ -74,7 +110,8 @@ class FileList : public Source {
 // Appends every file under `dir` (recursively, skipping dot-entries) to *out. Symlinked folders are
 // followed, so a link back to a folder being walked (`open`: device and inode of each) would never end:
 // that is an error naming the link rather than a silent skip, since the user meant something by it.
-void Walk(const fs::path& dir, std::vector<std::pair<dev_t, ino_t>>* open, std::vector<fs::path>* out) {
+void Walk(const fs::path& dir, std::vector<std::pair<dev_t, ino_t>>* open, std::vector<fs::path>* out,
+          std::vector<std::string>* ignored) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) throw Error(dir.string() + ": cannot list: " + std::strerror(errno));
   for (const auto& [dev, ino] : *open)
@@ -84,24 +121,29 @@ void Walk(const fs::path& dir, std::vector<std::pair<dev_t, ino_t>>* open, std::
   std::error_code ec;
   std::vector<fs::path> subdirs;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    if (IsHidden(it->path())) continue;
-    std::error_code e2;
-    if (it->is_directory(e2)) subdirs.push_back(it->path());
-    else if (it->is_regular_file(e2)) out->push_back(it->path());
+    if (IsHidden(it->path())) {
+      ignored->push_back(it->path().string() + " (hidden)");
+      continue;
+    }
+    const fs::file_status st = Status(it->path());
+    if (fs::is_directory(st)) subdirs.push_back(it->path());
+    else if (fs::is_regular_file(st)) out->push_back(it->path());
+    else if (IsImageName(it->path())) throw Error(it->path().string() + ": not a regular file (a FIFO, socket or device); remove it or replace it with the image");
+    else ignored->push_back(it->path().string() + " (not a regular file)");
   }
   if (ec) throw Error(dir.string() + ": cannot list: " + ec.message());
   std::sort(subdirs.begin(), subdirs.end());
-  for (const auto& d : subdirs) Walk(d, open, out);
+  for (const auto& d : subdirs) Walk(d, open, out, ignored);
   open->pop_back();
 }
 
 // Every file of a class folder, sorted by path so the order is stable.
-std::vector<fs::path> SortedFiles(const fs::path& root, const fs::path& dir) {
+std::vector<fs::path> SortedFiles(const fs::path& root, const fs::path& dir, std::vector<std::string>* ignored) {
   std::vector<std::pair<dev_t, ino_t>> open;
   struct stat st;
   if (::stat(root.c_str(), &st) == 0) open.emplace_back(st.st_dev, st.st_ino);
   std::vector<fs::path> out;
-  Walk(dir, &open, &out);
+  Walk(dir, &open, &out, ignored);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -114,21 +156,34 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
   if (fs::is_directory(root / "train", ec) || fs::is_directory(root / "test", ec)) {
     root /= split;
     if (!fs::is_directory(root, ec)) throw Error(dir + ": has split folders but no '" + split + "' folder");
+  } else if (split != "train") {  // the whole tree is the training set: a test file built from it would be too
+    throw Error(dir + ": no train/ and test/ folders, so --split " + split + " has nothing to select (the whole tree is the train split)");
   }
-  std::vector<std::string> classes;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.is_directory() && !IsHidden(e.path())) classes.push_back(e.path().filename().string());
+  std::vector<std::string> classes, ignored;
+  for (auto it = fs::directory_iterator(root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (IsHidden(p)) {
+      ignored.push_back(p.string() + " (hidden)");
+    } else if (fs::is_directory(Status(p))) {
+      const std::string name = p.filename().string();
+      // Class names are meta strings, which the format keeps UTF-8 (dsc info --json prints them).
+      if (!IsUtf8(name)) throw Error(p.string() + ": the class folder's name is not UTF-8; rename it");
+      classes.push_back(name);
+    } else {
+      ignored.push_back(p.string() + " (not in a class folder)");
+    }
+  }
   if (ec) throw Error(root.string() + ": cannot list: " + ec.message());
   std::sort(classes.begin(), classes.end());
   if (classes.empty()) throw Error(root.string() + ": no class folders (expected ROOT/<class>/*.jpg)");
   std::vector<FileSample> samples;
-  std::vector<std::string> ignored;
   for (size_t c = 0; c < classes.size(); ++c) {
-    for (const auto& f : SortedFiles(root, root / classes[c])) {
+    for (const auto& f : SortedFiles(root, root / classes[c], &ignored)) {
       if (IsImageName(f)) samples.push_back({f.string(), int32_t(c), FileSize(f, max_file_size)});
-      else ignored.push_back(f.string());
+      else ignored.push_back(f.string() + " (not .jpg/.jpeg/.png)");
     }
   }
+  std::sort(ignored.begin(), ignored.end());
   if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg/.png files in the class folders");
   return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored),
                                     max_file_size);
