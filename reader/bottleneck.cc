@@ -57,19 +57,22 @@ Diagnosis Diagnose(const RunProfile& p) {
   const StageShare top = LargestStage(p.loader);
   const double out_pixels = double(p.output_width) * double(p.output_height);
   const double area_ratio = out_pixels > 0 ? p.source_pixels / out_pixels : 0;
-  if (std::strcmp(top.name, "read") == 0 && top.share >= 0.5) {
+  // Storage and stored resolution are the cause only while the loader's threads are saturated; idle
+  // threads mean they lacked CPU or depth, whichever stage dominates their work ("starved" below).
+  const bool saturated = d.loader_busy >= 0.8;
+  if (saturated && std::strcmp(top.name, "read") == 0 && top.share >= 0.5) {
     d.remedy = "storage";
     d.advice = head + Fmt("reading takes %.0f%% of the loader's time (%.1f MB/s of payload): storage-bound; read in "
                           "block order (--order quasi_random) from a local disk, or warm the page cache",
                           100 * top.share, double(p.loader.payload_bytes) / step / 1e6);
-  } else if (std::strcmp(top.name, "decode") == 0 && top.share >= 0.5 && area_ratio > 4) {
+  } else if (saturated && std::strcmp(top.name, "decode") == 0 && top.share >= 0.5 && area_ratio > 4) {
     // Decoding work grows with the stored pixels; 1.5x the output side leaves room for crops.
     const uint32_t side = std::max(p.output_width, p.output_height);
     d.remedy = "max_resolution";
     d.advice = head + Fmt("decoding takes %.0f%% of the loader's time on stored images of %.0f pixels, %.1fx the "
                           "%.0f-pixel output: rebuild with a smaller payload (dsc build --max-resolution %.0f)",
                           100 * top.share, p.source_pixels, area_ratio, out_pixels, std::ceil(1.5 * side));
-  } else if (d.loader_busy >= 0.8) {
+  } else if (saturated) {
     const std::string busy = Fmt("the %.0f loader thread(s) were busy %.0f%% of the time and keeping up with the "
                                  "model's %.0f images/s takes ~%.1f loader cores (%.0f us per image); ",
                                  threads, 100 * d.loader_busy, model_rate, d.worker_cores_needed, per_image * 1e6);

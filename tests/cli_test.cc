@@ -260,6 +260,16 @@ TEST(Cli, DamageAndBadInputExitOne) {
   WriteFile(dir + "/g.beton", bytes);
   EXPECT_EQ(RunDsc("verify " + dir + "/g.beton", &out), 1);
   EXPECT_NE(out.find("data: block 0: checksum mismatch"), std::string::npos) << out;
+  // `dsc verify *.beton` checks every file (it checked the first and exited 0); the other commands
+  // refuse an argument they would not look at.
+  EXPECT_EQ(RunDsc("verify " + dir + "/f.beton " + dir + "/g.beton", &out), 1) << out;
+  EXPECT_NE(out.find("f.beton: OK"), std::string::npos) << out;
+  EXPECT_NE(out.find("g.beton: DAMAGED"), std::string::npos) << out;
+  for (const std::string cmd : {"info", "bench", "export"}) {
+    const std::string extra = cmd == "export" ? " --out " + dir + "/ex" : "";
+    EXPECT_EQ(RunDsc(cmd + " " + dir + "/f.beton " + dir + "/g.beton" + extra, &out), 2) << cmd << ": " << out;
+    EXPECT_NE(out.find("unexpected argument '" + dir + "/g.beton'"), std::string::npos) << cmd << ": " << out;
+  }
   EXPECT_EQ(RunDsc("info " + dir + "/nonexistent.beton", &out), 1);
   EXPECT_NE(out.find("nonexistent.beton"), std::string::npos);
   EXPECT_EQ(RunDsc("build " + dir + "/nothing-here " + dir + "/x.beton", &out), 1);

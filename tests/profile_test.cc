@@ -106,6 +106,18 @@ TEST(Verdict, IdleLoaderThreadsWhileTheTrainerWaitsAreStarved) {
   EXPECT_EQ(d.remedy, "starved");
   EXPECT_NEAR(d.loader_busy, 0.3, 1e-9);
   EXPECT_TRUE(Has(d.advice, "--torch-threads")) << d.advice;
+  // The same idle threads whose work is mostly reading, or decoding large images: neither storage
+  // nor the stored resolution held the trainer back (the verdict named them).
+  const Diagnosis r = Diagnose(Profile(0.2, 2, 2'100'000, 600'000, 300'000));
+  EXPECT_NEAR(r.loader_busy, 0.3, 1e-9);
+  EXPECT_EQ(r.remedy, "starved") << r.advice;
+  RunProfile p = Profile(0.2, 2, 0, 2'700'000, 300'000);
+  p.output_width = p.output_height = 224;
+  p.source_pixels = 1000.0 * 750;
+  EXPECT_EQ(Diagnose(p).remedy, "starved") << Diagnose(p).advice;
+  p.loader.decode_ns *= 3;  // the same run with its thread busy 90% of the time
+  p.loader.augment_ns *= 3;
+  EXPECT_EQ(Diagnose(p).remedy, "max_resolution") << Diagnose(p).advice;
 }
 
 TEST(Verdict, LargestStage) {

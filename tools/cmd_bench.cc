@@ -162,7 +162,7 @@ std::string Verdict(const EpochResult& r, int threads, double consumer_ms, doubl
   const double busy = total / (wall_ns * threads);
   v << top.name << " is the largest stage (" << int(100.0 * top.share + 0.5) << "% of worker time): " << advice;
   if (busy < 0.7) v << "; workers were busy only " << int(busy * 100 + 0.5) << "% of the time (backpressure or scheduling: try a larger --prefetch)";
-  if (threads < int(std::thread::hardware_concurrency())) v << "; " << threads << " of " << std::thread::hardware_concurrency() << " cores used";
+  if (threads < kernels::UsableCores()) v << "; " << threads << " of " << kernels::UsableCores() << " cores used";
   return v.str();
 }
 
@@ -194,7 +194,7 @@ int CmdBench(int argc, char** argv) {
       ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
       ("consumer-spin", "the simulated step spins (keeps a core busy, as a GPU-polling trainer does) instead of sleeping")
-      ("trace", "write a Chrome/Perfetto trace of the last epoch to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("trace", "write a Chrome/Perfetto trace of one more epoch, run after the measured ones, to FILE", cxxopts::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
       ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
                  "= identical data, whatever the threads, prefetch or machine")
@@ -225,6 +225,7 @@ int CmdBench(int argc, char** argv) {
   DType gpu_dtype = DType::kFloat32;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
     file = r["file"].as<std::string>();
@@ -245,7 +246,8 @@ int CmdBench(int argc, char** argv) {
       throw cxxopts::exceptions::exception("--global-batch-size " + std::to_string(o.global_batch_size) +
                                            " is not divisible by --world-size " + std::to_string(o.world_size));
     indices_path = r["indices-out"].as<std::string>();
-    epochs = std::max(1, r["epochs"].as<int>());
+    epochs = r["epochs"].as<int>();
+    if (epochs < 1) throw cxxopts::exceptions::exception("--epochs must be at least 1");
     threads_arg = r["threads"].as<std::string>();
     if (threads_arg.rfind("auto", 0) == 0) {
       o.autotune = true;
@@ -268,6 +270,7 @@ int CmdBench(int argc, char** argv) {
     else if (dtype != "float32") throw cxxopts::exceptions::exception("unknown --dtype '" + dtype + "'");
     o.seed = r["seed"].as<uint64_t>();
     consumer_ms = r["consumer-ms"].as<double>();
+    if (!(consumer_ms >= 0 && consumer_ms <= 1e6)) throw cxxopts::exceptions::exception("--consumer-ms must be 0 to 1e6");
     spin = r.count("consumer-spin") > 0;
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
@@ -336,15 +339,7 @@ int CmdBench(int argc, char** argv) {
       for (int e = 0; e < epochs; ++e) {
         if (cold) DropCachedPages(loader.dataset());
         BatchDigest epoch_digest;
-        if (!trace_path.empty() && e == epochs - 1) {
-          // Trace only the last epoch: a fresh loader with the tracer attached, same options.
-          LoaderOptions t = o;
-          t.tracer = &tracer;
-          Loader traced(file, t);
-          results.push_back(RunEpoch(traced, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
-        } else {
-          results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
-        }
+        results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
         const auto& r = results.back();
         twin.twin_staged += r.stages.twin_staged;
         for (int k = 0; k < 32; ++k) twin.twin_fallback[k] += r.stages.twin_fallback[k];
@@ -360,6 +355,18 @@ int CmdBench(int argc, char** argv) {
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
                       r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
+      }
+      if (!trace_path.empty()) {
+        // One more epoch, traced, on a fresh loader with the tracer attached (same options): left out
+        // of every figure, since its cold start and the tracer's cost would skew them.
+        LoaderOptions t = o;
+        t.tracer = &tracer;
+        Loader traced(file, t);
+        if (cold) DropCachedPages(traced.dataset());
+        uint64_t traced_peak = 0;
+        const EpochResult r = RunEpoch(traced, uint64_t(epochs), consumer_ms, spin, 0, &traced_peak, nullptr, nullptr, aug.get());
+        if (!json)
+          std::printf("epoch %d (traced, not in the figures): %.0f images/s\n", epochs, r.images_per_second());
       }
       o.threads = results.back().threads;
       max_threads = loader.threads();
@@ -435,14 +442,16 @@ int CmdBench(int argc, char** argv) {
       std::fputs(j.str().c_str(), stdout);
     } else {
       const double per = last.stages.samples ? 1.0 / last.stages.samples : 0;
-      std::printf("\n%.0f images/s (median of epochs after the first), %d thread(s)%s, prefetch %u, batch %u\n", median, o.threads,
+      // With one epoch, its figures include the warm-up the median of later epochs leaves out.
+      const char* which = results.size() > 1 ? "median of epochs after the first" : "one epoch, warm-up included";
+      std::printf("\n%.0f images/s (%s), %d thread(s)%s, prefetch %u, batch %u\n", median, which, o.threads,
                   o.autotune ? (" (autotuned, at most " + std::to_string(max_threads) + ")").c_str() : "", o.prefetch, o.batch_size);
       std::printf("per image, summed over threads: read %.2f us, decode %.2f us, augment %.2f us, collate %.2f us\n",
                   last.stages.read_ns * per / 1e3, last.stages.decode_ns * per / 1e3, last.stages.augment_ns * per / 1e3,
                   last.stages.collate_ns * per / 1e3);
       std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
                   100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
-      std::printf("this process's CPU time per delivered image: %.1f us (all threads, median of epochs after the first)\n", cpu_us);
+      std::printf("this process's CPU time per delivered image: %.1f us (all threads, %s)\n", cpu_us, which);
       if (gpu_decoder) {
         uint64_t fell = 0;
         for (uint64_t f : twin.twin_fallback) fell += f;
@@ -467,7 +476,7 @@ int CmdBench(int argc, char** argv) {
         std::printf("cold: median %.1f MB/s read from storage per epoch; the file read sequentially (16 MiB preads): %.1f MB/s "
                     "(ratio %.2f)\n", Median(cold_rates) / 1e6, sequential / 1e6, sequential > 0 ? Median(cold_rates) / sequential : 0);
       }
-      if (!trace_path.empty()) std::printf("trace of the last epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
+      if (!trace_path.empty()) std::printf("trace of the extra epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
     }
     return kExitOk;
   } catch (const OptionError& e) {  // a flag's value the loader rejects: a usage error

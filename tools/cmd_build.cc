@@ -48,6 +48,7 @@ int CmdBuild(int argc, char** argv) {
   std::string src, out;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) {
       std::fputs(opts.help().c_str(), stdout);
       return kExitOk;

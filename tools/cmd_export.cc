@@ -96,6 +96,7 @@ int CmdExport(int argc, char** argv) {
   DecodeOptions decode;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file") || !r.count("out")) throw cxxopts::exceptions::exception("expected FILE and --out DIR");
     file = r["file"].as<std::string>();

@@ -30,6 +30,7 @@ int CmdGenerate(int argc, char** argv) {
   uint64_t seed;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("out")) throw cxxopts::exceptions::exception("expected OUT");
     out = r["out"].as<std::string>();

@@ -60,6 +60,7 @@ int CmdInfo(int argc, char** argv) {
   bool json = false;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
     file = r["file"].as<std::string>();

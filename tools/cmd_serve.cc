@@ -44,6 +44,7 @@ int CmdServe(int argc, char** argv) {
   remote::ServeOptions so;
   try {
     auto r = opts.parse(argc, argv);
+    RejectUnmatched(r);
     if (r.count("help")) {
       std::fputs(opts.help().c_str(), stdout);
       return kExitOk;

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <cxxopts.hpp>
 
 #include "format/error.h"
@@ -14,41 +17,8 @@ namespace dsc::tools {
 
 int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy);  // tools/verify_twin.cc
 
-int CmdVerify(int argc, char** argv) {
-  cxxopts::Options opts("dsc verify", "Check every checksum, every index entry and every must-be-zero byte of a\n"
-                        "dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
-                        "block or sample, and exits 1.");
-  opts.positional_help("FILE");
-  opts.add_options()("decode", "also decode every sample")
-      ("upsampling", "with --decode: JPEG chroma upsampling, box (the loader's default) or fancy",
-       cxxopts::value<std::string>()->default_value("box"))
-      ("decoder", "with --decode: cpu, or gpu-twin (also compare the GPU JPEG decoder's host twin with\n"
-       "libjpeg-turbo on every JPEG sample, with the same --upsampling; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
-      ("max-pixels", "with --decode: refuse images larger than this many pixels",
-       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
-      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
-  opts.parse_positional({"file"});
-  std::string file;
-  bool decode = false, twin = false;
-  DecodeOptions options;
-  try {
-    auto r = opts.parse(argc, argv);
-    if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
-    file = r["file"].as<std::string>();
-    decode = r.count("decode") > 0;
-    options.max_pixels = r["max-pixels"].as<uint64_t>();
-    const std::string up = r["upsampling"].as<std::string>();
-    if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
-    options.fancy_upsampling = up == "fancy";
-    const std::string dec = r["decoder"].as<std::string>();
-    if (dec != "cpu" && dec != "gpu-twin") throw cxxopts::exceptions::exception("--decoder must be cpu or gpu-twin");
-    twin = dec == "gpu-twin";
-    if (twin && !decode) throw cxxopts::exceptions::exception("--decoder needs --decode");
-  } catch (const cxxopts::exceptions::exception& e) {
-    std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
-    return kExitUsage;
-  }
+// Checks one file; its exit code.
+int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptions& options) {
   try {
     auto src = OpenMmapSource(file);
     std::vector<format::Problem> problems;
@@ -93,6 +63,47 @@ int CmdVerify(int argc, char** argv) {
     std::fprintf(stderr, "dsc verify: error: %s\n", e.what());
     return kExitBad;
   }
+}
+
+
+int CmdVerify(int argc, char** argv) {
+  cxxopts::Options opts("dsc verify", "Check every checksum, every index entry and every must-be-zero byte of a\n"
+                        "dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
+                        "block or sample, and exits 1.");
+  opts.positional_help("FILE...");
+  opts.add_options()("decode", "also decode every sample")
+      ("upsampling", "with --decode: JPEG chroma upsampling, box (the loader's default) or fancy",
+       cxxopts::value<std::string>()->default_value("box"))
+      ("decoder", "with --decode: cpu, or gpu-twin (also compare the GPU JPEG decoder's host twin with\n"
+       "libjpeg-turbo on every JPEG sample, with the same --upsampling; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
+      ("max-pixels", "with --decode: refuse images larger than this many pixels",
+       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
+      ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
+  opts.parse_positional({"files"});
+  std::vector<std::string> files;
+  bool decode = false, twin = false;
+  DecodeOptions options;
+  try {
+    auto r = opts.parse(argc, argv);
+    if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
+    if (!r.count("files")) throw cxxopts::exceptions::exception("expected FILE");
+    files = r["files"].as<std::vector<std::string>>();
+    decode = r.count("decode") > 0;
+    options.max_pixels = r["max-pixels"].as<uint64_t>();
+    const std::string up = r["upsampling"].as<std::string>();
+    if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
+    options.fancy_upsampling = up == "fancy";
+    const std::string dec = r["decoder"].as<std::string>();
+    if (dec != "cpu" && dec != "gpu-twin") throw cxxopts::exceptions::exception("--decoder must be cpu or gpu-twin");
+    twin = dec == "gpu-twin";
+    if (twin && !decode) throw cxxopts::exceptions::exception("--decoder needs --decode");
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
+    return kExitUsage;
+  }
+  int rc = kExitOk;  // every file is checked; 1 when any is damaged
+  for (const auto& f : files) rc = std::max(rc, VerifyOne(f, decode, twin, options));
+  return rc;
 }
 
 }  // namespace dsc::tools

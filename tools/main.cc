@@ -1,6 +1,7 @@
 // dsc: the dataset compiler and loader's command-line program.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "tools/commands.h"
@@ -20,7 +21,7 @@ const char* kUsage =
     "  build SRC OUT      compile a dataset (CIFAR binary/python download, class-per-folder tree,\n"
     "                     or a manifest) into one indexed, checksummed file\n"
     "  info FILE          describe a file (fields, classes, encodings, sections); --json\n"
-    "  verify FILE        check every checksum, index entry and must-be-zero byte\n"
+    "  verify FILE...     check every checksum, index entry and must-be-zero byte\n"
     "  export FILE        write samples as PNG files plus a labels file\n"
     "  bench FILE         measure loader throughput and name the bottleneck\n"
     "  generate OUT       write a synthetic class-per-folder JPEG dataset to try dsc on\n"
@@ -44,14 +45,21 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "build") return dsc::tools::CmdBuild(argc - 1, argv + 1);
-  if (cmd == "info") return dsc::tools::CmdInfo(argc - 1, argv + 1);
-  if (cmd == "verify") return dsc::tools::CmdVerify(argc - 1, argv + 1);
-  if (cmd == "export") return dsc::tools::CmdExport(argc - 1, argv + 1);
-  if (cmd == "bench") return dsc::tools::CmdBench(argc - 1, argv + 1);
-  if (cmd == "generate") return dsc::tools::CmdGenerate(argc - 1, argv + 1);
-  if (cmd == "serve") return dsc::tools::CmdServe(argc - 1, argv + 1);
-  if (cmd == "train") return dsc::tools::CmdTrain(argc - 1, argv + 1);
+  try {
+    if (cmd == "build") return dsc::tools::CmdBuild(argc - 1, argv + 1);
+    if (cmd == "info") return dsc::tools::CmdInfo(argc - 1, argv + 1);
+    if (cmd == "verify") return dsc::tools::CmdVerify(argc - 1, argv + 1);
+    if (cmd == "export") return dsc::tools::CmdExport(argc - 1, argv + 1);
+    if (cmd == "bench") return dsc::tools::CmdBench(argc - 1, argv + 1);
+    if (cmd == "generate") return dsc::tools::CmdGenerate(argc - 1, argv + 1);
+    if (cmd == "serve") return dsc::tools::CmdServe(argc - 1, argv + 1);
+    if (cmd == "train") return dsc::tools::CmdTrain(argc - 1, argv + 1);
+  } catch (const std::exception& e) {
+    // Each command reports its own errors; this is the last resort (a library's exception type a
+    // command did not expect) so that nothing ends in std::terminate's abort.
+    std::fprintf(stderr, "dsc %s: error: %s\n", cmd.c_str(), e.what());
+    return dsc::tools::kExitBad;
+  }
   std::fprintf(stderr, "dsc: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return dsc::tools::kExitUsage;
 }

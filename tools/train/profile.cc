@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "tools/commands.h"
 
 namespace dsc::train {
@@ -100,12 +101,7 @@ double ProcessCpuSeconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, int(std::thread::hardware_concurrency()));
-}
+int UsableCores() { return kernels::UsableCores(); }
 
 double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset) {
   const uint64_t n = subset.empty() ? ds.size() : subset.size();

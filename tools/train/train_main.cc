@@ -21,6 +21,7 @@
 
 #include "format/checksum.h"
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "kernels/random.h"
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
@@ -427,7 +428,7 @@ int Run(Config c) {
   // (with auto, the controller keeps only the loader threads the step needs).
   const int torch_threads = c.torch_threads > 0   ? c.torch_threads
                             : c.loader_threads > 1 && !c.loader_autotune ? torch_view::ShareCores(c.loader_threads)
-                                                   : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world_size);
+                                                   : std::max(1, kernels::UsableCores() / env.local_world_size);
   torch::set_num_threads(torch_threads);
   torch::manual_seed(c.seed);
   ResNet9 model(10);
@@ -713,7 +714,7 @@ int main(int argc, char** argv) {
     }
     if (used != n.size() || n.empty() || c.loader_threads < 0)
       throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
-    if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = dsc::kernels::UsableCores();
     c.torch_threads = r["torch-threads"].as<int>();
     c.remote = r["remote"].as<std::string>();
     c.token_file = r["token-file"].as<std::string>();
