@@ -118,7 +118,9 @@ ResizeWindow CenterWindow(const AugmentSpec& s, int w, int h) {
   // int(round((size - crop) / 2.0)), Python's round (half to even).
   ResizeWindow r;
   const int sh = std::min(w, h), lg = std::max(w, h);
-  const int nl = int(double(s.resize) * lg / sh);
+  // Clamped so that a sliver (1 x 65535 with resize 40000) cannot overflow int: torchvision's size
+  // there is billions of pixels, a window no decode could serve anyway.
+  const int nl = int(std::min(double(s.resize) * lg / sh, double(1 << 30)));
   r.w = w <= h ? s.resize : nl;
   r.h = w <= h ? nl : s.resize;
   r.left = int(std::nearbyint((r.w - s.out_w) / 2.0));

@@ -175,6 +175,10 @@ class OptionError : public Error {
 // Throws OptionError for a bad option. With the output image's width and height (0: unknown) it also
 // checks the options bounded by them (translate, cutout). The Loader's constructor calls it.
 void ValidateOptions(const LoaderOptions& o, uint32_t width = 0, uint32_t height = 0);
+// Throws OptionError when the batch buffers a loader may hold at once (the ring, the leases and a
+// spare: prefetch + 2 + max_leases of `buffer_bytes` each) exceed this machine's physical memory: an
+// absurd batch x prefetch fails at construction, not after minutes of paging.
+void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes);
 
 // One batch, valid until the next one is requested (or the range ends), unless leased (BatchLease).
 struct Batch {

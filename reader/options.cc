@@ -1,10 +1,13 @@
 // Loader option validation. Every option a caller can get wrong is checked once, when the loader is
 // built, so that a bad value is an OptionError naming it instead of a crash, a write past a buffer or
 // NaN pixels deep inside a worker thread.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "kernels/augment.h"
 #include "kernels/limits.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
@@ -18,6 +21,7 @@ constexpr uint32_t kMaxBatchSize = 1u << 20;
 constexpr uint32_t kMaxPrefetch = 64;
 constexpr uint32_t kMaxLeases = 64;
 constexpr int kMaxThreads = 1024;
+constexpr uint32_t kMaxWorldSize = 1u << 20;  // order planning is O(world_size) per epoch
 
 template <typename T>
 std::string Str(T v) {
@@ -49,6 +53,9 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (o.batch_size > kMaxBatchSize) Bad("batch_size", Str(o.batch_size), "must be at most " + Str(kMaxBatchSize));
   if (o.prefetch > kMaxPrefetch) Bad("prefetch", Str(o.prefetch), "must be at most " + Str(kMaxPrefetch));
   if (o.max_leases > kMaxLeases) Bad("max_leases", Str(o.max_leases), "must be at most " + Str(kMaxLeases));
+  if (o.world_size == 0 || o.world_size > kMaxWorldSize)
+    Bad("world_size", Str(o.world_size), "must be 1 to " + Str(kMaxWorldSize));
+  if (o.rank >= o.world_size) Bad("rank", Str(o.rank), "must be below world_size (" + Str(o.world_size) + ")");
   if (o.threads < 0 || o.threads > kMaxThreads)
     Bad("threads", Str(o.threads), "must be 0 (all cores) to " + Str(kMaxThreads));
   if (o.remote.local_threads > kMaxThreads)
@@ -99,6 +106,15 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
       Finite(std[c], a.std[c]);
       if (!(a.std[c] > 0)) Bad(std[c], Str(a.std[c]), "must be positive");
     }
+    // Every pixel value's normalised float must be finite: a tiny std (1e-40) made 1/std infinite
+    // and a whole channel NaN.
+    float table[3 * 256];
+    kernels::MakeNormalizeTable(a, table);
+    for (int c = 0; c < 3; ++c)
+      for (int v = 0; v < 256; ++v)
+        if (!std::isfinite(table[c * 256 + v]))
+          Bad(std[c], Str(a.std[c]), "with mean " + Str(a.mean[c]) + " turns pixel value " + Str(v) +
+                                         " into a non-finite float (" + Str(table[c * 256 + v]) + ")");
   }
   // The output image's size, once the file is known: the shift and the square live inside it.
   if (width > 0 && height > 0) {
@@ -108,6 +124,16 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     if (uint32_t(a.cutout) > side)
       Bad("augment.cutout", Str(a.cutout), "must be at most the image side (" + Str(side) + ")");
   }
+}
+
+void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes) {
+  const double buffers = double(o.prefetch + 2 + o.max_leases) * double(buffer_bytes);
+  const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (ram > 0 && buffers > ram)
+    Bad("batch_size", Str(o.batch_size),
+        "the loader's batch buffers ((prefetch + 2 + max_leases) x " + Str(buffer_bytes) + " bytes) would take " +
+            Str(uint64_t(buffers / (1 << 20))) + " MiB, more than this machine's " + Str(uint64_t(ram / (1 << 20))) +
+            " MiB of memory");
 }
 
 }  // namespace dsc

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "reader/autotune.h"
 #include "reader/executor.h"
 #include "reader/gpu_stage.h"
@@ -234,6 +235,7 @@ class Pipeline {
     work_ = std::make_shared<SampleWork>(opt_, width_, height_);
     sample_bytes_ = work_->sample_bytes();
     staging_ = StagingBytes(opt_, sample_bytes_);
+    CheckBufferMemory(o, BufferBytes());
     slots_.resize(size_t(o.prefetch) + 1);
     pool_ = std::make_shared<BufferPool>();
     pool_->limit = slots_.size() + o.max_leases;
@@ -245,7 +247,7 @@ class Pipeline {
       s->buf.store(NewBuffer().release());
       ++pool_->allocated;
     }
-    threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+    threads_ = o.threads > 0 ? o.threads : kernels::UsableCores();
     if (!o.remote.addresses.empty()) {
       if (o.remote.local_threads >= 0) threads_ = o.remote.local_threads;
       standby_ = threads_ == 0;  // remote only: one local thread decodes while no worker is reachable
@@ -290,6 +292,7 @@ class Pipeline {
     o.augment.out_w = int(std::min<uint32_t>(w, INT32_MAX));
     o.augment.out_h = int(std::min<uint32_t>(h, INT32_MAX));
     ValidateOptions(o, w, h);
+    CheckBufferMemory(o, uint64_t(o.batch_size) * w * h * 3 * DTypeSize(o.dtype) + staging_);
     std::lock_guard<std::mutex> l(mu_);
     pending_w_ = w;
     pending_h_ = h;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 
 namespace dsc::torch_view {
 
@@ -60,7 +61,7 @@ at::Tensor DeviceImages(const gpu::DeviceBatch& d) {
 }
 
 int ShareCores(int loader_threads) {
-  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  const int cores = kernels::UsableCores();
   const int torch_threads = std::max(1, cores - loader_threads);
   torch::set_num_threads(torch_threads);
   return torch_threads;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "format/error.h"
+#include "kernels/cpu.h"
 #include "reader/dataset.h"
 #include "reader/huge_pages.h"
 #include "reader/sample_work.h"
@@ -217,7 +218,7 @@ void PutBytesField(uint32_t field, const void* p, size_t n, std::string* out) {
 class WorkerService final : public Worker::Service {
  public:
   explicit WorkerService(const ServeOptions& o)
-      : o_(o), pool_(o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()))) {
+      : o_(o), pool_(o.threads > 0 ? o.threads : kernels::UsableCores()) {
     for (const auto& f : o.files) {
       files_.emplace_back();
       files_.back().path = f;

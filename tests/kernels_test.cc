@@ -181,6 +181,31 @@ TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {
   }
 }
 
+// torchvision's Resize(resize) sizes (the shorter side becomes resize, the longer one
+// int(resize * long / short)), and a sliver whose longer side would overflow int: the window was
+// INT_MIN high and the crop's height negative.
+TEST(MakeParams, CenterWindowFollowsTorchvisionAndNeverOverflows) {
+  AugmentSpec s;
+  s.crop = CropMode::kCenter;
+  s.out_w = s.out_h = 224;
+  s.resize = 256;
+  ResizeWindow r = CenterWindow(s, 500, 375);
+  EXPECT_EQ(r.w, 341);  // int(256 * 500 / 375) = int(341.33)
+  EXPECT_EQ(r.h, 256);
+  EXPECT_EQ(r.left, 58);  // round((341 - 224) / 2) = round(58.5), half to even
+  EXPECT_EQ(r.top, 16);
+  s.resize = 40000;
+  r = CenterWindow(s, 1, 65535);
+  EXPECT_EQ(r.w, 40000);
+  EXPECT_GT(r.h, 0);
+  EXPECT_GE(r.h, r.w);
+  CropRect rect;
+  SampleParams p;
+  MakeParams(s, 1, 65535, 1, 0, 0, &rect, &p);
+  EXPECT_GT(rect.h, 0);
+  EXPECT_LE(int64_t(rect.y) + rect.h, 65535);
+}
+
 TEST(MakeParams, RandomResizedCropFollowsTorchvisionBounds) {
   AugmentSpec s;
   s.crop = CropMode::kRandomResized;

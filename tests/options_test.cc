@@ -143,6 +143,30 @@ TEST(Options, Normalization) {
   o = Small();
   o.augment.mean[0] = kInf;
   ExpectRejected(o, "augment.mean[0]", "inf");
+  // Positive and finite, but 1/std is not: every pixel of the channel became NaN.
+  o = Small();
+  o.augment.std[0] = 1e-40f;
+  ExpectRejected(o, "augment.std[0]", "turns pixel value 0 into a non-finite float");
+  o = Small();
+  o.augment.mean[2] = 3e38f;
+  o.augment.std[2] = 0.5f;
+  ExpectRejected(o, "augment.std[2]", "non-finite");
+}
+
+TEST(Options, RanksAndBufferMemory) {
+  LoaderOptions o = Small();
+  o.world_size = 3;
+  o.rank = 3;
+  ExpectRejected(o, "rank", "3");  // an OptionError (usage), as the other options
+  o = Small();
+  o.world_size = 1u << 31;  // planning is O(world_size): bad_alloc or minutes
+  ExpectRejected(o, "world_size", std::to_string(1u << 31));
+  // Each option within its limit, together more batch buffers than this machine has memory: refused
+  // at once (it took 37 s and 4.7 GB of RSS to deliver one batch of a 20-sample file).
+  o = Small();
+  o.batch_size = 1u << 20;
+  o.prefetch = 64;
+  ExpectRejected(o, "batch_size", "MiB, more than this machine's");
 }
 
 TEST(Options, BatchPrefetchThreadsLeases) {
@@ -224,6 +248,10 @@ TEST(Options, BenchExitsTwoOnBadValues) {
   EXPECT_NE(out.find("prefetch"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("bench " + File() + " --threads=-3 --epochs 1", &out), 2) << out;
   EXPECT_NE(out.find("threads"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench " + File() + " --epochs 0", &out), 2) << out;  // it ran one epoch
+  EXPECT_NE(out.find("--epochs must be at least 1"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("bench " + File() + " --epochs 1 --consumer-ms=-5", &out), 2) << out;
+  EXPECT_NE(out.find("--consumer-ms"), std::string::npos) << out;
   // Bad input (not a bad option) is still exit 1.
   EXPECT_EQ(RunDsc("bench " + File() + ".missing --epochs 1", &out), 1) << out;
 }

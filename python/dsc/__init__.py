@@ -156,6 +156,11 @@ class Loader:
         self._next_epoch = 0
         self._resume = False
         self._range = 0  # bumped by each start: an older iterator then ends instead of reading the new range
+        # torchdata's rule for a state saved after an epoch's last batch but before its loop ended:
+        # the first iteration after load_state_dict is that epoch's (empty) rest, not the next epoch.
+        self._open = False         # the current range has not reported its end yet
+        self._last_index = None    # index of the last batch it handed out
+        self._empty_rest = False   # restored such a state: the next __iter__ yields nothing
 
     def __len__(self):
         """Batches per epoch on this rank (a full epoch)."""
@@ -193,11 +198,22 @@ class Loader:
         self._range += 1
         self._next_epoch = int(epoch) + 1
         self._resume = False
+        self._empty_rest = False
+        self._open, self._last_index = True, None
         return self._batches(with_indices, self.copy if copy is None else copy, self._range)
 
     def __iter__(self):
-        """The next epoch; after load_state_dict, the rest of the checkpointed epoch (or the next one
-        when it was complete), exactly the batches an uninterrupted run would have produced."""
+        """The next epoch; after load_state_dict, the rest of the checkpointed epoch, exactly the batches
+        an uninterrupted run would have produced. As torchdata's StatefulDataLoader: a state taken after
+        the epoch's last batch but inside its loop gives an empty rest first, one taken after the loop
+        ended resumes at the next epoch."""
+        if self._empty_rest:
+            # The checkpointed epoch had handed out its last batch: its rest is empty, and the next
+            # iteration resumes (at the next epoch), as torchdata's StatefulDataLoader does.
+            self._empty_rest = False
+            self._range += 1
+            self._open, self._last_index = False, None
+            return iter(())
         if self._resume:
             self._resume = False
             self._core.resume()
@@ -205,6 +221,7 @@ class Loader:
             self._core.start(self._next_epoch, 0)
             self._next_epoch += 1
         self._range += 1
+        self._open, self._last_index = True, None
         return self._batches(False, self.copy, self._range)
 
     def _batches(self, with_indices, copy, token):
@@ -214,9 +231,12 @@ class Loader:
         while token == self._range:
             b = core.next(bool(copy or pin))
             if b is None:
+                if token == self._range:
+                    self._open = False
                 return
-            images, labels, indices, padding, epoch, _ = b
+            images, labels, indices, padding, epoch, index = b
             self._next_epoch = epoch + 1
+            self._last_index = index
             images = wrap(images)
             labels = [wrap(x) for x in labels]
             if pin:
@@ -236,7 +256,10 @@ class Loader:
         (file, options, seed), so load_state_dict refuses another run's state, and a state saved on W
         ranks resumes on W' ranks (for quasi_random, merge the ranks' states with dsc.merge_state_dicts).
         """
-        return {"dsc_loader_state": self._core.state(), "version": 1}
+        # Taken after an epoch's last batch but before its loop ended: restoring it replays the loop's
+        # end (an empty rest of the epoch) before the next epoch, so epoch counts stay aligned.
+        pending = self._empty_rest or (self._open and self._last_index is not None and self._last_index + 1 == len(self))
+        return {"dsc_loader_state": self._core.state(), "version": 1, "epoch_end_pending": bool(pending)}
 
     def load_state_dict(self, state):
         """Continue from `state` (from state_dict()): the next `for ... in loader` resumes there."""
@@ -245,6 +268,8 @@ class Loader:
         self._core.restore(bytes(state["dsc_loader_state"]))
         self._range += 1
         self._resume = True
+        self._empty_rest = bool(state.get("epoch_end_pending", False))
+        self._open, self._last_index = False, None
 
     def stats(self, reset=False):
         """Worker time per stage since the loader started (or the last reset=True), as dsc bench reports it:

@@ -192,6 +192,39 @@ def test_state_dict_resumes_exactly(small):
         other.load_state_dict(state)
 
 
+def test_state_at_an_epochs_end_keeps_the_epoch_count(small):
+    """torchdata's StatefulDataLoader rule: a state taken after the epoch's last batch but inside the
+    loop resumes into that epoch's empty rest, then the next epoch; one taken after the loop ended
+    resumes at the next epoch. `for e in range(start, E): for b in loader` then trains E epochs in all
+    (it trained one more)."""
+    path, _ = small
+    opts = dict(preset="cifar-train", global_batch_size=64, seed=5, threads=1)
+    full = [[x.clone() for x, _ in dsc.Loader(path, **opts).epoch(e)] for e in range(3)]
+    n = len(full[0])
+    a = dsc.Loader(path, **opts)
+    inside = after = None
+    for k, (x, _) in enumerate(a):
+        if k == n - 1:
+            inside = a.state_dict()  # checkpointed in the loop body of the last step
+    after = a.state_dict()
+    assert inside["epoch_end_pending"] and not after["epoch_end_pending"]
+    b = dsc.Loader(path, **opts)
+    b.load_state_dict(inside)
+    assert b.state_dict()["epoch_end_pending"]  # still pending until iterated
+    epochs = [[x.clone() for x, _ in b] for _ in range(3)]
+    assert [len(e) for e in epochs] == [0, n, n]
+    assert all(torch.equal(g, w) for g, w in zip(epochs[1] + epochs[2], full[1] + full[2]))
+    c = dsc.Loader(path, **opts)
+    c.load_state_dict(after)
+    got = [x.clone() for x, _ in c]
+    assert len(got) == n and all(torch.equal(g, w) for g, w in zip(got, full[1]))
+    # A state from before this rule (no flag) resumes as before: at the next epoch.
+    d = dsc.Loader(path, **opts)
+    d.load_state_dict({"dsc_loader_state": inside["dsc_loader_state"], "version": 1})
+    got = [x.clone() for x, _ in d]
+    assert len(got) == n and all(torch.equal(g, w) for g, w in zip(got, full[1]))
+
+
 def test_rank_and_world_size_from_environment(small, monkeypatch):
     path, _ = small
     monkeypatch.setenv("RANK", "1")
