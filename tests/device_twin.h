@@ -54,6 +54,14 @@ inline uint64_t ExpectDeviceEqualsHostTwin(const std::string& file, LoaderOption
 // Each staged image in turn made corrupt: the error names its sample. With a crop, an image's output
 // offset is not its sample's slot, and the error named the wrong sample (or 4294967295) for all but
 // the first image.
+// Fills staged image i's first entropy-coded unit with 0xFF 0xFF... (not a Huffman code), in place.
+inline void CorruptStagedImage(uint8_t* staged, uint32_t i) {
+  const kernels::TwinImage& im = kernels::TwinImages(staged)[i];
+  const kernels::TwinUnit& u = reinterpret_cast<const kernels::TwinUnit*>(staged + kernels::TwinHeader(staged).units_at)[im.first_unit];
+  ASSERT_GT(u.end, u.begin);
+  std::memset(staged + im.data + u.begin, 0xFF, u.end - u.begin);
+}
+
 inline void ExpectCorruptStagedImageNamed(const Batch& b, const std::string& path) {
   ASSERT_NE(b.staged, nullptr);
   const uint32_t images = kernels::TwinHeader(b.staged).images;
@@ -61,11 +69,8 @@ inline void ExpectCorruptStagedImageNamed(const Batch& b, const std::string& pat
   std::vector<uint8_t> out(b.image_bytes() * b.size);
   for (uint32_t i = 0; i < images; ++i) {
     std::vector<uint8_t> staged(b.staged, b.staged + b.staged_bytes);
-    const kernels::TwinImage& im = kernels::TwinImages(staged.data())[i];
-    const kernels::TwinUnit& u =
-        reinterpret_cast<const kernels::TwinUnit*>(staged.data() + kernels::TwinHeader(staged.data()).units_at)[im.first_unit];
-    ASSERT_GT(u.end, u.begin);
-    std::memset(staged.data() + im.data + u.begin, 0xFF, u.end - u.begin);
+    CorruptStagedImage(staged.data(), i);
+    if (::testing::Test::HasFatalFailure()) return;
     Batch bad = b;
     bad.staged = staged.data();
     // Independently of the staging's offsets: images are staged in batch order, one per sample the

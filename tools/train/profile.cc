@@ -1,6 +1,5 @@
 #include "tools/train/profile.h"
 
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "format/error.h"
 #include "kernels/cpu.h"
@@ -101,8 +99,6 @@ double ProcessCpuSeconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
-int UsableCores() { return kernels::UsableCores(); }
-
 double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset) {
   const uint64_t n = subset.empty() ? ds.size() : subset.size();
   if (n == 0) return 0;
@@ -121,7 +117,7 @@ RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images
   p.step_seconds = e.step_seconds;
   p.wait_seconds = e.seconds[int(Phase::kWait)];
   p.cpu_seconds = e.cpu_seconds;
-  p.cores = UsableCores();
+  p.cores = kernels::UsableCores();
   p.loader_threads = loader.threads();
   p.images = images;
   p.loader = loader.stats();

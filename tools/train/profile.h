@@ -76,9 +76,8 @@ class StepProfiler {
   void SetTracing(bool on);
 };
 
-// The process's CPU time so far (all threads) and the cores it may run on.
+// The process's CPU time so far (all threads).
 double ProcessCpuSeconds();
-int UsableCores();
 // Mean stored pixels per image over (at most 4096 evenly spaced of) the samples trained on.
 double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset);
 
