@@ -171,7 +171,15 @@ const std::map<std::string, Setter>& LoaderSetters() {
       {"readahead_bytes", [](O& o, auto& n, py::handle h) { o.readahead_bytes = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
       {"collect_stats", [](O& o, auto& n, py::handle h) { o.collect_stats = AsBool(n, h); }},
       {"max_pixels", [](O& o, auto& n, py::handle h) { o.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
-      {"defer_augment", [](O& o, auto& n, py::handle h) { o.defer_augment = AsBool(n, h); }},
+      // The deferred work (flip, translate, cutout, normalise from per-sample parameters) is done by
+      // C++'s gpu::Augmenter or kernels::AugmentBatchCpu, neither reachable from here: True would hand
+      // out un-augmented images as if they were augmented.
+      {"defer_augment", [](O& o, auto& n, py::handle h) {
+         if (AsBool(n, h))
+           BadValue(n, "True is for C++ (the deferred flip / translate / cutout / normalise run in dsc::gpu::Augmenter); "
+                       "Python receives finished batches: for uint8 on the GPU use dtype='uint8', layout='NHWC', normalize=False");
+         o.defer_augment = false;
+       }},
       {"autotune", [](O& o, auto& n, py::handle h) { o.autotune = AsBool(n, h); }},
       // Remote workers (docs/remote.md): `remote` is a list of "host:port" (or one comma-separated str).
       {"remote", [](O& o, auto& n, py::handle h) {
@@ -355,30 +363,36 @@ class PyLoader {
   // the wait hook, which takes the GIL while mu_ is held, cannot deadlock with them). The thread in
   // next() holds mu_ while it waits and runs Python's signal handlers: a handler on that thread that
   // starts, restores or closes the loader must not take mu_ again.
-  void Start(uint64_t epoch, uint64_t first_batch) {
+  // Start and Resume return the new range's id: next(copy, id) reads only that range, so an iterator
+  // of an older range on another thread ends instead of taking the new range's batches.
+  uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     NotFromTheWait("start an epoch");
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
     const std::shared_ptr<dsc::Loader> l = loader();
     // The new range first: a refused call (a batch past the end) leaves the running epoch alone.
     auto range = std::make_unique<dsc::Loader::EpochRange>(l->epoch(epoch, first_batch));
+    range_size_ = range->size();
     range_ = std::move(range);
     started_ = false;
+    return ++range_id_;
   }
 
-  void Resume() {
+  uint64_t Resume() {
     NotFromTheWait("resume");
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mu_);
     const std::shared_ptr<dsc::Loader> l = loader();
     auto range = std::make_unique<dsc::Loader::EpochRange>(l->resume());
+    range_size_ = range->size();
     range_ = std::move(range);
     started_ = false;
+    return ++range_id_;
   }
 
   // The next batch of the current range as a tuple (images, [labels...], indices, padding, epoch,
-  // index), or None at its end.
-  py::object Next(bool copy) {
+  // index), or None at its end or when `range` (non-zero) is no longer the current range's id.
+  py::object Next(bool copy, uint64_t range) {
     NotFromTheWait("iterate");
     loader();
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
@@ -386,7 +400,7 @@ class PyLoader {
       py::gil_scoped_release nogil;
       lock.lock();
     }
-    if (!range_) return py::none();
+    if (!range_ || (range != 0 && range != range_id_)) return py::none();
     const dsc::Batch* b = nullptr;
     polls_ = 0;
     close_requested_ = false;
@@ -442,6 +456,9 @@ class PyLoader {
     return py::make_tuple(array(NumpyDType(b->dtype), shape, b->images), labels, array(py::dtype("uint32"), {b->size}, b->indices),
                           array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index);
   }
+
+  // Batches in the plan of the range last started (Loader::EpochRange::size).
+  uint64_t RangeSize() const { return range_size_.load(); }
 
   py::bytes State() { return py::bytes(loader()->state().Serialize()); }
 
@@ -550,7 +567,9 @@ class PyLoader {
   std::unique_ptr<dsc::Loader::EpochRange> range_;
   dsc::Loader::Iterator it_;
   bool started_ = false;
-  std::mutex mu_;  // guards range_, it_ and started_
+  uint64_t range_id_ = 0;  // of range_ (bumped by Start and Resume)
+  std::atomic<uint64_t> range_size_{0};  // read without mu_: state_dict() while another thread waits
+  std::mutex mu_;  // guards range_, it_, started_ and range_id_
   std::atomic<std::thread::id> waiter_{};  // the thread in next() holding mu_, if any
   bool close_requested_ = false;  // close() from a signal handler on that thread
   static constexpr int kHeldGracePolls = 30;  // x 100 ms
@@ -662,7 +681,8 @@ PYBIND11_MODULE(_dsc, m) {
       .def("__len__", [](PyLoader& l) { return l.loader()->batches_per_epoch(); })
       .def("start", &PyLoader::Start, py::arg("epoch"), py::arg("first_batch") = 0)
       .def("resume", &PyLoader::Resume)
-      .def("next", &PyLoader::Next, py::arg("copy"))
+      .def("range_size", &PyLoader::RangeSize)
+      .def("next", &PyLoader::Next, py::arg("copy"), py::arg("range") = 0)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)
       .def("close", &PyLoader::Close)

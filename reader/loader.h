@@ -379,6 +379,10 @@ class Loader::EpochRange {
   EpochRange(const EpochRange&) = delete;
   Iterator begin();
   Iterator end() { return Iterator(); }
+  // Batches in this range's epoch plan, numbered 0 .. size() - 1 (a range started at batch k hands out
+  // those from k): batches_per_epoch(), except for the rest of a quasi_random epoch resumed on another
+  // rank count. 0 once another range has started.
+  uint64_t size() const;
 
  private:
   friend class Loader;

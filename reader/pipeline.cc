@@ -221,6 +221,11 @@ class Pipeline {
       }
       width_ = e0.width;
       height_ = e0.height;
+      // Before the batch buffers are sized from it: an index claiming 65535x65535 images is the file's
+      // problem (named as such), not the batch size's.
+      if (uint64_t(width_) * height_ > o.max_pixels)
+        throw Error(path + ": sample 0 is " + std::to_string(width_) + "x" + std::to_string(height_) + ", more than max_pixels (" +
+                    std::to_string(o.max_pixels) + " pixels), and every batch would hold images of that size");
     }
     ValidateOptions(o, width_, height_);  // translate and cutout against the image size
     order_.order = o.order;
@@ -374,8 +379,12 @@ class Pipeline {
     auto ready = [&] { return Complete(s, len); };
     if (!opt_.wait_poll) {
       done_cv_.wait(l, ready);
-    } else {
-      while (!done_cv_.wait_for(l, std::chrono::milliseconds(opt_.wait_poll_ms), ready)) {
+    } else if (!ready()) {
+      // Polled once more after the batch completes: a Ctrl-C that came during the wait must abandon it
+      // even when the batch was done before the next poll (else Python raises it just after the batch
+      // was counted as handed out, and a state saved on it skips that batch).
+      for (bool done = false; !done;) {
+        done = done_cv_.wait_for(l, std::chrono::milliseconds(opt_.wait_poll_ms), ready);
         l.unlock();
         opt_.wait_poll();  // may throw: nothing is handed out, the batch stays next
         l.lock();
@@ -486,6 +495,11 @@ class Pipeline {
   bool IsJob(uint64_t job) {
     std::lock_guard<std::mutex> l(mu_);
     return job == job_;
+  }
+
+  uint64_t JobBatches(uint64_t job) {
+    std::lock_guard<std::mutex> l(mu_);
+    return job == job_ ? plan_.batches : 0;
   }
 
   LoaderState State() {
@@ -1584,6 +1598,8 @@ Loader::EpochRange::EpochRange(EpochRange&& o) noexcept : p_(o.p_), job_(o.job_)
 Loader::EpochRange::~EpochRange() {
   if (p_ && p_->IsJob(job_)) p_->Cancel();
 }
+
+uint64_t Loader::EpochRange::size() const { return p_ ? p_->JobBatches(job_) : 0; }
 
 Loader::Iterator Loader::EpochRange::begin() {
   Iterator it;

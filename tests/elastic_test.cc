@@ -69,9 +69,10 @@ LoaderOptions Opts(Order order, uint32_t global_batch, uint32_t rank, uint32_t w
 
 // Appends the batches of a range to `out` (batch k of the range at out[k]), stopping after `max`.
 template <typename Range>
-void Take(Range&& range, Batches* out, uint64_t max = ~0ull) {
+void Take(Range&& range, Batches* out, uint64_t max = ~0ull, uint64_t* last_index = nullptr) {
   uint64_t n = 0;
   for (const Batch& b : range) {
+    if (last_index) *last_index = b.index;
     std::vector<Sample> batch;
     for (uint32_t i = 0; i < b.size; ++i) {
       Sample s;
@@ -217,7 +218,14 @@ Batches Continue(Order order, uint32_t g, uint32_t w, const LoaderState& state) 
   for (uint32_t r = 0; r < w; ++r) {
     Loader l(Built().jpg, Opts(order, g, r, w));
     l.restore(state);
-    Take(l.resume(), &ranks[r]);
+    auto range = l.resume();
+    const uint64_t planned = range.size();  // a quasi_random rest on another rank count: its own plan
+    uint64_t last = 0;
+    Take(std::move(range), &ranks[r], ~0ull, &last);
+    if (!ranks[r].empty()) {
+      EXPECT_EQ(last + 1, planned) << "rank " << r;  // the range's last batch
+    }
+    EXPECT_EQ(l.epoch(state.epoch + 1).size(), l.batches_per_epoch());  // a full epoch
   }
   return Concat(ranks);
 }

@@ -263,5 +263,27 @@ TEST(HostileIndex, LoaderRefusesBeforeAllocating) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 512 * 1024) << "KiB of peak RSS growth";
 }
 
+// Without a crop the batch's image size is sample 0's: a forged 65535x65535 there was reported as a
+// batch_size OptionError ("would take 1376214 MiB") naming neither the file nor the sample.
+TEST(HostileIndex, AHugeFirstSampleIsNamedNotTheBatchSize) {
+  auto dir = ScratchDir();
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  writer::Build(SubsetTree(1), dir + "/j.beton", o);
+  ForgeDimensions(dir + "/j.beton", dir + "/bad.beton", 0, 65535, 65535);
+  for (uint64_t i = 1; i < 10; ++i) ForgeDimensions(dir + "/bad.beton", dir + "/bad.beton", i, 65535, 65535);  // one size
+  LoaderOptions lo = LoaderOptions::CifarTest();
+  lo.batch_size = 4;
+  try {
+    Loader l(dir + "/bad.beton", lo);
+    FAIL() << "opened a file whose sample 0 claims 65535x65535";
+  } catch (const OptionError& e) {
+    FAIL() << "blamed an option: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/bad.beton: sample 0 is 65535x65535, more than max_pixels"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -336,6 +337,50 @@ TEST(Lease, WaitPollAbandonsAWait) {
   int n = 1;
   for (++it; it != range.end(); ++it) ++n;
   EXPECT_EQ(n, 25);
+}
+
+// A wait that ends before its next poll is still polled once: a Ctrl-C that came during it abandons
+// the batch instead of being raised just after the batch was counted as handed out (a state saved on
+// it then skipped that batch). Here the wait always ends long before the first 60 s poll: the only
+// buffer is leased until a thread drops it 100 ms in; the hook then throws on its first call.
+TEST(Lease, AWaitIsPolledOnceMoreWhenItsBatchArrives) {
+  struct Stop {};
+  std::atomic<bool> armed{false};
+  std::atomic<int> polls{0};
+  LoaderOptions o = Opts(/*prefetch=*/0, /*max_leases=*/0);
+  const auto ref = Reference(o, 0);
+  o.wait_poll_ms = 60000;
+  o.wait_poll = [&] {
+    if (armed && ++polls == 1) throw Stop{};
+  };
+  Loader loader(File(), o);
+  std::optional<LoaderState> at_stop;
+  {
+    auto range = loader.epoch(0);
+    auto it = range.begin();
+    ASSERT_TRUE(Take(*it) == ref[0]);
+    std::thread dropper([held = it.lease()]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      held.release();
+    });
+    armed = true;
+    const auto t0 = Clock::now();
+    EXPECT_THROW(++it, Stop);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30));  // not the 60 s poll
+    dropper.join();
+    at_stop = loader.state();
+  }
+  EXPECT_EQ(polls.load(), 1);
+  EXPECT_EQ(at_stop->next_batch, 1u);  // batch 1 was not handed out
+  Loader resumed(File(), o);
+  resumed.restore(*at_stop);
+  size_t n = 1;
+  for (const Batch& b : resumed.resume()) {
+    ASSERT_LT(n, ref.size());
+    EXPECT_TRUE(Take(b) == ref[n]) << "batch " << n;
+    ++n;
+  }
+  EXPECT_EQ(n, ref.size());
 }
 
 // Sequential order on several ranks may end a rank's epoch in an empty batch (the last global batch

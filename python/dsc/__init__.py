@@ -101,7 +101,7 @@ class Loader:
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
       dct_scaling (crops decode at the smallest DCT scale that keeps them at least the output size;
       False: always at full size, Pillow's result exactly with fancy_upsampling), verify (check block
-      checksums), pread (pread instead of mmap), max_pixels, defer_augment;
+      checksums), pread (pread instead of mmap), max_pixels (defer_augment=True is C++ only: refused);
     - files larger than RAM (quasi_random on a mapped file, docs/distributed.md): cache_budget (bytes
       of the file kept in the page cache by block readahead in plan order; 0 = the kernel's readahead
       only), readahead_bytes (bytes of coming blocks asked for ahead of use; 0 = the whole budget);
@@ -160,6 +160,7 @@ class Loader:
         # the first iteration after load_state_dict is that epoch's (empty) rest, not the next epoch.
         self._open = False         # the current range has not reported its end yet
         self._last_index = None    # index of the last batch it handed out
+        self._range_len = 0        # batches in its plan (len(self), but for a resumed quasi_random rest)
         self._empty_rest = False   # restored such a state: the next __iter__ yields nothing
 
     def __len__(self):
@@ -194,13 +195,13 @@ class Loader:
 
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
-        self._core.start(int(epoch), int(first_batch))
+        core_range = self._core.start(int(epoch), int(first_batch))
         self._range += 1
         self._next_epoch = int(epoch) + 1
         self._resume = False
         self._empty_rest = False
-        self._open, self._last_index = True, None
-        return self._batches(with_indices, self.copy if copy is None else copy, self._range)
+        self._open, self._last_index, self._range_len = True, None, self._core.range_size()
+        return self._batches(with_indices, self.copy if copy is None else copy, self._range, core_range)
 
     def __iter__(self):
         """The next epoch; after load_state_dict, the rest of the checkpointed epoch, exactly the batches
@@ -216,20 +217,22 @@ class Loader:
             return iter(())
         if self._resume:
             self._resume = False
-            self._core.resume()
+            core_range = self._core.resume()
         else:
-            self._core.start(self._next_epoch, 0)
+            core_range = self._core.start(self._next_epoch, 0)
             self._next_epoch += 1
         self._range += 1
-        self._open, self._last_index = True, None
-        return self._batches(False, self.copy, self._range)
+        self._open, self._last_index, self._range_len = True, None, self._core.range_size()
+        return self._batches(False, self.copy, self._range, core_range)
 
-    def _batches(self, with_indices, copy, token):
+    def _batches(self, with_indices, copy, token, core_range):
+        # token: this iterator's range here; core_range: the same in the core, which checks it under its
+        # lock (a thread that starts another range between the check above and next() cannot lose a batch).
         core = self._core
         wrap = _torch.from_numpy if _torch is not None else (lambda a: a)
         pin = self.pin_memory
         while token == self._range:
-            b = core.next(bool(copy or pin))
+            b = core.next(bool(copy or pin), core_range)
             if b is None:
                 if token == self._range:
                     self._open = False
@@ -258,7 +261,7 @@ class Loader:
         """
         # Taken after an epoch's last batch but before its loop ended: restoring it replays the loop's
         # end (an empty rest of the epoch) before the next epoch, so epoch counts stay aligned.
-        pending = self._empty_rest or (self._open and self._last_index is not None and self._last_index + 1 == len(self))
+        pending = self._empty_rest or (self._open and self._last_index is not None and self._last_index + 1 == self._range_len)
         return {"dsc_loader_state": self._core.state(), "version": 1, "epoch_end_pending": bool(pending)}
 
     def load_state_dict(self, state):

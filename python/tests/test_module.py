@@ -225,6 +225,33 @@ def test_state_at_an_epochs_end_keeps_the_epoch_count(small):
     assert len(got) == n and all(torch.equal(g, w) for g, w in zip(got, full[1]))
 
 
+def test_state_at_the_end_of_a_resumed_rest_keeps_the_epoch_count(small):
+    """quasi_random states of 2 ranks, merged and resumed on 1: the rest of the epoch is a new plan with
+    fewer batches than len(loader). A state taken after its last batch, inside the loop, is pending an
+    epoch end as in an ordinary epoch (it was compared with len(): restoring it skipped the empty rest
+    and the run trained one epoch more)."""
+    path, _ = small
+    opts = dict(preset="cifar-train", order="quasi_random", seed=1, global_batch_size=100, threads=1)
+    states = []
+    for r in range(2):
+        a = dsc.Loader(path, rank=r, world_size=2, **opts)
+        for k, _ in enumerate(a):
+            if k == 2:
+                states.append(a.state_dict())
+                break
+    b = dsc.Loader(path, **opts)
+    b.load_state_dict(dsc.merge_state_dicts(states))
+    rest, last = 0, None
+    for _ in b:
+        rest += 1
+        last = b.state_dict()
+    assert 0 < rest < len(b) == 10  # 6 of 10 batches were consumed by the two ranks
+    assert last["epoch_end_pending"]
+    c = dsc.Loader(path, **opts)
+    c.load_state_dict(last)
+    assert [sum(1 for _ in c) for _ in range(2)] == [0, len(c)]
+
+
 def test_rank_and_world_size_from_environment(small, monkeypatch):
     path, _ = small
     monkeypatch.setenv("RANK", "1")
@@ -251,6 +278,13 @@ def test_option_errors_list_accepted_values(small):
         dsc.Loader(path, preset="cifar-train", translate=40)
     with pytest.raises(ValueError, match="uint8 output must be NHWC"):
         dsc.Loader(path, dtype="uint8", layout="NCHW")
+    # Deferred augmentation leaves flip / translate / cutout to C++'s GPU augmenter: from Python the
+    # batches came out un-augmented, silently.
+    with pytest.raises(ValueError, match="option defer_augment True is for C\\+\\+"):
+        dsc.Loader(path, preset="cifar-train", dtype="uint8", layout="NHWC", normalize=False, defer_augment=True)
+    plain = dict(preset="cifar-train", dtype="uint8", layout="NHWC", normalize=False, batch_size=50, seed=3)
+    a = next(iter(dsc.Loader(path, defer_augment=False, **plain)))[0]
+    assert torch.equal(a, next(iter(dsc.Loader(path, **plain)))[0])
     # Every field has a name, and the stubs name every one.
     stub = open(os.path.join(os.path.dirname(dsc.__file__), "__init__.pyi")).read()
     for name in dsc.LOADER_OPTIONS:
@@ -372,6 +406,37 @@ def test_a_new_epoch_ends_the_old_iterator(small):
     assert list(a) == []  # ended, not reading epoch 1's batches
     got = [x.clone() for x, _ in b]
     want = [x.clone() for x, _ in dsc.Loader(path, preset="cifar-train", batch_size=100, seed=8, threads=2).epoch(1)]
+    assert len(got) == 10 and all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_an_old_iterator_between_its_check_and_next_ends(small):
+    """Another thread starts epoch 1 just after the old iterator checked that its range is current and
+    before it asked the core for a batch (forced here by a wrapper around the core): the old iterator
+    must end, not take epoch 1's first batch from the new one."""
+    path, _ = small
+    opts = dict(preset="cifar-train", batch_size=100, seed=8, threads=1)
+    loader = dsc.Loader(path, **opts)
+    real, other = loader._core, {}
+
+    class Core:
+        armed = False
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def next(self, *args):
+            if self.armed:
+                self.armed = False
+                other["it"] = loader.epoch(1)  # what the other thread does at this moment
+            return real.next(*args)
+
+    core = loader._core = Core()
+    a = loader.epoch(0)
+    next(a)
+    core.armed = True
+    assert list(a) == []
+    got = [x.clone() for x, _ in other["it"]]
+    want = [x.clone() for x, _ in dsc.Loader(path, **opts).epoch(1)]
     assert len(got) == 10 and all(torch.equal(g, w) for g, w in zip(got, want))
 
 
