@@ -55,6 +55,8 @@ class Inspector {
       if (std::memcmp(h, kHeaderMagic.data(), 8) != 0 && LooksLikeFfcv(h, size))
         return Fail({"header", -1, -1, "this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"});
     }
+    if (size >= 8 && std::memcmp(src_.Read(0, 8, &scratch_), kHeaderMagic.data(), 8) != 0)
+      return Fail({"header", -1, -1, "bad magic (not a dsc file)"});  // before "truncated": a short text file is not a short dsc file
     if (size < kPageSize + kFooterSize) {
       return Fail({"header", -1, -1, "truncated: file is " + Num(size) + " bytes, smaller than a header and footer"});
     }
@@ -68,6 +70,8 @@ class Inspector {
     if (hd.incompat_flags != 0)
       return Fail({"header", -1, -1, "unsupported feature flags " + Num(hd.incompat_flags)});
     if (hd.page_size != kPageSize) return Fail({"header", -1, -1, "unsupported page size " + Num(hd.page_size)});
+    if (hd.block_size < kPageSize || (hd.block_size & (hd.block_size - 1)) || hd.block_size > (uint64_t(1) << 31))
+      return Fail({"header", -1, -1, "block size " + Num(hd.block_size) + " is not a power of two from " + Num(kPageSize) + " to 2^31"});
     if (!CheckOptionalTable(h, hd)) return false;
     if (hd.file_size != size) {
       return Fail({"footer", -1, -1,
@@ -147,7 +151,9 @@ class Inspector {
     try {
       v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size);
     } catch (const Error& e) {
-      return Fail({"meta", -1, -1, e.what()});
+      std::string why = e.what();
+      if (why.rfind("meta: ", 0) == 0) why.erase(0, 6);  // the section is named once
+      return Fail({"meta", -1, -1, why});
     }
     if (v->meta_.fields.size() != hd.field_count)
       return Fail({"meta", -1, -1, "field count disagrees with the header"});
@@ -203,6 +209,8 @@ class Inspector {
       std::string why;
       if (!BlockEntryZeroOk(e)) why = "reserved bytes not zero";
       else if (be.offset % kPageSize != 0 || be.offset < next_offset) why = "offset " + Num(be.offset) + " out of order or not page-aligned";
+      else if (b == 0 && be.offset != kPageSize)  // else the bytes before it were covered by no checksum
+        why = "the first block is at offset " + Num(be.offset) + ", not at the data section's start " + Num(kPageSize);
       else if (be.offset > data_limit || be.size > data_limit - be.offset) why = "extends past the data section";
       else if (be.first_sample != next_sample) why = "first sample " + Num(be.first_sample) + ", expected " + Num(next_sample);
       else if (be.sample_count == 0 || be.sample_count > hd.sample_count - next_sample) why = "bad sample count " + Num(be.sample_count);
@@ -239,13 +247,20 @@ class Inspector {
     const size_t labels = m.label_field_count();
     const size_t tables = m.jpeg_tables.size();
     uint32_t block = 0;
+    uint64_t next_payload = 0;  // payloads tile their block's content, in sample order
     for (uint64_t i = 0; i < hd.sample_count; ++i) {
       IndexEntry e = DecodeIndexEntry(p + i * kIndexEntrySize);
       while (block + 1 < v->blocks_.size() && i >= uint64_t(v->blocks_[block].first_sample) + v->blocks_[block].sample_count) ++block;
       std::string why;
       const BlockEntry& be = v->blocks_[block];
+      if (i == be.first_sample) next_payload = be.offset;
+      const bool last_in_block = i + 1 == uint64_t(be.first_sample) + be.sample_count;
       if (e.block != block) why = "stored in block " + Num(e.block) + ", expected " + Num(block);
       else if (e.offset < be.offset || e.size > be.size || e.offset - be.offset > be.size - e.size) why = "payload outside its block";
+      else if (e.offset != next_payload)
+        why = "payload at offset " + Num(e.offset) + ", expected " + Num(next_payload) + " (a block's payloads are contiguous, in sample order)";
+      else if (last_in_block && e.offset + e.size != be.offset + be.size)
+        why = "the block's last payload ends at " + Num(e.offset + e.size) + ", its content at " + Num(be.offset + be.size);
       else if (!IsKnownEncoding(e.encoding)) why = "unknown encoding " + Num(e.encoding);
       else if (e.channels != 1 && e.channels != 3) why = "bad channel count " + Num(e.channels);
       else if (e.width == 0 || e.height == 0) why = "zero width or height";
@@ -261,12 +276,17 @@ class Inspector {
         }
       }
       if (!why.empty() && !Add({"index", -1, int64_t(i), why})) return false;
+      next_payload = e.offset + e.size;  // in range: offset + size <= the block's end, or `why` said not
     }
     return true;
   }
 
   void CheckBlockContents(const FileView& v) {
     const Header& hd = v.header_;
+    if (v.blocks_.empty()) {  // no block: the empty data section's padding, up to the index, is all there is
+      const uint64_t pad = hd.sections[kIndex].offset - kPageSize;
+      if (pad && !AllZero(src_.Read(kPageSize, pad, &scratch_), pad)) Add({"data", -1, -1, "padding of the empty data section is not zero"});
+    }
     for (size_t b = 0; b < v.blocks_.size(); ++b) {
       const BlockEntry& be = v.blocks_[b];
       const uint8_t* p = src_.Read(be.offset, be.size, &scratch_);

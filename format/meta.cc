@@ -6,7 +6,40 @@
 
 namespace dsc::format {
 
+bool IsUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) n = 1, cp = c;
+    else if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = cp << 6 | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string EncodeMeta(const Meta& m) {
+  // The text strings are UTF-8 by the format (DecodeMeta refuses others): never write a file it refuses.
+  auto text = [](const std::string& s, const std::string& what) {
+    if (!IsUtf8(s)) throw Error("meta: " + what + " is not UTF-8");
+  };
+  for (size_t i = 0; i < m.fields.size(); ++i) {
+    text(m.fields[i].name, "field " + std::to_string(i) + "'s name");
+    for (size_t k = 0; k < m.fields[i].classes.size(); ++k)
+      text(m.fields[i].classes[k], "class name " + std::to_string(k) + " of field '" + m.fields[i].name + "'");
+  }
+  text(m.build_options, "the build options");
   le::Appender a;
   a.u32(uint32_t(m.fields.size()));
   for (const Field& f : m.fields) {
@@ -41,6 +74,11 @@ class Cursor {
     pos_ += len;
     return s;
   }
+  std::string text(const char* what) {  // a str the format says is UTF-8
+    std::string s = str(what);
+    if (!IsUtf8(s)) throw Error(std::string("meta: ") + what + " is not UTF-8");
+    return s;
+  }
   bool at_end() const { return pos_ == n_; }
   size_t remaining() const { return n_ - pos_; }
 
@@ -68,14 +106,14 @@ Meta DecodeMeta(const uint8_t* p, size_t n) {
     f.type = FieldType(type);
     for (int z = 0; z < 3; ++z)
       if (c.u8("field") != 0) throw Error("meta: field " + std::to_string(i) + ": reserved byte not zero");
-    f.name = c.str("field name");
+    f.name = c.text("field name");
     uint32_t classes = c.u32("class count");
     if (classes > c.remaining() / 4) throw Error("meta: class count " + std::to_string(classes) + " too large");
     if (f.type == FieldType::kImage && classes != 0) throw Error("meta: image field has class names");
-    for (uint32_t k = 0; k < classes; ++k) f.classes.push_back(c.str("class name"));
+    for (uint32_t k = 0; k < classes; ++k) f.classes.push_back(c.text("class name"));
     m.fields.push_back(std::move(f));
   }
-  m.build_options = c.str("build options");
+  m.build_options = c.text("build options");
   m.skipped_count = c.u64("skipped count");
   uint32_t tables = c.u32("table count");
   if (tables > kMaxJpegTables || tables > c.remaining() / 4)

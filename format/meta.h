@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsc::format {
@@ -23,6 +24,11 @@ struct Meta {
   size_t label_field_count() const { return fields.empty() ? 0 : fields.size() - 1; }
 };
 
+// Structurally valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): field names,
+// class names and build options must be.
+bool IsUtf8(std::string_view s);
+
+// Throws dsc::Error for a text string that is not UTF-8.
 std::string EncodeMeta(const Meta& m);
 // Throws dsc::Error with `what` describing the first inconsistency (the caller adds the file name).
 Meta DecodeMeta(const uint8_t* p, size_t n);

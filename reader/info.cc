@@ -17,6 +17,19 @@ std::string Counts(const std::vector<uint64_t>& c) {
   return o + "]";
 }
 
+// Dense counts as a list, else the values seen as {"value": samples} (label_counts is then null).
+std::string LabelCounts(const DatasetSummary& s, size_t f) {
+  if (f >= s.label_counts.size()) return "[]";
+  if (!s.label_counts[f].empty() || s.label_values[f].empty()) return Counts(s.label_counts[f]);
+  std::string o = "null, \"label_values\": {";
+  bool first = true;
+  for (const auto& [v, n] : s.label_values[f]) {
+    o += (first ? "\"" : ", \"") + std::to_string(v) + "\": " + std::to_string(n);
+    first = false;
+  }
+  return o + "}";
+}
+
 std::string Strings(const std::vector<std::string>& v) {
   std::string o = "[";
   for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + JsonString(v[i]);
@@ -39,15 +52,12 @@ std::string JsonString(const std::string& s) {
 DatasetSummary Summarize(const Dataset& ds) {
   DatasetSummary s;
   const auto& m = ds.meta();
-  s.label_counts.resize(m.label_field_count());
-  for (size_t f = 0; f < s.label_counts.size(); ++f) s.label_counts[f].resize(m.fields[f + 1].classes.size());
+  const size_t fields = m.label_field_count();
+  s.label_counts.resize(fields);
+  s.label_values.resize(fields);
   for (uint64_t i = 0; i < ds.size(); ++i) {
     auto e = ds.entry(i);
-    for (size_t f = 0; f < s.label_counts.size(); ++f) {
-      auto& c = s.label_counts[f];
-      if (size_t(e.label[f]) >= c.size()) c.resize(size_t(e.label[f]) + 1);
-      ++c[size_t(e.label[f])];
-    }
+    for (size_t f = 0; f < fields; ++f) ++s.label_values[f][e.label[f]];  // values are >= 0 (FileView checks)
     auto& enc = s.encodings[format::EncodingName(format::Encoding(e.encoding))];
     ++enc.first;
     enc.second += e.size;
@@ -56,6 +66,15 @@ DatasetSummary Summarize(const Dataset& ds) {
     s.max_w = std::max<uint32_t>(s.max_w, e.width);
     s.min_h = std::min<uint32_t>(s.min_h, e.height);
     s.max_h = std::max<uint32_t>(s.max_h, e.height);
+  }
+  for (size_t f = 0; f < fields; ++f) {
+    const auto& seen = s.label_values[f];
+    const size_t classes = m.fields[f + 1].classes.size();
+    const int32_t top = seen.empty() ? -1 : seen.rbegin()->first;
+    if (top < DatasetSummary::kDenseLabels || size_t(top) < classes) {
+      s.label_counts[f].assign(std::max(classes, size_t(top + 1)), 0);
+      for (const auto& [v, n] : seen) s.label_counts[f][size_t(v)] = n;
+    }
   }
   return s;
 }
@@ -74,12 +93,12 @@ std::string InfoJson(const Dataset& ds, const DatasetSummary& s) {
   o << "  \"jpeg_table_sets\": " << m.jpeg_tables.size() << ",\n";
   o << "  \"skipped\": " << m.skipped_count << ",\n";
   o << "  \"classes\": " << Strings(m.label_field_count() ? m.fields[1].classes : std::vector<std::string>{}) << ",\n";
-  o << "  \"label_counts\": " << Counts(s.label_counts.empty() ? std::vector<uint64_t>{} : s.label_counts[0]) << ",\n";
+  o << "  \"label_counts\": " << LabelCounts(s, 0) << ",\n";
   o << "  \"fields\": [";
   for (size_t f = 0; f < m.fields.size(); ++f) {
     o << (f ? ", " : "") << "{\"name\": " << JsonString(m.fields[f].name) << ", \"type\": \""
       << (f == 0 ? "image" : "label") << "\"";
-    if (f > 0) o << ", \"classes\": " << Strings(m.fields[f].classes) << ", \"label_counts\": " << Counts(s.label_counts[f - 1]);
+    if (f > 0) o << ", \"classes\": " << Strings(m.fields[f].classes) << ", \"label_counts\": " << LabelCounts(s, f - 1);
     o << "}";
   }
   o << "],\n  \"encodings\": {";

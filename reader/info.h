@@ -12,7 +12,12 @@
 namespace dsc {
 
 struct DatasetSummary {
-  std::vector<std::vector<uint64_t>> label_counts;  // per label field, per value
+  // Per label field: samples per value, the values 0 .. max listed (zeros included) when they are
+  // class names or all below kDenseLabels; empty otherwise (label values such as 200000000 would
+  // take memory and output in proportion to the value), and label_values holds the values seen.
+  static constexpr int32_t kDenseLabels = 1 << 16;
+  std::vector<std::vector<uint64_t>> label_counts;
+  std::vector<std::map<int32_t, uint64_t>> label_values;  // per label field: value -> samples
   std::map<std::string, std::pair<uint64_t, uint64_t>> encodings;  // name -> (samples, bytes)
   uint64_t payload_bytes = 0;
   uint32_t min_w = UINT32_MAX, max_w = 0, min_h = UINT32_MAX, max_h = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -288,6 +289,67 @@ TEST(Cli, DamageAndBadInputExitOne) {
               std::string::npos) << out;
     EXPECT_EQ(out.find("DAMAGED"), std::string::npos) << out;
   }
+}
+
+// dsc info's label counts take memory and lines in proportion to the samples, not to the largest
+// label value (a manifest label of 200000000 made it print 200 million lines, 1.5 GB RSS).
+TEST(Cli, InfoOfLargeLabelValuesIsSmall) {
+  const std::string dir = ScratchDir();
+  const std::string jpg = CifarJpegRoot() + "/train/cat/0000.jpg";
+  {
+    std::ofstream m(dir + "/m.tsv");
+    m << jpg << "\t200000000\n" << jpg << "\t0\n" << jpg << "\t200000000\n";
+    std::ofstream many(dir + "/many.tsv");
+    for (int i = 0; i < 1005; ++i) many << jpg << "\t" << 70000 + 2 * i << "\n";
+  }
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + dir + "/m.tsv " + dir + "/m.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("info " + dir + "/m.beton", &out), 0) << out;
+  EXPECT_LT(out.size(), 4000u) << out;
+  EXPECT_NE(out.find("  200000000                             2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("     0                             1\n"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("info --json " + dir + "/m.beton", &out), 0) << out;
+  EXPECT_NE(out.find("\"label_counts\": null, \"label_values\": {\"0\": 1, \"200000000\": 2}"), std::string::npos) << out;
+  // Over 1,000 values the text stops and says where the rest is.
+  ASSERT_EQ(RunDsc("build " + dir + "/many.tsv " + dir + "/many.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("info " + dir + "/many.beton", &out), 0) << out;
+  EXPECT_NE(out.find("  71998 "), std::string::npos) << out;  // the 1,000th value
+  EXPECT_EQ(out.find("  72000 "), std::string::npos) << out;
+  EXPECT_NE(out.find("  ... 5 more label values (dsc info --json lists them all)"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("info --json " + dir + "/many.beton", &out), 0) << out;
+  EXPECT_NE(out.find("\"72008\": 1}"), std::string::npos);
+}
+
+// dsc generate writes OUT complete or not at all, never into an existing tree, within stated bounds.
+TEST(Cli, GenerateWritesAWholeTreeOrNothing) {
+  const std::string dir = ScratchDir();
+  std::string out, out2;
+  ASSERT_EQ(RunDsc("generate " + dir + "/a --classes 2 --train 3 --test 1 --seed 4", &out), 0) << out;
+  ASSERT_EQ(RunDsc("generate " + dir + "/b --classes 2 --train 3 --test 1 --seed 4", &out), 0) << out;
+  ASSERT_EQ(RunShell("cd " + dir + "/a && find . -type f | sort | xargs cat | md5sum", &out), 0);
+  ASSERT_EQ(RunShell("cd " + dir + "/b && find . -type f | sort | xargs cat | md5sum", &out2), 0);
+  EXPECT_EQ(out, out2);  // deterministic for a seed
+  ASSERT_EQ(RunShell("cd " + dir + "/a && find . -type f | wc -l", &out), 0);
+  EXPECT_EQ(std::stoi(out), 8);
+  // An existing tree is refused, not mixed with new files (it was: 4 classes then 2 gave a tree of 4).
+  EXPECT_EQ(RunDsc("generate " + dir + "/a --classes 1 --train 1 --test 0", &out), 1);
+  EXPECT_NE(out.find(dir + "/a exists and is not an empty folder"), std::string::npos) << out;
+  ASSERT_EQ(RunShell("cd " + dir + "/a && find . -type f | wc -l", &out), 0);
+  EXPECT_EQ(std::stoi(out), 8);
+  // A write that fails (file size limit, SIGXFSZ ignored: the write returns EFBIG) leaves nothing.
+  EXPECT_EQ(RunShell("trap '' XFSZ; ulimit -f 1; " + std::string(DSC_BINARY) + " generate " + dir + "/c --size 256 --classes 2 --train 2 --test 0 2>&1", &out), 1)
+      << out;
+  EXPECT_NE(out.find("write failed (nothing written to " + dir + "/c)"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/c"));
+  EXPECT_FALSE(fs::exists(dir + "/.c.dsc-generate-partial"));
+  // Bad values name the option; bounds hold before anything is written.
+  EXPECT_EQ(RunDsc("generate " + dir + "/d --classes 0", &out), 2);
+  EXPECT_NE(out.find("--classes 0 is out of range (1..100000)"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("generate " + dir + "/d --classes 100000 --train 2000 --test 0", &out), 2);
+  EXPECT_NE(out.find("more than 100000000"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("generate " + dir + "/d --train 0 --test 0", &out), 2);
+  EXPECT_NE(out.find("no image to write"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/d"));
 }
 
 }  // namespace

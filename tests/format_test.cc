@@ -81,6 +81,27 @@ TEST(Meta, RoundTripsAndRejectsGarbage) {
     EXPECT_THROW(DecodeMeta(reinterpret_cast<const uint8_t*>(bytes.data()), cut), Error) << cut;
   std::string extra = bytes + "x";
   EXPECT_THROW(DecodeMeta(reinterpret_cast<const uint8_t*>(extra.data()), extra.size()), Error);
+  // Names and build options are UTF-8 text (dsc info --json and Python's dsc.info print them): a
+  // Latin-1 byte, an overlong form or a surrogate is refused on either side; table sets are bytes.
+  for (const std::string& bad : {std::string("caf\xE9"), std::string("\xC0\xAF"), std::string("\xED\xA0\x80")}) {
+    Meta w = m;
+    w.fields[1].classes[1] = bad;
+    EXPECT_THROW(EncodeMeta(w), Error);
+    std::string b2 = bytes;
+    const size_t at = b2.find(std::string("\x01\x00\x00\x00" "b", 5));  // class name "b": length 1, then 'b'
+    ASSERT_NE(at, std::string::npos);
+    b2.replace(at, 5, std::string(1, char(bad.size())) + std::string(3, '\0') + bad);
+    try {
+      DecodeMeta(reinterpret_cast<const uint8_t*>(b2.data()), b2.size());
+      ADD_FAILURE() << "accepted a class name that is not UTF-8";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "meta: class name is not UTF-8");
+    }
+  }
+  Meta u = m;
+  u.fields[1].classes[0] = "caf\xC3\xA9 \xF0\x9F\x90\x88";  // café and a cat: fine
+  const std::string ub = EncodeMeta(u);
+  EXPECT_EQ(DecodeMeta(reinterpret_cast<const uint8_t*>(ub.data()), ub.size()).fields[1].classes[0], u.fields[1].classes[0]);
 }
 
 // Every source checks its own arguments, so a read can never leave the file whatever an index says,
@@ -109,6 +130,18 @@ TEST(ByteSources, ReadRefusesRangesOutsideTheFile) {
   }
 }
 
+// Writes header `h` with its checksum into file bytes `b`, and the footer's copy of it: only what the
+// caller edited is wrong.
+void Reseal(std::vector<uint8_t>* b, const Header& h) {
+  uint64_t c = EncodeHeader(h, b->data());
+  uint8_t* foot = b->data() + b->size() - kFooterSize;
+  Footer f = DecodeFooter(foot);
+  f.header_checksum = c;
+  f.version_major = h.version_major;
+  f.version_minor = h.version_minor;
+  EncodeFooter(f, foot);
+}
+
 class Refusals : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -123,13 +156,7 @@ class Refusals : public ::testing::Test {
     auto b = bytes_;
     Header h = DecodeHeader(b.data());
     edit(&h);
-    uint64_t c = EncodeHeader(h, b.data());
-    uint8_t* foot = b.data() + b.size() - kFooterSize;
-    Footer f = DecodeFooter(foot);
-    f.header_checksum = c;
-    f.version_major = h.version_major;
-    f.version_minor = h.version_minor;
-    EncodeFooter(f, foot);
+    Reseal(&b, h);
     MemorySource src("f.beton", b.data(), b.size());
     try {
       FileView::Open(&src);
@@ -156,6 +183,22 @@ TEST_F(Refusals, UnknownVersionsFlagsAndBadOffsets) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "f.beton: header: bad magic (not a dsc file)");
+  }
+  // A short file that is not a dsc file is named as such, not as a truncated one.
+  const std::string text = "path\tlabel\n";
+  MemorySource tsv("list.tsv", reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  try {
+    FileView::Open(&tsv);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "list.tsv: header: bad magic (not a dsc file)");
+  }
+  MemorySource cut("cut.beton", bytes_.data(), 100);
+  try {
+    FileView::Open(&cut);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.beton: header: truncated: file is 100 bytes"), std::string::npos) << e.what();
   }
 }
 
@@ -191,28 +234,65 @@ TEST(Refusals2, BlockOffsetThatWrapsIsRefused) {
   Header h = DecodeHeader(b.data());
   ASSERT_GE(h.block_count, 2u);
   uint8_t* blocks = b.data() + h.sections[kBlocks].offset;
-  BlockEntry be = DecodeBlockEntry(blocks);
+  BlockEntry be = DecodeBlockEntry(blocks + kBlockEntrySize);  // block 1: block 0 must start at PAGE
   ASSERT_GE(be.size, kPageSize);
   be.offset = 0ull - kPageSize;  // offset + size wraps to size - 4096
-  EncodeBlockEntry(be, blocks);
+  EncodeBlockEntry(be, blocks + kBlockEntrySize);
   h.sections[kBlocks].checksum = Checksum(blocks, h.sections[kBlocks].size);
-  uint64_t c = EncodeHeader(h, b.data());
-  uint8_t* foot = b.data() + b.size() - kFooterSize;
-  Footer f = DecodeFooter(foot);
-  f.header_checksum = c;
-  EncodeFooter(f, foot);
+  Reseal(&b, h);
   MemorySource src("f.beton", b.data(), b.size());
   auto problems = VerifyFile(src);
   ASSERT_FALSE(problems.empty());
   EXPECT_EQ(problems[0].section, "blocks");
-  EXPECT_EQ(problems[0].block, 0);
+  EXPECT_EQ(problems[0].block, 1);
   EXPECT_NE(problems[0].message.find("past the data section"), std::string::npos) << problems[0].message;
   try {
     FileView::Open(&src);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("f.beton: blocks: block 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f.beton: blocks: block 1"), std::string::npos) << e.what();
   }
+}
+
+// Rules that leave no byte of the data region unchecked, each broken with every checksum recomputed
+// (so only the rule can catch it); all were accepted by verify before.
+TEST(Refusals2, EveryDataByteIsCoveredByARule) {
+  auto dir = ScratchDir();
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  writer::Build(SubsetTree(3), dir + "/f.beton", o);
+  const auto bytes = ReadFile(dir + "/f.beton");
+  auto problem = [&](const std::function<void(std::vector<uint8_t>*, Header*)>& edit) {
+    auto b = bytes;
+    Header h = DecodeHeader(b.data());
+    edit(&b, &h);
+    for (int i : {kIndex, kBlocks}) h.sections[i].checksum = Checksum(b.data() + h.sections[i].offset, h.sections[i].size);
+    Reseal(&b, h);
+    MemorySource src("f.beton", b.data(), b.size());
+    auto problems = VerifyFile(src);
+    return problems.empty() ? std::string("none") : problems[0].section + ": " + problems[0].message;
+  };
+  EXPECT_EQ(problem([](std::vector<uint8_t>*, Header*) {}), "none");
+  // The first block one page in: the page before it (garbage, in the audit's file) had no checksum.
+  EXPECT_NE(problem([](std::vector<uint8_t>* b, Header* h) {
+              uint8_t* e = b->data() + h->sections[kBlocks].offset;
+              BlockEntry be = DecodeBlockEntry(e);
+              be.offset += kPageSize;
+              EncodeBlockEntry(be, e);
+            }).find("the first block is at offset 8192, not at the data section's start 4096"),
+            std::string::npos);
+  // Two samples sharing bytes (payloads tile their block).
+  EXPECT_NE(problem([](std::vector<uint8_t>* b, Header* h) {
+              uint8_t* idx = b->data() + h->sections[kIndex].offset;
+              IndexEntry e0 = DecodeIndexEntry(idx), e1 = DecodeIndexEntry(idx + kIndexEntrySize);
+              e1.offset = e0.offset;
+              EncodeIndexEntry(e1, idx + kIndexEntrySize);
+            }).find("(a block's payloads are contiguous, in sample order)"),
+            std::string::npos);
+  // A block size that is a power of two but absurd.
+  for (uint64_t bs : {uint64_t(1) << 63, ~uint64_t(0), uint64_t(3) << 12})
+    EXPECT_NE(problem([bs](std::vector<uint8_t>*, Header* h) { h->block_size = bs; }).find("is not a power of two from 4096 to 2^31"),
+              std::string::npos) << bs;
 }
 
 // FFCV names its files .beton too; its header (ffcv/types.py HeaderType) must be recognised and the

@@ -1,5 +1,6 @@
 // dsc generate: a synthetic class-per-folder JPEG tree, so dsc can be tried (and benchmarked) with no
 // dataset at hand. Images are deterministic: class-dependent colour gradients with seeded noise.
+#include <cstdint>
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -11,6 +12,13 @@
 #include "tools/commands.h"
 
 namespace dsc::tools {
+
+namespace {
+// Bounds that keep a typo from filling the disk (the output is about 1 KB per 32x32 image).
+constexpr int kMaxClasses = 100000;
+constexpr int kMaxPerClass = 10000000;
+constexpr uint64_t kMaxImages = 100000000;
+}  // namespace
 
 int CmdGenerate(int argc, char** argv) {
   cxxopts::Options opts("dsc generate", "Write a synthetic class-per-folder JPEG dataset (OUT/train/<class>/*.jpg and\n"
@@ -40,11 +48,41 @@ int CmdGenerate(int argc, char** argv) {
     size = r["size"].as<int>();
     quality = r["quality"].as<int>();
     seed = r["seed"].as<uint64_t>();
-    if (classes < 1 || train < 0 || test < 0 || size < 8 || size > 4096 || quality < 1 || quality > 100)
-      throw cxxopts::exceptions::exception("values out of range");
+    auto in_range = [](const char* name, int v, int lo, int hi) {
+      if (v < lo || v > hi)
+        throw cxxopts::exceptions::exception(std::string("--") + name + " " + std::to_string(v) + " is out of range (" +
+                                             std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    };
+    in_range("classes", classes, 1, kMaxClasses);
+    in_range("train", train, 0, kMaxPerClass);
+    in_range("test", test, 0, kMaxPerClass);
+    in_range("size", size, 8, 4096);
+    in_range("quality", quality, 1, 100);
+    if (train + test == 0) throw cxxopts::exceptions::exception("--train and --test are both 0: no image to write");
+    if (uint64_t(classes) * uint64_t(train + test) > kMaxImages)
+      throw cxxopts::exceptions::exception("--classes x (--train + --test) is " + std::to_string(uint64_t(classes) * uint64_t(train + test)) +
+                                           " images, more than " + std::to_string(kMaxImages));
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "dsc generate: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
+  }
+  // Written into a hidden sibling and renamed to OUT at the end: OUT exists only complete (scripts/demo.sh
+  // reuses an existing OUT), and an existing OUT is never mixed with new files.
+  const std::filesystem::path final_dir = std::filesystem::path(out).lexically_normal();
+  const std::filesystem::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : ".";
+  const std::filesystem::path staging = parent / ("." + final_dir.filename().string() + ".dsc-generate-partial");
+  try {
+    std::error_code ec;
+    if (std::filesystem::exists(final_dir, ec) &&
+        !(std::filesystem::is_directory(final_dir, ec) && std::filesystem::is_empty(final_dir, ec))) {
+      std::fprintf(stderr, "dsc generate: %s exists and is not an empty folder: remove it or name another OUT\n", out.c_str());
+      return kExitBad;
+    }
+    std::filesystem::create_directories(parent);
+    std::filesystem::remove_all(staging);  // left by an interrupted run
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsc generate: error: %s\n", e.what());
+    return kExitBad;
   }
   try {
     kernels::JpegCodec codec;
@@ -54,7 +92,7 @@ int CmdGenerate(int argc, char** argv) {
       for (int c = 0; c < classes; ++c) {
         char cls[32];
         std::snprintf(cls, sizeof cls, "class_%03d", c);
-        auto dir = std::filesystem::path(out) / split / cls;
+        auto dir = staging / split / cls;
         std::filesystem::create_directories(dir);
         for (int i = 0; i < count; ++i) {
           kernels::Rng rng(seed, split == "train" ? 0 : 1, uint64_t(c) * 1000003 + uint64_t(i), kernels::kStreamSubset);
@@ -62,7 +100,8 @@ int CmdGenerate(int argc, char** argv) {
           for (int y = 0; y < size; ++y)
             for (int x = 0; x < size; ++x)
               for (int ch = 0; ch < 3; ++ch) {
-                int v = (x * (37 + 23 * c) + y * (11 + 7 * ch) + phase + 60 * ch * c) % 256;
+                // 64-bit: x * (37 + 23 c) passes INT_MAX from ~22,800 classes at 4096 px
+                int v = int((int64_t(x) * (37 + 23 * int64_t(c)) + y * (11 + 7 * ch) + phase + 60 * int64_t(ch) * c) % 256);
                 v += int(rng.Below(41)) - 20;
                 px[(size_t(y) * size + x) * 3 + ch] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
               }
@@ -76,10 +115,13 @@ int CmdGenerate(int argc, char** argv) {
         }
       }
     }
+    std::filesystem::rename(staging, final_dir);  // onto an empty folder, or none
     std::printf("wrote %llu synthetic %dx%d JPEGs in %d classes to %s\n", (unsigned long long)written, size, size, classes, out.c_str());
     return kExitOk;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsc generate: error: %s\n", e.what());
+    std::error_code ec;
+    std::filesystem::remove_all(staging, ec);  // no partial tree left behind
+    std::fprintf(stderr, "dsc generate: error: %s (nothing written to %s)\n", e.what(), out.c_str());
     return kExitBad;
   }
 }

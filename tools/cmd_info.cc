@@ -11,6 +11,8 @@ namespace dsc::tools {
 
 namespace {
 
+constexpr size_t kMaxLabelLines = 1000;  // a field's values printed as text
+
 void PrintText(const Dataset& ds, const DatasetSummary& s) {
   const auto& h = ds.view().header();
   const auto& m = ds.meta();
@@ -26,9 +28,20 @@ void PrintText(const Dataset& ds, const DatasetSummary& s) {
   for (size_t f = 1; f < m.fields.size(); ++f) {
     std::printf("field '%s' (int32 label):\n", m.fields[f].name.c_str());
     const auto& counts = s.label_counts[f - 1];
-    for (size_t v = 0; v < counts.size(); ++v)
-      std::printf("  %4zu %-20s %8llu\n", v, v < m.fields[f].classes.size() ? m.fields[f].classes[v].c_str() : "",
-                  (unsigned long long)counts[v]);
+    const auto& seen = s.label_values[f - 1];
+    size_t lines = 0;
+    const size_t total = counts.empty() ? seen.size() : counts.size();
+    auto line = [&](size_t v, uint64_t n) {
+      if (lines++ < kMaxLabelLines)
+        std::printf("  %4zu %-20s %8llu\n", v, v < m.fields[f].classes.size() ? m.fields[f].classes[v].c_str() : "", (unsigned long long)n);
+    };
+    if (!counts.empty()) {
+      for (size_t v = 0; v < counts.size(); ++v) line(v, counts[v]);
+    } else {
+      for (const auto& [v, n] : seen) line(size_t(v), n);
+    }
+    if (total > kMaxLabelLines)
+      std::printf("  ... %zu more label values (dsc info --json lists them all)\n", total - kMaxLabelLines);
   }
   if (const auto& r = ds.view().restart()) {
     std::printf("restart markers: %llu JPEGs (%llu transcoded losslessly, %llu re-encoded), %llu of them with whole-row "

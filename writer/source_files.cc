@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "format/error.h"
+#include "format/meta.h"
 #include "writer/source.h"
 
 namespace dsc::writer {
@@ -44,30 +45,6 @@ fs::file_status Status(const fs::path& p) {
     throw Error(p.string() + ": cannot read" + (link ? " (a symlink whose target is missing or loops)" : "") + ": " + ec.message());
   }
   return st;
-}
-
-// Structurally valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) n = 1, cp = c;
-    else if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-    else return false;
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (d & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
 }
 
 struct FileSample {
@@ -167,7 +144,7 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
     } else if (fs::is_directory(Status(p))) {
       const std::string name = p.filename().string();
       // Class names are meta strings, which the format keeps UTF-8 (dsc info --json prints them).
-      if (!IsUtf8(name)) throw Error(p.string() + ": the class folder's name is not UTF-8; rename it");
+      if (!format::IsUtf8(name)) throw Error(p.string() + ": the class folder's name is not UTF-8; rename it");
       classes.push_back(name);
     } else {
       ignored.push_back(p.string() + " (not in a class folder)");
