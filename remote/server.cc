@@ -1,6 +1,7 @@
 #include "remote/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <malloc.h>
 #include <signal.h>
 #include <zstd.h>
@@ -260,7 +261,10 @@ class WorkerService final : public Worker::Service {
       if (h.file_size == req->file_size() && h.header_checksum == req->header_checksum()) {
         uint32_t w, hgt;
         try {
-          FromSpec(req->spec(), &w, &hgt);
+          // The scratch limit too: options every Process call would refuse are refused here, where the
+          // client makes it an error, not a worker that fails each batch and is reconnected forever.
+          const LoaderOptions o = FromSpec(req->spec(), &w, &hgt);
+          CheckScratch(o, w, hgt);
         } catch (const std::exception& e) {
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string("options refused: ") + e.what());
         }
@@ -268,10 +272,13 @@ class WorkerService final : public Worker::Service {
         return grpc::Status::OK;
       }
     }
+    // Status messages travel as metadata (8 KiB by default, else the client sees only that limit):
+    // a few served paths, and the client's path cut short.
     std::string served;
-    for (const auto& f : o_.files) served += (served.empty() ? "" : ", ") + f;
+    for (size_t i = 0; i < o_.files.size() && i < 4; ++i) served += (i ? ", " : "") + Clip(o_.files[i]);
+    if (o_.files.size() > 4) served += " and " + std::to_string(o_.files.size() - 4) + " more";
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "serves no file with the identity of " + req->path() + " (size " + std::to_string(req->file_size()) +
+                        "serves no file with the identity of " + Clip(req->path()) + " (size " + std::to_string(req->file_size()) +
                             ", header checksum " + std::to_string(req->header_checksum()) + "); it serves " + served);
   }
 
@@ -426,23 +433,31 @@ class WorkerService final : public Worker::Service {
     if (it != works_.end()) return it->second;
     uint32_t w, h;
     const LoaderOptions o = FromSpec(spec, &w, &h);
-    // Each pool thread keeps the processors of its last few specs, with scratch the size of their
-    // output (an output sample and a resized image): bounded by --max-memory-mb like the replies, so
-    // that specs naming huge outputs cannot make the worker hold gigabytes between calls.
-    const uint64_t scratch = uint64_t(w) * h * 3 * (DTypeSize(o.dtype) + 1);
-    const uint64_t most = scratch * kProcessorsPerThread * pool_.size();
-    if (most > o_.max_memory)
-      throw Error("a " + std::to_string(w) + "x" + std::to_string(h) + " output needs up to " + std::to_string(most >> 20) +
-                  " MiB of scratch on this worker's " + std::to_string(pool_.size()) + " threads, over its --max-memory-mb " +
-                  std::to_string(o_.max_memory >> 20));
+    CheckScratch(o, w, h);
     if (works_.size() >= 16) works_.clear();  // calls in progress keep theirs alive
     auto work = std::make_shared<const SampleWork>(o, w, h);
     works_.emplace(*key, work);
     return work;
   }
 
+  // Each pool thread keeps the processors of its last few specs, with scratch the size of their
+  // output (an output sample and a resized image): bounded by --max-memory-mb like the replies, so
+  // that specs naming huge outputs cannot make the worker hold gigabytes between calls.
+  void CheckScratch(const LoaderOptions& o, uint32_t w, uint32_t h) const {
+    const uint64_t scratch = uint64_t(w) * h * 3 * (DTypeSize(o.dtype) + 1);
+    const uint64_t most = scratch * kProcessorsPerThread * pool_.size();
+    if (most > o_.max_memory)
+      throw Error("a " + std::to_string(w) + "x" + std::to_string(h) + " output needs up to " + std::to_string(most >> 20) +
+                  " MiB of scratch on this worker's " + std::to_string(pool_.size()) + " threads, over its --max-memory-mb " +
+                  std::to_string(o_.max_memory >> 20));
+  }
+
+  static std::string Clip(const std::string& s) { return s.size() <= 256 ? s : s.substr(0, 256) + "..."; }
+
   grpc::Status Admit(const std::string& peer, uint64_t bytes) {
     std::lock_guard<std::mutex> l(mu_);
+    if (in_flight_ >= o_.max_calls)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "busy: " + std::to_string(o_.max_calls) + " calls in flight (--max-calls)");
     if (per_peer_[peer] >= o_.max_in_flight)
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "more than " + std::to_string(o_.max_in_flight) + " calls in flight from " + peer);
     if (reserved_ + bytes > o_.max_memory)
@@ -485,6 +500,12 @@ std::string ValidateServeOptions(const ServeOptions& o, std::string* warning) {
   if (o.listen.find(':') == std::string::npos) return "--listen needs ADDR:PORT, not '" + o.listen + "'";
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
   if (o.threads < 0 || o.threads > 1024) return "--threads must be 0 (all cores) to 1024";
+  if (o.max_calls < 1 || o.max_calls > 4096) return "--max-calls must be 1 to 4096";
+  {
+    const std::string port = o.listen.substr(o.listen.rfind(':') + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
+      return "--listen " + o.listen + ": the port must be 0 (any free port) to 65535";
+  }
   if (!IsLoopback(o.listen)) {
     if (o.token.empty())
       return "listening on " + o.listen + " (not loopback) needs --token-file: anyone who can reach the port could use this worker";
@@ -528,6 +549,11 @@ int Serve(const ServeOptions& o) {
   // MAX_POLLERS (default 2) idle threads live: with a client's calls in flight it made and ended a
   // thread every few requests. Keep enough for one client's calls to come and go without that.
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, int(std::min<uint32_t>(o.max_in_flight, 64)) + 2);
+  // Every call holds a thread: bound them, or many connections make thousands (each admitted call also
+  // counts against --max-calls; past this, gRPC answers RESOURCE_EXHAUSTED and the client backs off).
+  grpc::ResourceQuota quota("dsc-serve");
+  quota.SetMaxThreads(int(o.max_calls) + int(std::min<uint32_t>(o.max_in_flight, 64)) + 16);
+  b.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (!server || port == 0) throw Error("cannot listen on " + o.listen + " (address in use or not local?)");
   std::printf("listening on %s:%d\n", HostOf(o.listen).c_str(), port);

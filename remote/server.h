@@ -14,6 +14,7 @@ struct ServeOptions {
   std::string tls_cert, tls_key;    // PEM; TLS when set
   bool insecure_plaintext = false;  // allow no TLS off loopback
   uint32_t max_in_flight = 8;       // Process calls at once per client connection
+  uint32_t max_calls = 64;          // Process calls at once from all clients (each holds a gRPC thread)
   uint64_t max_memory = 2ull << 30; // reply bytes held by all calls together
   // Test hooks: after N Process calls, fail every further one / stall (until the client gives up,
   // or for stall_ms) / die as kill -9 would. 0 = off.

@@ -248,6 +248,10 @@ TEST(Options, BenchExitsTwoOnBadValues) {
   EXPECT_NE(out.find("prefetch"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("bench " + File() + " --threads=-3 --epochs 1", &out), 2) << out;
   EXPECT_NE(out.find("threads"), std::string::npos) << out;
+  for (const std::string t : {"abc", "3x", "auto:", "auto:3x", "auto3"}) {  // "3x" ran 3 threads; "abc" said only "stoi"
+    EXPECT_EQ(RunDsc("bench " + File() + " --epochs 1 --threads " + t, &out), 2) << t << ": " << out;
+    EXPECT_NE(out.find("--threads " + t + ": expected N, auto or auto:N"), std::string::npos) << out;
+  }
   EXPECT_EQ(RunDsc("bench " + File() + " --epochs 0", &out), 2) << out;  // it ran one epoch
   EXPECT_NE(out.find("--epochs must be at least 1"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("bench " + File() + " --epochs 1 --consumer-ms=-5", &out), 2) << out;

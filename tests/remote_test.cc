@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -375,19 +376,20 @@ TEST(Remote, TokensTlsAndIdentityAreChecked) {
   const std::string dir = Built().dir;
   WriteFile(dir + "/token", std::string("s3cret\n").data(), 7);
   Worker w({Built().cifar, "--token-file", dir + "/token"});
-  auto expect_refused = [&](LoaderOptions o, const std::string& what) {
+  // The Loader's constructor refuses the options, naming `what` and the worker.
+  auto expect_refused = [&](LoaderOptions o, const std::string& what, const Worker& by) {
     try {
       Loader l(Built().cifar, o);
       ADD_FAILURE() << "expected a refusal mentioning " << what;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(w.address()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(by.address()), std::string::npos) << e.what();
     }
   };
-  expect_refused(Remote({&w}, 0), "token");  // none
+  expect_refused(Remote({&w}, 0), "token", w);  // none
   LoaderOptions o = Remote({&w}, 0);
   o.remote.token = "guess";
-  expect_refused(o, "wrong token");
+  expect_refused(o, "wrong token", w);
   o.remote.token = "s3cret";
   {
     Loader l(Built().cifar, o);
@@ -395,22 +397,32 @@ TEST(Remote, TokensTlsAndIdentityAreChecked) {
   }
   // A worker serving another file refuses, naming what it serves.
   Worker other({Built().other});
-  try {
-    Loader l(Built().cifar, Remote({&other}, 0));
-    ADD_FAILURE() << "expected a refusal";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("serves no file"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("other.beton"), std::string::npos) << e.what();
+  expect_refused(Remote({&other}, 0), "serves no file with the identity of " + Built().cifar, other);
+  expect_refused(Remote({&other}, 0), "; it serves " + Built().other, other);
+  {  // ... also when it serves 100 files of long names: the message once passed gRPC's 8 KiB metadata
+     // limit and the client saw only "received initial metadata size exceeds limit"
+    std::vector<std::string> many;
+    for (int i = 0; i < 100; ++i) {
+      many.push_back(dir + "/" + std::string(90, 'n') + std::to_string(i) + ".beton");
+      std::filesystem::remove(many.back());
+      std::filesystem::create_symlink(Built().other, many.back());
+    }
+    Worker lots(many);
+    expect_refused(Remote({&lots}, 0), "; it serves " + many[0] + ", ", lots);
+    expect_refused(Remote({&lots}, 0), ", " + many[3] + " and 96 more", lots);
+  }
+  {  // Options whose scratch is over the worker's memory limit are refused at the handshake (they
+     // were accepted there and every batch then failed: the worker was reconnected forever, unused)
+    Worker small({Built().cifar, "--threads", "2", "--max-memory-mb", "1"});
+    LoaderOptions big = Remote({&small}, 0);
+    big.augment.crop = kernels::CropMode::kCenter;
+    big.augment.out_w = big.augment.out_h = 512;
+    big.augment.translate = big.augment.cutout = 0;
+    expect_refused(big, "options refused: a 512x512 output needs up to", small);
   }
   // A worker of another dsc version is refused, naming both versions.
   Worker old({Built().cifar, "--report-version", "0.0.1-old"});
-  try {
-    Loader l(Built().cifar, Remote({&old}, 0));
-    ADD_FAILURE() << "expected a refusal";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("0.0.1-old"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(old.address()), std::string::npos) << e.what();
-  }
+  expect_refused(Remote({&old}, 0), "0.0.1-old", old);
   // TLS with a self-signed certificate for 127.0.0.1.
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
   const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 -keyout " +
@@ -449,6 +461,42 @@ remote::StatusReply StatusOf(remote::Worker::Stub& s) {
 }
 
 uint32_t InFlight(remote::Worker::Stub& s) { return StatusOf(s).in_flight(); }
+
+// Every call holds a gRPC thread on the worker: besides the per-connection limit, calls from all
+// clients together are bounded (--max-calls; 200 connections made 1,546 threads and 1,532 calls in
+// flight), and a call past it is told the worker is busy, which the client treats as back-off.
+TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
+  Worker w({Built().cifar, "--threads", "1", "--max-calls", "1", "--stall-after", "1", "--stall-ms", "3000"});
+  auto stub = StubFor(w);
+  Dataset ds(Built().cifar);
+  remote::ProcessRequest q;
+  q.set_file_id(0);
+  q.set_header_checksum(ds.view().header().header_checksum);
+  remote::ToSpec(Base(), 32, 32, q.mutable_spec());
+  q.add_samples(0);
+  auto call = [&](remote::Worker::Stub& st) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    remote::ProcessReply r;
+    return st.Process(&c, q, &r);
+  };
+  const grpc::Status first = call(*stub);
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  std::thread stalled([&] { EXPECT_TRUE(call(*stub).ok()); });  // holds the one call for 3 s
+  for (int i = 0; i < 200 && InFlight(*stub) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(InFlight(*stub), 1u);
+  auto other = StubFor(w);  // another connection: its own per-connection limit is not reached
+  const grpc::Status busy = call(*other);
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << busy.error_message();
+  EXPECT_NE(busy.error_message().find("1 calls in flight (--max-calls)"), std::string::npos) << busy.error_message();
+  stalled.join();
+  std::string out;
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --max-calls 0", &out), 2);
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --listen 127.0.0.1:70000", &out), 2);
+  EXPECT_NE(out.find("the port must be 0 (any free port) to 65535"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --max-memory-mb 17592186044416", &out), 2);  // << 20 wrapped to 0
+  EXPECT_NE(out.find("--max-memory-mb must be 1 to"), std::string::npos) << out;
+}
 
 TEST(Remote, KilledClientFreesItsWork) {
   Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes

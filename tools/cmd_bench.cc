@@ -1,6 +1,7 @@
 // dsc bench: loader throughput on a file, where the time goes, and what bounds it.
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -249,14 +250,27 @@ int CmdBench(int argc, char** argv) {
     epochs = r["epochs"].as<int>();
     if (epochs < 1) throw cxxopts::exceptions::exception("--epochs must be at least 1");
     threads_arg = r["threads"].as<std::string>();
+    // The whole of N: "3x" was taken as 3, and "abc" said only "stoi".
+    auto count = [&](const std::string& n) {
+      size_t used = 0;
+      int v = -1;
+      try {
+        v = std::stoi(n, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (n.empty() || used != n.size() || !std::isdigit(static_cast<unsigned char>(n[0])))
+        throw cxxopts::exceptions::exception("--threads " + threads_arg + ": expected N, auto or auto:N");
+      return v;
+    };
     if (threads_arg.rfind("auto", 0) == 0) {
       o.autotune = true;
       if (threads_arg.size() > 4) {
         if (threads_arg[4] != ':') throw cxxopts::exceptions::exception("--threads " + threads_arg + ": expected N, auto or auto:N");
-        o.threads = std::stoi(threads_arg.substr(5));
+        o.threads = count(threads_arg.substr(5));
       }
     } else {
-      o.threads = std::stoi(threads_arg);
+      o.threads = count(threads_arg);
     }
     o.prefetch = r["prefetch"].as<uint32_t>();
     const std::string order = r["order"].as<std::string>();

@@ -33,6 +33,7 @@ int CmdServe(int argc, char** argv) {
       ("tls-key", "PEM private key (TLS)", cxxopts::value<std::string>()->default_value(""))
       ("insecure-plaintext", "allow a non-loopback address without TLS")
       ("max-in-flight", "calls at once per client connection", cxxopts::value<uint32_t>()->default_value("8"))
+      ("max-calls", "calls at once from all clients together", cxxopts::value<uint32_t>()->default_value("64"))
       ("max-memory-mb", "reply memory held by all calls together", cxxopts::value<uint64_t>()->default_value("2048"))
       ("fail-after", "test hook: fail every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
       ("stall-after", "test hook: stall every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
@@ -58,7 +59,10 @@ int CmdServe(int argc, char** argv) {
     if (!r["tls-key"].as<std::string>().empty()) so.tls_key = remote::ReadFile(r["tls-key"].as<std::string>());
     so.insecure_plaintext = r.count("insecure-plaintext") > 0;
     so.max_in_flight = std::max<uint32_t>(1, r["max-in-flight"].as<uint32_t>());
-    so.max_memory = r["max-memory-mb"].as<uint64_t>() << 20;
+    so.max_calls = r["max-calls"].as<uint32_t>();
+    const uint64_t mb = r["max-memory-mb"].as<uint64_t>();
+    if (mb == 0 || mb > (uint64_t(1) << 30)) throw Error("--max-memory-mb must be 1 to 1073741824 (1 PiB), not " + std::to_string(mb));
+    so.max_memory = mb << 20;
     so.fail_after = r["fail-after"].as<uint64_t>();
     so.stall_after = r["stall-after"].as<uint64_t>();
     so.stall_ms = r["stall-ms"].as<uint64_t>();
