@@ -50,18 +50,16 @@ class Inspector {
   // Returns false when the structure is too damaged to continue.
   bool Run(FileView* v) {
     const uint64_t size = src_.size();
-    if (size >= 24) {
-      const uint8_t* h = src_.Read(0, 24, &scratch_);
-      if (std::memcmp(h, kHeaderMagic.data(), 8) != 0 && LooksLikeFfcv(h, size))
+    // The magic before the size: a short text file is not a short dsc file.
+    if (size >= 8 && std::memcmp(src_.Read(0, 8, &scratch_), kHeaderMagic.data(), 8) != 0) {
+      if (size >= 24 && LooksLikeFfcv(src_.Read(0, 24, &scratch_), size))
         return Fail({"header", -1, -1, "this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"});
+      return Fail({"header", -1, -1, "bad magic (not a dsc file)"});
     }
-    if (size >= 8 && std::memcmp(src_.Read(0, 8, &scratch_), kHeaderMagic.data(), 8) != 0)
-      return Fail({"header", -1, -1, "bad magic (not a dsc file)"});  // before "truncated": a short text file is not a short dsc file
     if (size < kPageSize + kFooterSize) {
       return Fail({"header", -1, -1, "truncated: file is " + Num(size) + " bytes, smaller than a header and footer"});
     }
     const uint8_t* h = src_.Read(0, kPageSize, &scratch_);
-    if (std::memcmp(h, kHeaderMagic.data(), 8) != 0) return Fail({"header", -1, -1, "bad magic (not a dsc file)"});
     Header hd = DecodeHeader(h);
     if (hd.version_major != kVersionMajor)
       return Fail({"header", -1, -1, "unsupported format version " + Num(hd.version_major) + "." +
