@@ -32,6 +32,11 @@ at::Tensor ImagesOn(void* data, int64_t n, int64_t h, int64_t w, Layout layout, 
 }  // namespace
 
 at::Tensor Images(const Batch& b) {
+  // A GPU-decode batch's staged slots hold no pixels yet: a view would hand out garbage as images.
+  if (b.staged != nullptr)
+    throw Error("batch " + std::to_string(b.index) + " of epoch " + std::to_string(b.epoch) +
+                " carries staged JPEG payloads (Decoder::kGpu): its images exist only after gpu::Augmenter::Process "
+                "(use DeviceImages on the result)");
   return ImagesOn(const_cast<void*>(b.images), b.size, b.height, b.width, b.layout, b.dtype, at::kCPU);
 }
 
@@ -41,7 +46,11 @@ at::Tensor Labels(const Batch& b, size_t field) {
 }
 
 at::Tensor Indices(const Batch& b) {
-  return View(const_cast<uint32_t*>(b.indices), {int64_t(b.size)}, {1}, at::kInt, at::kCPU);
+  // libtorch has no uint32: an int32 view would turn indices past 2^31 negative, so widen (N values).
+  at::Tensor out = torch::empty({int64_t(b.size)}, torch::TensorOptions().dtype(at::kLong));
+  int64_t* dst = out.data_ptr<int64_t>();
+  for (uint32_t i = 0; i < b.size; ++i) dst[i] = b.indices[i];
+  return out;
 }
 
 at::Tensor Padding(const Batch& b) {

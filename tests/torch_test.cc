@@ -54,12 +54,46 @@ TEST(Torch, ViewsAreZeroCopyWithTheLoadersShapesAndValues) {
       ASSERT_EQ(lab.data_ptr(), static_cast<const void*>(b.labels[0]));
       ASSERT_EQ(lab.scalar_type(), at::kInt);
       ASSERT_EQ(lab.index({3}).item<int32_t>(), b.labels[0][3]);
-      ASSERT_EQ(torch_view::Indices(b).index({5}).item<int32_t>(), int32_t(b.indices[5]));
+      at::Tensor idx = torch_view::Indices(b);
+      ASSERT_EQ(idx.scalar_type(), at::kLong);
+      for (uint32_t i = 0; i < b.size; ++i) ASSERT_EQ(idx.index({int64_t(i)}).item<int64_t>(), int64_t(b.indices[i]));
       ASSERT_EQ(torch_view::Padding(b).sum().item<int64_t>(), int64_t(b.padding_count));
       at::Tensor owned = torch_view::ImagesOwned(b);
       ASSERT_NE(owned.data_ptr(), b.images);
       ASSERT_TRUE(owned.equal(x));
     }
+  }
+}
+
+// Indices are uint32 in the batch; libtorch has no uint32, so past 2^31 an int32 view went negative.
+TEST(Torch, IndicesPast2To31StayPositive) {
+  const uint32_t indices[3] = {0, 0x80000000u, 0xFFFFFFFFu};
+  Batch b;
+  b.size = 3;
+  b.indices = indices;
+  at::Tensor t = torch_view::Indices(b);
+  EXPECT_EQ(t.index({1}).item<int64_t>(), int64_t(0x80000000u));
+  EXPECT_EQ(t.index({2}).item<int64_t>(), int64_t(0xFFFFFFFFu));
+}
+
+// A Decoder::kGpu batch's staged slots are not decoded yet: viewing them as images would hand out
+// whatever the buffer held before.
+TEST(Torch, ImagesRefusesAGpuStagedBatch) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.decoder = LoaderOptions::Decoder::kGpu;
+  o.batch_size = 8;
+  Loader l(File(), o);
+  auto range = l.epoch(0);
+  const Batch& b = *range.begin();
+  ASSERT_NE(b.staged, nullptr);
+  try {
+    torch_view::Images(b);
+    FAIL() << "a staged batch was viewed as images";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu::Augmenter"), std::string::npos) << e.what();
   }
 }
 
