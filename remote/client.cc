@@ -135,6 +135,9 @@ class GrpcExecutor : public RemoteExecutor {
         return ConnectResult::kRefused;
       }
       *why = who + " is unreachable (" + st.error_message() + ")";
+      // A TLS worker closes a plaintext connection without a word: say what that usually means.
+      if (tls_root_.empty() && st.error_message().find("Socket closed") != std::string::npos)
+        *why += "; if it serves TLS, give the CA of its certificate (--tls-root, RemoteOptions::tls_root)";
       return ConnectResult::kUnreachable;
     }
     if (rep.protocol() != kProtocol || rep.dsc_version() != DscVersion() || rep.jpeg_version() != JpegVersion()) {

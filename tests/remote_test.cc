@@ -434,6 +434,13 @@ TEST(Remote, TokensTlsAndIdentityAreChecked) {
   Loader l(Built().cifar, t);
   EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
   EXPECT_GT(RemoteSamples(l), 0u);
+  // Plaintext to that TLS worker: it looks unreachable (local threads go on), and the warning says why.
+  testing::internal::CaptureStderr();
+  Loader p(Built().cifar, Remote({&tls}, 1));
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Digests(p, 1)[0], Local()[0]);
+  EXPECT_EQ(RemoteSamples(p), 0u);
+  EXPECT_NE(said.find("--tls-root"), std::string::npos) << said;
 }
 
 TEST(Remote, ServePolicyOffLoopbackAndSigterm) {
