@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <turbojpeg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,14 +193,77 @@ TEST(Cli, ExportOfARangeWithABadSampleWritesNothing) {
   EXPECT_FALSE(fs::exists(dir + "/look")) << "partial output left behind";
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find(".dsc-export-"), std::string::npos) << "left behind: " << e.path();
-  // Into an existing folder: its own files stay, nothing of the failed export is added.
+  // The folders it created on the way go too.
+  EXPECT_EQ(RunDsc("export " + bad + " --index 0 --count 6 --out " + dir + "/nest/x/look", &out), 1) << out;
+  EXPECT_FALSE(fs::exists(dir + "/nest")) << "created folders left behind";
+  // An existing empty folder stays, empty.
+  fs::create_directories(dir + "/empty");
+  EXPECT_EQ(RunDsc("export " + bad + " --index 0 --count 6 --out " + dir + "/empty", &out), 1) << out;
+  EXPECT_TRUE(fs::is_directory(dir + "/empty"));
+  EXPECT_TRUE(fs::is_empty(dir + "/empty"));
+  // A folder with files is refused before any decode (an earlier export's images would sit there
+  // unlisted in the new labels.tsv); its files stay.
   fs::create_directories(dir + "/mine");
   WriteFile(dir + "/mine/keep.txt", std::vector<uint8_t>{'k'});
-  EXPECT_EQ(RunDsc("export " + bad + " --index 0 --count 6 --out " + dir + "/mine", &out), 1) << out;
+  EXPECT_EQ(RunDsc("export " + good + " --index 0 --count 6 --out " + dir + "/mine", &out), 1) << out;
+  EXPECT_NE(out.find("not empty"), std::string::npos) << out;
   EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/mine"), fs::directory_iterator()), 1);
-  // The same range of the intact file exports completely.
-  ASSERT_EQ(RunDsc("export " + good + " --index 0 --count 6 --out " + dir + "/mine", &out), 0) << out;
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/mine"), fs::directory_iterator()), 8) << "6 images, labels, keep.txt";
+  WriteFile(dir + "/plain", std::vector<uint8_t>{'k'});
+  EXPECT_EQ(RunDsc("export " + good + " --out " + dir + "/plain", &out), 1) << out;
+  EXPECT_NE(out.find("not a folder"), std::string::npos) << out;
+  // The same range of the intact file exports completely into the empty folder.
+  ASSERT_EQ(RunDsc("export " + good + " --index 0 --count 6 --out " + dir + "/empty", &out), 0) << out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/empty"), fs::directory_iterator()), 7) << "6 images, labels";
+}
+
+// --out on another filesystem than the folder it is named from (a symlink, a mount point): the
+// staging folder used to be a sibling of the name as written, and the final rename failed (EXDEV).
+TEST(Cli, ExportThroughASymlinkToAnotherFilesystem) {
+  auto dir = ScratchDir();
+  struct stat here {}, shm {};
+  if (::stat(dir.c_str(), &here) != 0 || ::stat("/dev/shm", &shm) != 0 || here.st_dev == shm.st_dev)
+    GTEST_SKIP() << "/dev/shm is not another filesystem here";
+  const std::string target = "/dev/shm/dsc-cli-test-" + std::to_string(::getpid());
+  fs::remove_all(target);
+  fs::create_directories(target);
+  fs::create_symlink(target, dir + "/link");
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + SubsetTree(1) + " " + dir + "/f.beton --quiet", &out), 0) << out;
+  const int rc = RunDsc("export " + dir + "/f.beton --count 3 --out " + dir + "/link", &out);
+  const size_t files = std::distance(fs::directory_iterator(target), fs::directory_iterator());
+  fs::remove_all(target);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(files, 4u) << "3 images and labels.tsv";
+}
+
+// Class names come from folder names: a tab or newline in one must not break labels.tsv's rows.
+TEST(Cli, ExportEscapesNamesInLabelsTsv) {
+  auto dir = ScratchDir();
+  const std::string src = SubsetTree(1);
+  for (const std::string cls : {"cat\tdog", "line\nbreak", "back\\slash"}) {
+    fs::create_directories(dir + "/tree/" + cls);
+    for (const auto& e : fs::directory_iterator(src + "/airplane")) {
+      fs::copy_file(e.path(), dir + "/tree/" + cls + "/" + e.path().filename().string());
+      break;
+    }
+  }
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + dir + "/tree " + dir + "/f.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + dir + "/f.beton --count 3 --out " + dir + "/look", &out), 0) << out;
+  std::ifstream in(dir + "/look/labels.tsv");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, '\t');) cols.push_back(c);
+    ASSERT_EQ(cols.size(), 4u) << line;
+    names.push_back(cols[3]);
+  }
+  ASSERT_EQ(names.size(), 4u) << "a header and 3 rows";
+  std::sort(names.begin() + 1, names.end());
+  EXPECT_EQ(names[1], "back\\\\slash");
+  EXPECT_EQ(names[2], "cat\\tdog");
+  EXPECT_EQ(names[3], "line\\nbreak");
 }
 
 // A PPM written by `dsc export --ppm`: the pixels after the "P6\nW H\n255\n" header.

@@ -43,46 +43,88 @@ void WritePpm(const std::string& path, const uint8_t* rgb, int w, int h) {
   if (!o) throw Error(path + ": write failed");
 }
 
-// Export writes into a hidden sibling folder and moves the files into --out only once every sample
-// has decoded, so a damaged sample leaves no partial output behind; the folder goes on any error.
-class StagingDir {
+// Export writes into a new or empty --out only (files of an earlier export would sit there unlisted in
+// the new labels.tsv). Files are staged in a hidden folder inside --out, so every rename stays on one
+// filesystem, and are moved out of it only once every sample has decoded. On any error (a sample that
+// fails, a rename that fails half-way) the moved files, the staging folder and the folders export
+// created go again: nothing partial is left.
+class ExportDir {
  public:
-  explicit StagingDir(const std::filesystem::path& out) : out_(out) {
-    std::filesystem::path abs = std::filesystem::absolute(out).lexically_normal();
-    if (abs.filename().empty()) abs = abs.parent_path();
-    std::filesystem::create_directories(abs.parent_path());
+  explicit ExportDir(const std::filesystem::path& out) : out_(out) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(out, ec)) {
+      if (!fs::is_directory(out)) throw Error(out.string() + ": exists and is not a folder");
+      if (!fs::is_empty(out))
+        throw Error(out.string() + ": exists and is not empty (export writes into a new or empty folder)");
+    } else {
+      // Remember the folders made here (deepest first) to remove them on failure.
+      for (fs::path p = fs::absolute(out).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+        if (p.filename().empty()) continue;  // a trailing '/'
+        created_.push_back(p);
+        if (p == p.parent_path()) break;
+      }
+      fs::create_directories(out);
+    }
     char suffix[17];
     std::snprintf(suffix, sizeof suffix, "%016llx",
                   (unsigned long long)((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()));
-    dir_ = abs.parent_path() / ("." + abs.filename().string() + ".dsc-export-" + suffix);
-    std::filesystem::create_directory(dir_);
+    stage_ = out / (std::string(".dsc-export-") + suffix);
+    fs::create_directory(stage_);
   }
-  ~StagingDir() {
+  ~ExportDir() {
+    if (committed_) return;
     std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+    for (const auto& p : moved_) std::filesystem::remove(p, ec);
+    std::filesystem::remove_all(stage_, ec);
+    for (const auto& d : created_) std::filesystem::remove(d, ec);  // only removes empty folders
   }
-  const std::filesystem::path& path() const { return dir_; }
-  // Moves every staged file into --out (created when missing), replacing files of the same name.
+  ExportDir(const ExportDir&) = delete;
+  ExportDir& operator=(const ExportDir&) = delete;
+  const std::filesystem::path& path() const { return stage_; }
   void Commit() {
-    std::filesystem::create_directories(out_);
-    for (const auto& e : std::filesystem::directory_iterator(dir_))
-      std::filesystem::rename(e.path(), out_ / e.path().filename());
+    for (const auto& e : std::filesystem::directory_iterator(stage_)) {
+      const auto to = out_ / e.path().filename();
+      std::filesystem::rename(e.path(), to);
+      moved_.push_back(to);
+    }
+    std::filesystem::remove(stage_);
+    committed_ = true;
   }
 
  private:
-  std::filesystem::path out_, dir_;
+  std::filesystem::path out_, stage_;
+  std::vector<std::filesystem::path> created_, moved_;
+  bool committed_ = false;
 };
+
+// labels.tsv fields: class and field names come from folder names, which may hold tabs or newlines.
+std::string TsvField(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '\\': o += "\\\\"; break;
+      case '\t': o += "\\t"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
 
 }  // namespace
 
 int CmdExport(int argc, char** argv) {
   cxxopts::Options opts("dsc export", "Write stored samples as PNG (or PPM) images plus labels.tsv, to look at\n"
-                        "what a file holds.\n\n  dsc export cifar10.beton --index 0 --count 16 --out /tmp/look\n");
+                        "what a file holds. --out must be a new or empty folder. In labels.tsv a backslash, tab,\n"
+                        "newline or carriage return inside a name is written as \\\\, \\t, \\n or \\r.\n\n"
+                        "  dsc export cifar10.beton --index 0 --count 16 --out /tmp/look\n");
   opts.positional_help("FILE");
   opts.add_options()
       ("index", "first sample", cxxopts::value<uint64_t>()->default_value("0"))
       ("count", "number of samples", cxxopts::value<uint64_t>()->default_value("1"))
-      ("out", "output directory (created)", cxxopts::value<std::string>())
+      ("out", "output folder: new (created) or empty", cxxopts::value<std::string>())
       ("ppm", "write PPM instead of PNG")
       ("upsampling", "JPEG chroma upsampling: box (the loader's default: what training sees) or fancy "
                      "(libjpeg's default, as PIL decodes)", cxxopts::value<std::string>()->default_value("box"))
@@ -115,15 +157,15 @@ int CmdExport(int argc, char** argv) {
   try {
     Dataset ds(file, {.verify = true});
     if (first >= ds.size() || count > ds.size() - first)
-      throw Error(file + ": samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
-                  " out of range (" + std::to_string(ds.size()) + " samples)");
+      throw Error(file + ": --index " + std::to_string(first) + " --count " + std::to_string(count) +
+                  " is out of range: the file has " + std::to_string(ds.size()) + " samples");
     // Over-limit images are refused before anything is written (the index is in memory: cheap).
     for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
-    StagingDir stage(out);
+    ExportDir stage(out);
     std::ofstream labels(stage.path() / "labels.tsv");
     const auto& m = ds.meta();
     labels << "file\tindex";
-    for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << m.fields[f].name << "\t" << m.fields[f].name << "_name";
+    for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << TsvField(m.fields[f].name) << "\t" << TsvField(m.fields[f].name) << "_name";
     labels << "\n";
     SampleDecoder decoder(ds, decode);
     std::vector<uint8_t> rgb;
@@ -137,7 +179,7 @@ int CmdExport(int argc, char** argv) {
       labels << name << "\t" << i;
       for (size_t f = 1; f < m.fields.size(); ++f) {
         const auto& cls = m.fields[f].classes;
-        labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? cls[size_t(e.label[f - 1])] : "");
+        labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? TsvField(cls[size_t(e.label[f - 1])]) : "");
       }
       labels << "\n";
     }
