@@ -62,9 +62,9 @@ DatasetSummary Summarize(const Dataset& ds) {
     ++enc.first;
     enc.second += e.size;
     s.payload_bytes += e.size;
-    s.min_w = std::min<uint32_t>(s.min_w, e.width);
+    s.min_w = i == 0 ? e.width : std::min<uint32_t>(s.min_w, e.width);
     s.max_w = std::max<uint32_t>(s.max_w, e.width);
-    s.min_h = std::min<uint32_t>(s.min_h, e.height);
+    s.min_h = i == 0 ? e.height : std::min<uint32_t>(s.min_h, e.height);
     s.max_h = std::max<uint32_t>(s.max_h, e.height);
   }
   for (size_t f = 0; f < fields; ++f) {
@@ -107,8 +107,12 @@ std::string InfoJson(const Dataset& ds, const DatasetSummary& s) {
     o << (first ? "" : ", ") << JsonString(name) << ": {\"samples\": " << v.first << ", \"bytes\": " << v.second << "}";
     first = false;
   }
-  o << "},\n  \"image_size\": {\"min_width\": " << s.min_w << ", \"max_width\": " << s.max_w
-    << ", \"min_height\": " << s.min_h << ", \"max_height\": " << s.max_h << "},\n";
+  if (ds.size() == 0) {
+    o << "},\n  \"image_size\": null,\n";  // no samples, no sizes
+  } else {
+    o << "},\n  \"image_size\": {\"min_width\": " << s.min_w << ", \"max_width\": " << s.max_w
+      << ", \"min_height\": " << s.min_h << ", \"max_height\": " << s.max_h << "},\n";
+  }
   o << "  \"build_options\": {";
   std::istringstream lines(m.build_options);
   std::string line;

@@ -20,7 +20,7 @@ struct DatasetSummary {
   std::vector<std::map<int32_t, uint64_t>> label_values;  // per label field: value -> samples
   std::map<std::string, std::pair<uint64_t, uint64_t>> encodings;  // name -> (samples, bytes)
   uint64_t payload_bytes = 0;
-  uint32_t min_w = UINT32_MAX, max_w = 0, min_h = UINT32_MAX, max_h = 0;
+  uint32_t min_w = 0, max_w = 0, min_h = 0, max_h = 0;  // all 0 in a file without samples
 };
 
 // One pass over the index (no payload is read).

@@ -17,6 +17,8 @@
 #include "format/checksum.h"
 #include "format/layout.h"
 #include "tests/test_util.h"
+#include "writer/atomic_file.h"
+#include "writer/file_builder.h"
 
 namespace dsc::test {
 namespace {
@@ -74,6 +76,30 @@ TEST(Cli, BuildInfoVerifyExport) {
   EXPECT_NE(std::string(labels.begin(), labels.end()).find("00000199.png\t199\t9\ttruck"), std::string::npos);
   EXPECT_EQ(RunDsc("export " + dir + "/f.beton --index 199 --count 5 --out " + dir + "/bad", &out), 1);
   EXPECT_NE(out.find("out of range"), std::string::npos);
+}
+
+// A valid file without samples (the writer's own builder, nothing added): its sizes are "none", not
+// the UINT32_MAX a running minimum starts from.
+TEST(Cli, InfoOfAFileWithoutSamples) {
+  auto dir = ScratchDir();
+  const std::string path = dir + "/empty.beton";
+  {
+    writer::AtomicFile f(path);
+    writer::FileBuilder b(&f, 8192, false);
+    format::Meta m;
+    m.fields = {{format::FieldType::kImage, "image", {}}, {format::FieldType::kLabel, "label", {"a"}}};
+    b.Finish(m);
+    f.Commit();
+  }
+  std::string out;
+  ASSERT_EQ(RunDsc("verify " + path, &out), 0) << out;
+  ASSERT_EQ(RunDsc("info " + path, &out), 0) << out;
+  EXPECT_NE(out.find("image size: none"), std::string::npos) << out;
+  EXPECT_EQ(out.find("4294967295"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("info " + path + " --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"image_size\": null"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("export " + path + " --out " + dir + "/x", &out), 1) << out;
+  EXPECT_NE(out.find("the file has 0 samples"), std::string::npos) << out;
 }
 
 TEST(Cli, BenchReportsJsonAndWritesATrace) {

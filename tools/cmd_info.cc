@@ -19,7 +19,10 @@ void PrintText(const Dataset& ds, const DatasetSummary& s) {
   std::printf("%s: dsc format %u.%u, %.2f MiB\n", ds.path().c_str(), h.version_major, h.version_minor, h.file_size / 1048576.0);
   std::printf("samples: %llu", (unsigned long long)ds.size());
   if (m.skipped_count) std::printf(" (%llu skipped at build time)", (unsigned long long)m.skipped_count);
-  std::printf("\nimage size: %ux%u .. %ux%u (w x h)\n", s.min_w, s.min_h, s.max_w, s.max_h);
+  if (ds.size() == 0)
+    std::printf("\nimage size: none (no samples)\n");
+  else
+    std::printf("\nimage size: %ux%u .. %ux%u (w x h)\n", s.min_w, s.min_h, s.max_w, s.max_h);
   std::printf("encodings:\n");
   for (const auto& [name, v] : s.encodings)
     std::printf("  %-9s %8llu samples (%5.1f%%)  %10.2f MiB  %7.0f bytes/sample\n", name.c_str(), (unsigned long long)v.first,
