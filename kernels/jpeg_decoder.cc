@@ -129,6 +129,8 @@ bool JpegDecoder::ReadHeader(const uint8_t* head, size_t head_size, const uint8_
   return ok;
 }
 
+int JpegDecoder::components() const { return s_->cinfo.num_components; }
+
 bool JpegDecoder::ReadPieces(const uint8_t* a, size_t na, const uint8_t* b, size_t nb, const uint8_t* c3, size_t nc) {
   jpeg_decompress_struct* c = &s_->cinfo;
   DSC_JPEG_RETURN_FALSE_ON_ERROR(c);

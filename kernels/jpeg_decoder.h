@@ -52,6 +52,9 @@ class JpegDecoder {
   // first piece, then the second, so the pieces are never copied together. Both must outlive the decode.
   bool ReadHeader(const uint8_t* head, size_t head_size, const uint8_t* body, size_t body_size, int* width,
                   int* height);
+  // After ReadHeader: the frame's component count (1 gray, 3 colour, 4 CMYK), which the index's
+  // channels must equal (the decode expands gray to RGB, so a wrong index would go unnoticed).
+  int components() const;
   // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart. `fancy`: libjpeg's
   // default triangle-filter chroma upsampling; otherwise box upsampling (TurboJPEG's FASTUPSAMPLE).
   bool DecodeRGB(uint8_t* out, size_t stride, bool fancy = true);

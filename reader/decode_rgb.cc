@@ -63,6 +63,9 @@ void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
         throw fail("corrupt JPEG: " + jpeg_->error());
       if (w != e.width || h != e.height)
         throw fail("JPEG header says " + std::to_string(w) + "x" + std::to_string(h) + ", index says " + Dims(e));
+      if (jpeg_->components() != e.channels)
+        throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
+                   std::to_string(e.channels) + " channel(s)");
       rgb->resize(n);
       if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling))
         throw fail("corrupt JPEG: " + jpeg_->error());

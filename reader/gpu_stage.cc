@@ -71,8 +71,9 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
     }
   }
   if (r.status != kernels::kTwinOk) return uint8_t(r.reason ? r.reason : kernels::kReasonBadMarker);
-  // Another size than the index's: the CPU decoder reports the disagreement.
-  if (frame.width != width || frame.height != height) return kernels::kReasonBadMarker;
+  // Another size or channel count than the index's: the CPU decoder reports the disagreement.
+  if (frame.width != width || frame.height != height || frame.ncomp != parts.entry.channels)
+    return kernels::kReasonBadMarker;
   if (crop) {
     kernels::TwinCropPlan plan;
     return uint8_t(kernels::PlanTwinCrop(*crop, frame, &plan));

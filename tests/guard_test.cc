@@ -263,6 +263,41 @@ TEST(HostileIndex, LoaderRefusesBeforeAllocating) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 512 * 1024) << "KiB of peak RSS growth";
 }
 
+// An index entry saying 1 channel over a colour JPEG (checksums recomputed) decoded as RGB unreported,
+// in the loader and in every GPU-decoder path's CPU fallback alike.
+TEST(HostileIndex, ChannelsThatDisagreeWithTheJpegAreNamed) {
+  auto dir = ScratchDir();
+  writer::BuildOptions o;
+  o.log = [](const std::string&) {};
+  writer::Build(SubsetTree(1), dir + "/j.beton", o);
+  ForgeChannels(dir + "/j.beton", dir + "/bad.beton", 4, 1);
+  for (bool gpu : {false, true}) {
+    SCOPED_TRACE(gpu ? "decoder gpu" : "decoder cpu");
+    LoaderOptions lo = LoaderOptions::CifarTest();
+    lo.batch_size = 5;
+    lo.order = Order::kSequential;
+    if (gpu) {
+      lo.defer_augment = true;
+      lo.dtype = DType::kUint8;
+      lo.layout = Layout::kNHWC;
+      lo.decoder = LoaderOptions::Decoder::kGpu;
+    }
+    Loader l(dir + "/bad.beton", lo);
+    try {
+      for (const Batch& batch : l.epoch(0)) (void)batch;
+      FAIL() << "loaded a 1-channel entry over a colour JPEG";
+    } catch (const Error& err) {
+      const std::string what = err.what();
+      EXPECT_NE(what.find(dir + "/bad.beton: sample 4: "), std::string::npos) << what;
+      EXPECT_NE(what.find("JPEG has 3 component(s), index says 1 channel(s)"), std::string::npos) << what;
+    }
+  }
+  std::string out;
+  EXPECT_EQ(RunDsc("verify --decode " + dir + "/bad.beton", &out), 1) << out;
+  EXPECT_NE(out.find("sample 4: JPEG has 3 component(s), index says 1 channel(s)"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("verify --decode " + dir + "/j.beton", &out), 0) << out;
+}
+
 // Without a crop the batch's image size is sample 0's: a forged 65535x65535 there was reported as a
 // batch_size OptionError ("would take 1376214 MiB") naming neither the file nor the sample.
 TEST(HostileIndex, AHugeFirstSampleIsNamedNotTheBatchSize) {

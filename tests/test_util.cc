@@ -135,6 +135,17 @@ void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i,
   WriteFile(to, b);
 }
 
+void ForgeChannels(const std::string& from, const std::string& to, uint64_t i, uint8_t channels) {
+  using namespace dsc::format;
+  auto b = ReadFile(from);
+  uint8_t* idx = b.data() + DecodeHeader(b.data()).sections[kIndex].offset;
+  IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
+  e.channels = channels;
+  EncodeIndexEntry(e, idx + i * kIndexEntrySize);
+  fuzz::FixupChecksums(b.data(), b.size());
+  WriteFile(to, b);
+}
+
 std::map<std::string, double> TraceSummary(const std::string& path) {
   const std::string cmd = "/usr/bin/python3 " + std::string(DSC_TEST_SCRIPTS) + "/trace_summary.py '" + path + "'";
   FILE* p = ::popen(cmd.c_str(), "r");

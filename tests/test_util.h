@@ -37,6 +37,8 @@ double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
 // Copies `from` to `to` with sample i's index entry claiming w x h, every checksum recomputed: only
 // the lie about the image remains, as in a file a hostile or buggy writer hands over.
 void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h);
+// The same for sample i's channels field.
+void ForgeChannels(const std::string& from, const std::string& to, uint64_t i, uint8_t channels);
 
 // Runs a shell command line; returns its exit code (128 + the signal when killed) and captures its
 // stdout (add " 2>&1" for stderr too).

@@ -304,6 +304,30 @@ TEST(ImageTree, GrayReencodeOfColourSourcesSaysOneChannel) {
   }
 }
 
+// Without --reencode, colour JPEGs pass through (transcoded or as they were) whatever --subsampling
+// says: the index said 1 channel over their 3 components, and readers decoded colour.
+TEST(ImageTree, PassedThroughJpegsKeepTheirChannelsWithSubsamplingGray) {
+  auto root = SubsetTree(1);
+  auto dir = ScratchDir();
+  for (const char* restart : {"auto", "none"}) {
+    SCOPED_TRACE(restart);
+    auto o = Opts("jpeg");
+    o.encode.subsampling = "gray";
+    o.encode.restart_interval = restart;
+    writer::Build(root, dir + "/g.beton", o);
+    Dataset ds(dir + "/g.beton");
+    ASSERT_EQ(ds.size(), 10u);
+    kernels::JpegCodec codec;
+    for (uint64_t i = 0; i < ds.size(); ++i) {
+      kernels::JpegInfo info;
+      const auto p = PayloadBytes(ds, i);
+      ASSERT_TRUE(codec.ReadHeader(p.data(), p.size(), &info));
+      EXPECT_EQ(ds.entry(i).channels, info.is_gray() ? 1 : 3) << "sample " << i;
+      EXPECT_FALSE(info.is_gray()) << "CIFAR-10 JPEGs are colour";
+    }
+  }
+}
+
 // Independent area-average reference: exact for integer factors.
 std::vector<uint8_t> Downscale2x(const std::vector<uint8_t>& src, int w, int h) {
   std::vector<uint8_t> out(size_t(w / 2) * (h / 2) * 3);

@@ -26,7 +26,7 @@ int CmdBuild(int argc, char** argv) {
       ("encoding", "jpeg, raw, raw-zstd, auto (default: raw for pixel sources, JPEG pass-through for JPEG sources)",
        cxxopts::value<std::string>()->default_value("default"))
       ("quality", "JPEG quality when encoding", cxxopts::value<int>()->default_value("90"))
-      ("subsampling", "444, 422, 420 or gray when encoding", cxxopts::value<std::string>()->default_value("420"))
+      ("subsampling", "444, 422, 420 or gray when encoding (JPEG sources passed through keep theirs: add --reencode)", cxxopts::value<std::string>()->default_value("420"))
       ("max-resolution", "downscale images whose longest side exceeds N (area averaging)", cxxopts::value<int>()->default_value("0"))
       ("center-crop", "crop a centred square of side RATIO x the shorter side", cxxopts::value<double>()->default_value("0"))
       ("reencode", "re-encode JPEG sources even when nothing requires it")

@@ -136,8 +136,9 @@ void Encoder::SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* 
 void Encoder::StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out) {
   SetRestart(r, Encoded::kTranscoded, out);
   out->encoding = uint8_t(Encoding::kJpeg);
-  // --subsampling gray encodes one component whatever the source: the index says what is stored.
-  out->channels = uint8_t(subsampling_ == TJSAMP_GRAY ? 1 : channels);
+  // The stored stream keeps the source's components (a lossless transcode, or the bytes as they
+  // were): --subsampling applies only when encoding, so the index says the source's count.
+  out->channels = uint8_t(channels);
   out->jpeg_prefix = kernels::JpegPrefixLength(out->payload.data(), out->payload.size());
 }
 
