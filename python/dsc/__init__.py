@@ -266,12 +266,11 @@ class Loader:
 
     def load_state_dict(self, state):
         """Continue from `state` (from state_dict()): the next `for ... in loader` resumes there."""
-        if not isinstance(state, dict) or "dsc_loader_state" not in state:
-            raise TypeError("load_state_dict expects a dict made by dsc.Loader.state_dict()")
-        self._core.restore(bytes(state["dsc_loader_state"]))
+        raw, pending = _checked_state(state, "load_state_dict")
+        self._core.restore(raw)
         self._range += 1
         self._resume = True
-        self._empty_rest = bool(state.get("epoch_end_pending", False))
+        self._empty_rest = pending
         self._open, self._last_index = False, None
 
     def stats(self, reset=False):
@@ -316,6 +315,32 @@ def random_subset(total, n, seed):
     return _dsc.random_subset(int(total), int(n), int(seed))
 
 
+def _checked_state(state, what):
+    """(state bytes, epoch_end_pending) of a state_dict() dict, its types checked: bytes(300000000) of a
+    mistyped checkpoint would allocate 300 MB of zeros before the state's own checks refused them."""
+    if not isinstance(state, dict) or "dsc_loader_state" not in state:
+        raise TypeError(what + " expects a dict made by dsc.Loader.state_dict()")
+    raw = state["dsc_loader_state"]
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise TypeError(what + ": 'dsc_loader_state' must be bytes, not " + type(raw).__name__)
+    version = state.get("version", 1)
+    if isinstance(version, bool) or version != 1:
+        raise ValueError(what + ": state_dict version " + repr(version) + " is not 1 (made by another dsc?)")
+    pending = state.get("epoch_end_pending", False)
+    if not isinstance(pending, bool) and type(pending).__name__ != "bool_":  # numpy.bool_ too
+        raise TypeError(what + ": 'epoch_end_pending' must be a bool, not " + type(pending).__name__)
+    return bytes(raw), bool(pending)
+
+
 def merge_state_dicts(states):
-    """One state from the state_dict() of every rank of one run (quasi_random on another rank count)."""
-    return {"dsc_loader_state": _dsc.merge_states([bytes(s["dsc_loader_state"]) for s in states]), "version": 1}
+    """One state from the state_dict() of every rank of one run (quasi_random on another rank count).
+
+    The ranks must have saved at the same point of their loops: all inside it after the epoch's last
+    batch, or none (epoch_end_pending), else ValueError."""
+    checked = [_checked_state(s, "merge_state_dicts") for s in states]
+    pending = {p for _, p in checked}
+    if len(pending) > 1:
+        raise ValueError("merge_state_dicts: some ranks saved after their epoch's last batch inside the loop and "
+                         "others not (epoch_end_pending differs): save every rank's state at the same step")
+    return {"dsc_loader_state": _dsc.merge_states([raw for raw, _ in checked]), "version": 1,
+            "epoch_end_pending": pending.pop() if pending else False}
