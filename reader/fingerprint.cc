@@ -191,12 +191,14 @@ LoaderState LoaderState::Deserialize(std::string_view bytes) {
   s.consumed = in.bytes("consumed bitmap");
   if (in.pos() != body) throw Error("loader state: " + std::to_string(body - in.pos()) + " unexpected bytes at byte offset " +
                                     std::to_string(in.pos()));
+  // ranks: 1 (one rank's state) or all of them (Merge); world_size 0 only from a Merge of 2 or more.
   if (s.run.order > uint32_t(Order::kQuasiRandom) || s.run.drop_last > 1 || s.rank >= std::max(1u, s.world_size) ||
-      s.ranks == 0 || (s.world_size && s.ranks > s.world_size))
+      s.ranks == 0 || (s.world_size && s.ranks != 1 && s.ranks != s.world_size) || (!s.world_size && s.ranks < 2))
     throw Error("loader state: inconsistent fields (order " + std::to_string(s.run.order) + ", rank " + std::to_string(s.rank) +
                 " of " + std::to_string(s.world_size) + ", ranks " + std::to_string(s.ranks) + ")");
   if (!s.excluded.empty() && s.consumed.size() != s.excluded.size())
     throw Error("loader state: excluded and consumed bitmaps differ in size");
+  if (s.epoch == UINT64_MAX) throw Error("loader state: epoch " + std::to_string(s.epoch) + " has no next epoch");
   return s;
 }
 

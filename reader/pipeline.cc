@@ -531,6 +531,11 @@ class Pipeline {
     const std::string diff = s.run.Difference(RunIdentity::Of(ds_, opt_));
     if (!diff.empty())
       throw Error(ds_.path() + ": cannot restore a loader state of another run (state vs this loader: " + diff + ")");
+    // As Deserialize checks (a state made in memory skips it): a rank's state or a Merge of all ranks.
+    if (s.epoch == UINT64_MAX || s.ranks == 0 || (s.world_size && s.ranks != 1 && s.ranks != s.world_size) ||
+        (!s.world_size && s.ranks < 2))
+      throw Error(ds_.path() + ": loader state is inconsistent (epoch " + std::to_string(s.epoch) + ", world_size " +
+                  std::to_string(s.world_size) + ", ranks " + std::to_string(s.ranks) + ")");
     std::vector<uint8_t> excluded;
     uint64_t next = s.next_batch;
     if (opt_.order == Order::kQuasiRandom) {

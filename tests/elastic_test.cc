@@ -311,6 +311,18 @@ TEST(Elastic, QuasiRandomRefusesOneRanksStateOnAnotherRankCount) {
   }
   EXPECT_THROW(LoaderState::Merge({states[0], states[0]}), Error) << "the same rank twice";
   EXPECT_THROW(LoaderState::Merge({states[0]}), Error) << "a rank missing";
+  // One rank's state relabelled world_size 0 (what Merge writes when ranks were at different batches)
+  // passed both checks: restored on 3 ranks, rank 1's consumed samples came again.
+  LoaderState forged = states[0];
+  forged.world_size = 0;
+  EXPECT_THROW(LoaderState::Deserialize(forged.Serialize()), Error);
+  EXPECT_THROW(l.restore(forged), Error);
+  // An epoch without a next one: resume() wrapped to epoch 0.
+  LoaderState last = LoaderState::Merge(states);
+  last.epoch = UINT64_MAX;
+  EXPECT_THROW(LoaderState::Deserialize(last.Serialize()), Error);
+  EXPECT_THROW(l.restore(last), Error);
+  EXPECT_NO_THROW(l.restore(LoaderState::Deserialize(LoaderState::Merge(states).Serialize())));
 }
 
 TEST(Elastic, ResumeAtAnEpochsEndStartsTheNextEpoch) {
