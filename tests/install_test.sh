@@ -11,9 +11,15 @@ mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 "$work/prefix/bin/dsc" generate "$work/data" --classes 3 --train 40 --test 0 >/dev/null
 "$work/prefix/bin/dsc" build "$work/data" "$work/f.beton" --quiet >/dev/null
-cmake -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+torch=OFF
+[ -x "$build/dsc-train" ] && torch=ON
+cmake -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" -DDSC_EXPECT_TORCH=$torch >/dev/null
 cmake --build "$work/consumer" >/dev/null
 test "$("$work/consumer/consumer" "$work/f.beton")" = 120
+# Every installed header compiles on its own (torch_adapter.h needs libtorch's include paths: not here).
+find "$work/prefix/include/dsc" -name '*.h' ! -name torch_adapter.h | sort |
+  xargs -P 2 -I H sh -c 'printf "#include \"%s\"\n" "H" | c++ -std=c++20 -fsyntax-only -x c++ -I "$0" - || { echo "not self-contained: H"; exit 255; }' \
+  "$work/prefix/include/dsc"
 if [ -x "$work/consumer/remote_consumer" ]; then
   "$work/prefix/bin/dsc" serve "$work/f.beton" --threads 1 > "$work/serve.out" &
   serve=$!
