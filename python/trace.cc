@@ -28,15 +28,17 @@ std::string PythonThreadName() {
 // Entries stack, so one Phase object may be re-entered (nested or in a loop) by one thread.
 class Phase {
  public:
-  Phase(std::shared_ptr<PyTracer> t, const char* name, int64_t n) : t_(std::move(t)), name_(name), n_(n) {}
+  Phase(std::shared_ptr<PyTracer> t, std::string name, int64_t n) : t_(std::move(t)), name_(std::move(name)), n_(n) {}
 
   void Enter() { starts_.push_back(t_->tracer().enabled() ? Tracer::Now() : 0); }  // 0: off at entry
 
   void Exit() {
-    if (starts_.empty()) throw py::value_error("phase '" + std::string(name_) + "' exited more often than entered");
+    if (starts_.empty()) throw py::value_error("phase '" + name_ + "' exited more often than entered");
     const uint64_t start = starts_.back();
     starts_.pop_back();
-    if (start) t_->tracer().Add(t_->ThreadRow(), name_, start, Tracer::Now(), n_);
+    // Interned only for a span recorded: names of phases made while tracing is off (e.g. 'step %d'
+    // outside the trace window) would otherwise accumulate for the process's life.
+    if (start) t_->tracer().Add(t_->ThreadRow(), t_->tracer().Intern(name_), start, Tracer::Now(), n_);
   }
 
   // `@tracer.phase(name)`: dsc.trace._wrap, so the wrapper is a Python function functools.wraps can
@@ -47,7 +49,7 @@ class Phase {
 
  private:
   std::shared_ptr<PyTracer> t_;
-  const char* name_;  // interned by the tracer
+  std::string name_;
   int64_t n_;
   std::vector<uint64_t> starts_;
 };
@@ -59,7 +61,7 @@ const std::shared_ptr<PyTracer>& DefaultTracer() {
 }
 
 std::shared_ptr<Phase> MakePhase(const std::shared_ptr<PyTracer>& t, std::string_view name, int64_t n) {
-  return std::make_shared<Phase>(t, t->tracer().Intern(name), n < 0 ? -1 : n);
+  return std::make_shared<Phase>(t, std::string(name), n < 0 ? -1 : n);
 }
 
 }  // namespace

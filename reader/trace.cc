@@ -1,6 +1,7 @@
 #include "reader/trace.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -132,9 +133,18 @@ bool Tracer::Write(const std::string& path) const {
     }
     const std::string name = Quote(r.name);
     if (r.counter) {
-      for (const auto& e : r.events)
-        std::fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %d, \"name\": %s, \"ts\": %.3f, \"args\": {\"value\": %.17g}}", pid,
-                     name.c_str(), double(e.start_ns - origin) / 1000.0, e.value);
+      for (const auto& e : r.events) {
+        // JSON has no NaN or infinity (a diverging loss made the whole file unreadable): null, and
+        // what it was as a string.
+        char value[64];
+        if (std::isfinite(e.value))
+          std::snprintf(value, sizeof value, "%.17g", e.value);
+        else
+          std::snprintf(value, sizeof value, "null, \"non_finite\": \"%s\"",
+                        std::isnan(e.value) ? "nan" : e.value > 0 ? "inf" : "-inf");
+        std::fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %d, \"name\": %s, \"ts\": %.3f, \"args\": {\"value\": %s}}", pid,
+                     name.c_str(), double(e.start_ns - origin) / 1000.0, value);
+      }
       continue;
     }
     const uint32_t tid = k + 1;
