@@ -98,6 +98,12 @@ TEST(Train, ASlowLoaderIsInputBoundAndMoreThreadsAreAdvised) {
   // A malformed window is a usage error.
   EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --trace-steps 5:5", &out), 2) << out;
   EXPECT_NE(out.find("--trace-steps 5:5"), std::string::npos) << out;
+  // So is a device dsc does not know ('CUDA' or 'tpu' trained on the CPU without a word).
+  for (const char* dev : {"tpu", "CUDA"}) {
+    EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --device " + dev, &out), 2) << out;
+    EXPECT_NE(out.find(std::string("unknown --device '") + dev + "'"), std::string::npos) << out;
+    EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
+  }
   // A trace that cannot be written is an error before any training, not after it.
   EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --trace " + dir + "/missing/t.json", &out), 1) << out;
   EXPECT_NE(out.find(dir + "/missing/t.json: cannot write here"), std::string::npos) << out;

@@ -722,6 +722,8 @@ int main(int argc, char** argv) {
     c.local_threads = r["local-threads"].as<int>();
     c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
+    if (c.device != "cpu" && c.device != "cuda")  // 'CUDA' or 'gpu' trained on the CPU without a word
+      throw cxxopts::exceptions::exception("unknown --device '" + c.device + "': cpu or cuda");
     c.decoder = r["decoder"].as<std::string>();
     if (c.decoder != "cpu" && c.decoder != "gpu")
       throw cxxopts::exceptions::exception("unknown --decoder '" + c.decoder + "': cpu or gpu");
