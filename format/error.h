@@ -11,4 +11,10 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A bad option value (the loader's or the writer's): the dsc program reports it as a usage error.
+class OptionError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace dsc

@@ -165,12 +165,8 @@ struct LoaderOptions {
   static LoaderOptions ImagenetTest();
 };
 
-// An option with an invalid value, thrown when a Loader is built; the message names the option and the
-// value. The CLI exits 2 (usage error) on it.
-class OptionError : public Error {
- public:
-  using Error::Error;
-};
+// OptionError (format/error.h): an option with an invalid value, thrown when a Loader is built; the
+// message names the option and the value. The CLI exits 2 (usage error) on it.
 
 // Throws OptionError for a bad option. With the output image's width and height (0: unknown) it also
 // checks the options bounded by them (translate, cutout). The Loader's constructor calls it.

@@ -37,6 +37,15 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(RunDsc("frobnicate", &out), 2);
   EXPECT_EQ(RunDsc("build onlyone", &out), 2);
   EXPECT_EQ(RunDsc("build a b --no-such-flag", &out), 2);
+  // Out-of-range values are usage errors too, as in the other commands (they exited 1).
+  for (const std::string bad : {"--quality 500", "--subsampling 411", "--block-size 3", "--threads -2", "--encoding foo",
+                                "--split val", "--center-crop 2", "--restart-interval 0", "--jpeg-tables x"}) {
+    EXPECT_EQ(RunDsc("build " + SubsetTree(1) + " /tmp/dsc-never-written.beton " + bad, &out), 2) << bad << ": " << out;
+    EXPECT_NE(out.find(bad.substr(0, bad.find(' '))), std::string::npos) << out;
+  }
+  EXPECT_FALSE(fs::exists("/tmp/dsc-never-written.beton"));
+  EXPECT_EQ(RunDsc("bench /nonexistent.beton --remote-chunk 4", &out), 2) << out;  // it was ignored
+  EXPECT_NE(out.find("--remote-chunk needs --remote"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("--version", &out), 0);
   EXPECT_NE(out.find("dsc "), std::string::npos);
   EXPECT_EQ(RunDsc("build --help", &out), 0);

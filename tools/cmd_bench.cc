@@ -294,7 +294,10 @@ int CmdBench(int argc, char** argv) {
     json = r.count("json") > 0;
     ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
                      r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
-    if (r["remote-chunk"].as<uint32_t>()) o.remote.chunk = r["remote-chunk"].as<uint32_t>();
+    if (r.count("remote-chunk")) {
+      if (o.remote.addresses.empty()) throw Error("--remote-chunk needs --remote");
+      o.remote.chunk = r["remote-chunk"].as<uint32_t>();
+    }
     if (r.count("wire-finished")) {
       if (o.remote.addresses.empty()) throw Error("--wire-finished needs --remote");
       o.remote.ship_uint8 = false;

@@ -23,7 +23,7 @@ int CmdBuild(int argc, char** argv) {
   opts.add_options()
       ("format", "auto, cifar-binary, cifar-python, tree, manifest", cxxopts::value<std::string>()->default_value("auto"))
       ("split", "train or test", cxxopts::value<std::string>()->default_value("train"))
-      ("encoding", "jpeg, raw, raw-zstd, auto (default: raw for pixel sources, JPEG pass-through for JPEG sources)",
+      ("encoding", "jpeg, raw, raw-zstd, auto, or default: raw for pixel sources, JPEG pass-through for JPEG sources",
        cxxopts::value<std::string>()->default_value("default"))
       ("quality", "JPEG quality when encoding", cxxopts::value<int>()->default_value("90"))
       ("subsampling", "444, 422, 420 or gray when encoding (JPEG sources passed through keep theirs: add --reencode)", cxxopts::value<std::string>()->default_value("420"))
@@ -87,6 +87,9 @@ int CmdBuild(int argc, char** argv) {
                   (unsigned long long)rep.restart_whole_row);
     std::printf("\n");
     return kExitOk;
+  } catch (const OptionError& e) {
+    std::fprintf(stderr, "dsc build: %s\n", e.what());
+    return kExitUsage;
   } catch (const Error& e) {
     std::fprintf(stderr, "dsc build: error: %s\n", e.what());
     return kExitBad;

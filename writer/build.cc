@@ -149,11 +149,11 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   const auto t0 = std::chrono::steady_clock::now();
   auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   o.encode.Validate();
-  if (o.jpeg_tables != "shared" && o.jpeg_tables != "inline") throw Error("--jpeg-tables must be 'shared' or 'inline'");
+  if (o.jpeg_tables != "shared" && o.jpeg_tables != "inline") throw OptionError("--jpeg-tables must be 'shared' or 'inline'");
   if (o.block_size < format::kPageSize || (o.block_size & (o.block_size - 1)) || o.block_size > (1ull << 31))
-    throw Error("--block-size must be a power of two between 4096 and 2^31");
+    throw OptionError("--block-size must be a power of two between 4096 and 2^31");
   // Each thread has an encoder and 512 samples in the window: a typo must not become a million threads.
-  if (o.threads < 0 || o.threads > 1024) throw Error("--threads must be 0 (all cores) to 1024, not " + std::to_string(o.threads));
+  if (o.threads < 0 || o.threads > 1024) throw OptionError("--threads must be 0 (all cores) to 1024, not " + std::to_string(o.threads));
   auto src = OpenSource(source, o.format, o.split, o.max_file_size);
   const auto ignored = src->ignored();
   if (!ignored.empty()) {

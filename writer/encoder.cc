@@ -19,12 +19,12 @@ using format::Encoding;
 
 void EncodeOptions::Validate() const {
   if (encoding != "default" && encoding != "jpeg" && encoding != "raw" && encoding != "raw-zstd" && encoding != "auto")
-    throw Error("--encoding must be jpeg, raw, raw-zstd or auto, not '" + encoding + "'");
-  if (quality < 1 || quality > 100) throw Error("--quality must be in 1..100");
-  if (kernels::ParseSubsampling(subsampling) < 0) throw Error("--subsampling must be 444, 422, 420 or gray");
-  if (max_resolution < 0 || max_resolution > 65535) throw Error("--max-resolution must be in 0..65535");
-  if (!(center_crop == 0 || (center_crop > 0 && center_crop <= 1))) throw Error("--center-crop must be in (0, 1]");
-  if (max_pixels < 1) throw Error("--max-pixels must be at least 1");
+    throw OptionError("--encoding must be default, jpeg, raw, raw-zstd or auto, not '" + encoding + "'");
+  if (quality < 1 || quality > 100) throw OptionError("--quality must be in 1..100");
+  if (kernels::ParseSubsampling(subsampling) < 0) throw OptionError("--subsampling must be 444, 422, 420 or gray");
+  if (max_resolution < 0 || max_resolution > 65535) throw OptionError("--max-resolution must be in 0..65535");
+  if (!(center_crop == 0 || (center_crop > 0 && center_crop <= 1))) throw OptionError("--center-crop must be in (0, 1]");
+  if (max_pixels < 1) throw OptionError("--max-pixels must be at least 1");
   if (restart_interval != "auto" && restart_interval != "none") {
     size_t used = 0;
     long n = 0;
@@ -34,7 +34,7 @@ void EncodeOptions::Validate() const {
       used = 0;
     }
     if (used == 0 || used != restart_interval.size() || n < 1 || n > 65535)
-      throw Error("--restart-interval must be auto, none or a number of MCUs in 1..65535, not '" + restart_interval + "'");
+      throw OptionError("--restart-interval must be auto, none or a number of MCUs in 1..65535, not '" + restart_interval + "'");
   }
 }
 

@@ -51,7 +51,7 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size) {
 
 std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& format, const std::string& split,
                                    uint64_t max_file_size) {
-  if (split != "train" && split != "test") throw Error("--split must be 'train' or 'test', not '" + split + "'");
+  if (split != "train" && split != "test") throw OptionError("--split must be 'train' or 'test', not '" + split + "'");
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
   if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) {
