@@ -120,6 +120,17 @@ def evaluate(model, loader, device, autocast):
     return correct / max(1, seen)
 
 
+def step_window(text):
+    """--trace-steps FIRST:END, 0 <= FIRST < END (a usage error otherwise, as in dsc train)."""
+    try:
+        first, end = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected FIRST:END, not %r" % text) from None
+    if not 0 <= first < end:
+        raise argparse.ArgumentTypeError("expected 0 <= FIRST < END, not %r" % text)
+    return first, end
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("train", help="the train split's dsc file")
@@ -142,7 +153,7 @@ def main(argv=None):
     p.add_argument("--steps-out", default="", help="per-step batch digests and losses, as `dsc train --steps-out`")
     p.add_argument("--json", default="")
     p.add_argument("--trace", default="", help="write a Chrome/Perfetto trace of --trace-steps to this file")
-    p.add_argument("--trace-steps", default="0:50", help="FIRST:END global steps traced (END excluded)")
+    p.add_argument("--trace-steps", default="0:50", type=step_window, help="FIRST:END global steps traced (END excluded)")
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
@@ -156,7 +167,7 @@ def main(argv=None):
     subset = dsc.random_subset(train_size, args.limit, args.seed)
     # Without --trace the phases below record into a disabled tracer (well under a microsecond each).
     tracer = dsc.trace.default()
-    first, end = (int(x) for x in args.trace_steps.split(":"))
+    first, end = args.trace_steps
     tracer.enabled = bool(args.trace) and first <= 0 < end
     train = dsc.Loader(args.train, preset="cifar-train", batch_size=args.batch_size, seed=args.seed,
                        threads=args.loader_threads, layout="NHWC", subset=subset, pin_memory=cuda,

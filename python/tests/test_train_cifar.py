@@ -66,3 +66,14 @@ def test_trace_flag_writes_the_loops_phases_and_the_loaders_rows(small, tmp_path
     assert names[("trainer", "evaluation")] == 1
     for stage in ("read", "decode", "augment", "collate"):
         assert names[("loader worker 0", stage)] == 48, stage
+
+
+def test_a_malformed_trace_window_is_a_usage_error(small):
+    """--trace-steps 5 raised a bare ValueError traceback; it is argparse's usage error (exit 2) now."""
+    path, _ = small
+    script = os.path.join(os.environ["DSC_SOURCE_DIR"], "examples", "train_cifar.py")
+    for bad in ("5", "5:5", "a:b"):
+        r = subprocess.run([sys.executable, script, str(path), "--test", str(path), "--trace-steps", bad],
+                           capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert "--trace-steps" in r.stderr and "Traceback" not in r.stderr, r.stderr
