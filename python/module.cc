@@ -233,6 +233,7 @@ const std::map<std::string, Setter>& LoaderSetters() {
          o.augment.ratio_max = v[1];
        }},
       {"center_ratio", [](O& o, auto& n, py::handle h) { o.augment.center_ratio = AsFloat(n, h); }},
+      {"resize", [](O& o, auto& n, py::handle h) { o.augment.resize = AsInt<int>(n, h, 0, 1 << 16); }},
       {"flip", [](O& o, auto& n, py::handle h) { o.augment.flip = AsBool(n, h); }},
       {"translate", [](O& o, auto& n, py::handle h) { o.augment.translate = AsInt<int>(n, h, 0, INT32_MAX); }},
       {"cutout", [](O& o, auto& n, py::handle h) { o.augment.cutout = AsInt<int>(n, h, 0, INT32_MAX); }},
@@ -267,7 +268,7 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-const std::vector<std::string> kPresets = {"cifar-train", "cifar-test", "imagenet-train"};
+const std::vector<std::string> kPresets = {"cifar-train", "cifar-test", "imagenet-train", "imagenet-test"};
 
 dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
   dsc::LoaderOptions o;
@@ -275,6 +276,7 @@ dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, c
     if (*preset == "cifar-train") o = dsc::LoaderOptions::CifarTrain();
     else if (*preset == "cifar-test") o = dsc::LoaderOptions::CifarTest();
     else if (*preset == "imagenet-train") o = dsc::LoaderOptions::ImagenetTrain();
+    else if (*preset == "imagenet-test") o = dsc::LoaderOptions::ImagenetTest();
     else throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(kPresets) + " (or None)");
   }
   const auto& setters = LoaderSetters();

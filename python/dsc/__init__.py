@@ -84,7 +84,7 @@ class Loader:
 
     preset: 'cifar-train' (flip, translate 2, cutout 4 filled with the CIFAR mean, normalise),
     'cifar-test' (normalise, sequential), 'imagenet-train' (RandomResizedCrop(224), flip, normalise),
-    or None (no augmentation, no normalisation). Keyword options then override single fields; every
+    'imagenet-test' (Resize(256) + CenterCrop(224), normalise, sequential), or None (no augmentation, no normalisation). Keyword options then override single fields; every
     field of the C++ LoaderOptions is reachable (dsc.LOADER_OPTIONS lists them):
 
     - batch_size (per rank), global_batch_size (all ranks together; fix this one to keep batches the
@@ -107,7 +107,8 @@ class Loader:
       only), readahead_bytes (bytes of coming blocks asked for ahead of use; 0 = the whole budget);
     - collect_stats (per-stage worker times, read with Loader.stats());
     - augmentation: crop ('none', 'random_resized', 'center'), out_size (int or (height, width)) or
-      out_w / out_h, scale and ratio ((min, max) of RandomResizedCrop), center_ratio, flip, translate,
+      out_w / out_h, scale and ratio ((min, max) of RandomResizedCrop), center_ratio, resize (crop 'center'
+      with resize > 0: torchvision's Resize(resize) + CenterCrop(out_size)), flip, translate,
       cutout, fill ((R, G, B) for translate and cutout), normalize, mean and std (in 0..255 pixel units).
 
     An unknown option raises TypeError, a value of the wrong type TypeError, a bad value ValueError

@@ -43,7 +43,7 @@ class Loader:
     def __init__(
         self,
         path: PathLike,
-        preset: Optional[Literal["cifar-train", "cifar-test", "imagenet-train"]] = ...,
+        preset: Optional[Literal["cifar-train", "cifar-test", "imagenet-train", "imagenet-test"]] = ...,
         *,
         rank: Optional[int] = ...,
         world_size: Optional[int] = ...,
@@ -86,6 +86,7 @@ class Loader:
         scale: Tuple[float, float] = ...,
         ratio: Tuple[float, float] = ...,
         center_ratio: float = ...,
+        resize: int = ...,
         flip: bool = ...,
         translate: int = ...,
         cutout: int = ...,

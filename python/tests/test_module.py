@@ -304,13 +304,31 @@ def test_rank_and_world_size_from_environment(small, monkeypatch):
     assert (loader.rank, loader.world_size) == (0, 1)
 
 
+def test_imagenet_test_preset_is_resize_then_center_crop_as_pil(small):
+    """The 'imagenet-test' preset (it was C++-only): torchvision's Resize(256) + CenterCrop(224) on PIL
+    images, within 1 of PIL with libjpeg's fancy upsampling (what PIL decodes with)."""
+    path, rows = small
+    loader = dsc.Loader(path, preset="imagenet-test", dtype="uint8", layout="NHWC", normalize=False,
+                        fancy_upsampling=True, batch_size=4, threads=1)
+    images, _ = next(iter(loader))
+    assert tuple(images.shape) == (4, 224, 224, 3)
+    for i in range(4):
+        im = Image.open(rows[i][0]).convert("RGB").resize((256, 256), Image.BILINEAR)  # 32x32: the short side is 256
+        want = np.asarray(im)[16:240, 16:240].astype(np.int16)
+        assert np.abs(images[i].numpy().astype(np.int16) - want).max() <= 1, i
+    normalised, _ = next(iter(dsc.Loader(path, preset="imagenet-test", batch_size=4, threads=1)))
+    assert tuple(normalised.shape) == (4, 3, 224, 224) and normalised.dtype == torch.float32
+    with pytest.raises(dsc.OptionError, match="resize"):
+        dsc.Loader(path, preset="imagenet-test", resize=100)  # smaller than the 224 output
+
+
 def test_option_errors_list_accepted_values(small):
     path, _ = small
     with pytest.raises(TypeError, match="unknown Loader option 'batchsize'; accepted: .*batch_size"):
         dsc.Loader(path, batchsize=3)
     with pytest.raises(ValueError, match="'random', 'quasi_random', 'sequential'"):
         dsc.Loader(path, order="shuffled")
-    with pytest.raises(ValueError, match="cifar-train, cifar-test, imagenet-train"):
+    with pytest.raises(ValueError, match="cifar-train, cifar-test, imagenet-train, imagenet-test"):
         dsc.Loader(path, preset="cifar")
     with pytest.raises(TypeError, match="flip must be a bool"):
         dsc.Loader(path, flip=1)
