@@ -6,6 +6,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -123,27 +124,30 @@ int RunDsc(const std::string& args, std::string* output) {
   return RunShell(std::string(DSC_BINARY) + " " + args + " 2>&1", output);
 }
 
-void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {
+namespace {
+// Rewrites sample i's index entry with `edit` and recomputes every checksum.
+void ForgeEntry(const std::string& from, const std::string& to, uint64_t i,
+                const std::function<void(dsc::format::IndexEntry*)>& edit) {
   using namespace dsc::format;
   auto b = ReadFile(from);
   uint8_t* idx = b.data() + DecodeHeader(b.data()).sections[kIndex].offset;
   IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
-  e.width = w;
-  e.height = h;
+  edit(&e);
   EncodeIndexEntry(e, idx + i * kIndexEntrySize);
   fuzz::FixupChecksums(b.data(), b.size());
   WriteFile(to, b);
 }
+}  // namespace
+
+void ForgeDimensions(const std::string& from, const std::string& to, uint64_t i, uint16_t w, uint16_t h) {
+  ForgeEntry(from, to, i, [&](dsc::format::IndexEntry* e) {
+    e->width = w;
+    e->height = h;
+  });
+}
 
 void ForgeChannels(const std::string& from, const std::string& to, uint64_t i, uint8_t channels) {
-  using namespace dsc::format;
-  auto b = ReadFile(from);
-  uint8_t* idx = b.data() + DecodeHeader(b.data()).sections[kIndex].offset;
-  IndexEntry e = DecodeIndexEntry(idx + i * kIndexEntrySize);
-  e.channels = channels;
-  EncodeIndexEntry(e, idx + i * kIndexEntrySize);
-  fuzz::FixupChecksums(b.data(), b.size());
-  WriteFile(to, b);
+  ForgeEntry(from, to, i, [&](dsc::format::IndexEntry* e) { e->channels = channels; });
 }
 
 std::map<std::string, double> TraceSummary(const std::string& path) {
