@@ -7,6 +7,7 @@
 //   run Python's signal handlers (Ctrl-C stops an epoch) through LoaderOptions::wait_poll.
 // - A loader's worker threads do not survive fork(): a child that uses an inherited loader gets
 //   dsc.Error instead of a hang, and inherited objects are leaked, not destroyed, in the child.
+#include <cxxabi.h>
 #include <pthread.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -30,6 +31,7 @@
 #include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/limits.h"
+#include "python/gil.h"
 #include "python/trace.h"
 #include "reader/info.h"
 #include "reader/bottleneck.h"
@@ -38,6 +40,8 @@
 #include "writer/build.h"
 
 namespace py = pybind11;
+using dsc::python::ParkIfFinalizing;
+using dsc::python::WithoutGil;
 
 namespace {
 
@@ -51,19 +55,6 @@ PyObject* g_option_error = nullptr;  // dsc.OptionError(dsc.Error, ValueError)
 
 // Thrown by the wait hook when a signal handler raised (the Python error is already set).
 struct SignalRaised {};
-
-// A thread that takes the GIL back while the interpreter shuts down is ended by Python with a forced
-// unwind, which std::terminate()s when it starts in pybind11's GIL guard (a daemon thread still
-// iterating when the program exits: SIGABRT, exit status 134). Such a thread waits here instead, until
-// the process is gone.
-void ParkIfFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  const auto finalizing = [] { return Py_IsFinalizing() != 0; };
-#else
-  const auto finalizing = [] { return _Py_IsFinalizing() != 0; };
-#endif
-  while (finalizing()) std::this_thread::sleep_for(std::chrono::seconds(1));
-}
 
 // ---- option parsing: every LoaderOptions field by name, with its type checked ----
 
@@ -335,8 +326,8 @@ class PyLoader {
                          ": drop batches sooner, raise max_leases, or iterate with copy=True");
     };
     o.wait_poll_ms = 100;
-    py::gil_scoped_release nogil;  // opening the file and starting the threads
-    loader_ = std::make_shared<dsc::Loader>(path, o);
+    // Opening the file and starting the threads.
+    loader_ = WithoutGil([&] { return std::make_shared<dsc::Loader>(path, o); });
   }
 
   ~PyLoader() {
@@ -345,9 +336,13 @@ class PyLoader {
       new std::shared_ptr<dsc::Loader>(std::move(loader_));  // leaked on purpose
       return;
     }
-    py::gil_scoped_release nogil;  // stopping the workers may wait for a sample to finish
+    // Stopping the workers may wait for a sample to finish. (A destructor cannot use WithoutGil: the
+    // GIL is taken back here, after parking if the interpreter finalizes.)
+    PyThreadState* state = PyEval_SaveThread();
     range_.reset();
     loader_.reset();
+    ParkIfFinalizing();
+    PyEval_RestoreThread(state);
   }
 
   // The loader, kept alive for the caller: close() from another thread (or a signal handler) then
@@ -369,27 +364,29 @@ class PyLoader {
   // of an older range on another thread ends instead of taking the new range's batches.
   uint64_t Start(uint64_t epoch, uint64_t first_batch) {
     NotFromTheWait("start an epoch");
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::shared_ptr<dsc::Loader> l = loader();
-    // The new range first: a refused call (a batch past the end) leaves the running epoch alone.
-    auto range = std::make_unique<dsc::Loader::EpochRange>(l->epoch(epoch, first_batch));
-    range_size_ = range->size();
-    range_ = std::move(range);
-    started_ = false;
-    return ++range_id_;
+    return WithoutGil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::shared_ptr<dsc::Loader> l = loader();
+      // The new range first: a refused call (a batch past the end) leaves the running epoch alone.
+      auto range = std::make_unique<dsc::Loader::EpochRange>(l->epoch(epoch, first_batch));
+      range_size_ = range->size();
+      range_ = std::move(range);
+      started_ = false;
+      return ++range_id_;
+    });
   }
 
   uint64_t Resume() {
     NotFromTheWait("resume");
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::shared_ptr<dsc::Loader> l = loader();
-    auto range = std::make_unique<dsc::Loader::EpochRange>(l->resume());
-    range_size_ = range->size();
-    range_ = std::move(range);
-    started_ = false;
-    return ++range_id_;
+    return WithoutGil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::shared_ptr<dsc::Loader> l = loader();
+      auto range = std::make_unique<dsc::Loader::EpochRange>(l->resume());
+      range_size_ = range->size();
+      range_ = std::move(range);
+      started_ = false;
+      return ++range_id_;
+    });
   }
 
   // The next batch of the current range as a tuple (images, [labels...], indices, padding, epoch,
@@ -398,10 +395,7 @@ class PyLoader {
     NotFromTheWait("iterate");
     loader();
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-    {
-      py::gil_scoped_release nogil;
-      lock.lock();
-    }
+    WithoutGil([&] { lock.lock(); });
     if (!range_ || (range != 0 && range != range_id_)) return py::none();
     const dsc::Batch* b = nullptr;
     polls_ = 0;
@@ -412,15 +406,17 @@ class PyLoader {
       ~Waiting() { owner = std::thread::id(); }
     } waiting(waiter_);
     try {
-      py::gil_scoped_release nogil;
-      if (!started_) {
-        it_ = range_->begin();
-        started_ = true;
-      } else {
-        ++it_;
-      }
-      if (it_ != range_->end()) b = &*it_;
-      ParkIfFinalizing();  // before nogil takes the GIL back
+      WithoutGil([&] {
+        if (!started_) {
+          it_ = range_->begin();
+          started_ = true;
+        } else {
+          ++it_;
+        }
+        if (it_ != range_->end()) b = &*it_;
+      });
+    } catch (abi::__forced_unwind&) {  // Python ends this thread at exit: let it go
+      throw;
     } catch (const SignalRaised&) {
       range_.reset();
       if (close_requested_) CloseLocked();
@@ -467,13 +463,14 @@ class PyLoader {
   void Restore(const py::bytes& state) {
     NotFromTheWait("restore a state");
     const std::string bytes = state;
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::shared_ptr<dsc::Loader> l = loader();
-    // Checked (bytes, run, rank count, position) before the running epoch is ended: a refused state
-    // leaves it going.
-    l->restore(dsc::LoaderState::Deserialize(bytes));
-    range_.reset();
+    WithoutGil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::shared_ptr<dsc::Loader> l = loader();
+      // Checked (bytes, run, rank count, position) before the running epoch is ended: a refused state
+      // leaves it going.
+      l->restore(dsc::LoaderState::Deserialize(bytes));
+      range_.reset();
+    });
   }
 
   void Close() {
@@ -483,9 +480,10 @@ class PyLoader {
       close_requested_ = true;
       return;
     }
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    CloseLocked();
+    WithoutGil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      CloseLocked();
+    });
   }
 
   py::dict Info() {
@@ -612,11 +610,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
     }
     if (!v.is_none()) it->second(o, name, v);
   }
-  dsc::writer::BuildReport r;
-  {
-    py::gil_scoped_release nogil;
-    r = dsc::writer::Build(src, out, o);
-  }
+  const dsc::writer::BuildReport r = WithoutGil([&] { return dsc::writer::Build(src, out, o); });
   py::dict d;
   d["format"] = r.format;
   d["samples"] = r.samples;
@@ -657,9 +651,10 @@ PYBIND11_MODULE(_dsc, m) {
 
   m.def("build", &Build, py::arg("source"), py::arg("out"), py::arg("options"));
   m.def("info_json", [](const std::string& path) {
-    py::gil_scoped_release nogil;
-    dsc::Dataset ds(path);
-    return dsc::InfoJson(ds, dsc::Summarize(ds));
+    return WithoutGil([&] {
+      dsc::Dataset ds(path);
+      return dsc::InfoJson(ds, dsc::Summarize(ds));
+    });
   });
   m.def("checksum", [](py::buffer b) {
     py::buffer_info info = b.request();

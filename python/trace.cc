@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "python/gil.h"
 
 namespace py = pybind11;
 
@@ -104,14 +105,13 @@ uint32_t PyTracer::CounterRow(const std::string& name) {
 }
 
 void PyTracer::Write(const std::string& path) {
-  bool ok;
-  int err;
-  {
-    py::gil_scoped_release nogil;  // loader workers may hold a row's lock for a moment
+  int err = 0;
+  const bool ok = WithoutGil([&] {  // loader workers may hold a row's lock for a moment
     errno = 0;
-    ok = tracer_.Write(path);
+    const bool written = tracer_.Write(path);
     err = errno;
-  }
+    return written;
+  });
   if (!ok) throw Error("cannot write the trace file '" + path + "'" + (err ? std::string(": ") + std::strerror(err) : ""));
 }
 
