@@ -346,7 +346,12 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
       uint8_t buf[12] = {};
       const size_t n = len - 2 < 12 ? len - 2 : 12;
       if (!s.Read(buf, n)) return Fail(kReasonBadMarker, at);
-      if (c == 0xE0 && len - 2 >= 14 && std::memcmp(buf, "JFIF\0", 5) == 0) jfif = true;
+      if (c == 0xE0 && len - 2 >= 14 && std::memcmp(buf, "JFIF\0", 5) == 0) {
+        // libjpeg warns about a major version other than 1, and dsc's CPU decoder treats its warnings
+        // as errors: corrupt here too, so both decoders refuse the sample.
+        if (buf[5] != 1) return Fail(kReasonBadMarker, at);
+        jfif = true;
+      }
       if (c == 0xEE && n >= 12 && std::memcmp(buf, "Adobe", 5) == 0) {
         adobe = true;
         adobe_transform = buf[11];
@@ -413,6 +418,9 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
     if (!dc || !ac) return Fail(kReasonDefaultTables, 0);
     if (dc != 1 || ac != 1) return Fail(kReasonBadTable, 0);
   }
+  // libjpeg refuses an interleaved scan of more than 10 blocks per MCU (D_MAX_BLOCKS_IN_MCU: 2x2,2x2,2x2
+  // sampling is 12) as corrupt; so does the twin, rather than decode what the CPU refuses.
+  if (components > 1 && per_mcu > 10) return Fail(kReasonBadMarker, 0);
   f.total_blocks = blocks;
   f.blocks_per_mcu = uint8_t(per_mcu);
   const uint32_t total = f.total_mcus();

@@ -525,6 +525,58 @@ TEST(JpegTwin, UnsupportedStreamsAreClassified) {
   expect(twelve, kernels::kReasonPrecision, "12-bit");
 }
 
+// Offset of the first marker segment `code` (its 0xFF byte), walking the segments from SOI.
+size_t FindSegment(const std::vector<uint8_t>& jpeg, uint8_t code) {
+  size_t at = 2;
+  while (at + 4 < jpeg.size() && jpeg[at + 1] != code) at += 2 + (size_t(jpeg[at + 2]) << 8 | jpeg[at + 3]);
+  return at + 4 < jpeg.size() ? at : 0;
+}
+
+// Streams libjpeg refuses (an error, or a warning the CPU decoder treats as one) are corrupt for the
+// twin too: an audit found it decoding both kinds below, so the GPU path handed out images the CPU
+// path refused.
+TEST(JpegTwin, WhatLibjpegRefusesTheTwinRefuses) {
+  // A JFIF major version other than 1: libjpeg warns "unknown JFIF revision number".
+  const std::vector<uint8_t> gray(16 * 16 * 3, 128);
+  const int s221[3][2] = {{2, 2}, {2, 2}, {1, 1}};
+  std::vector<uint8_t> jfif = Encode(gray, 16, 16, s221, JCS_YCbCr);
+  const size_t app0 = FindSegment(jfif, 0xE0);
+  ASSERT_NE(app0, 0u);
+  ASSERT_EQ(std::memcmp(&jfif[app0 + 4], "JFIF", 5), 0);
+  std::vector<uint8_t> rgb;
+  int w, h;
+  ASSERT_TRUE(Libjpeg(jfif, &rgb, &w, &h, false));
+  ASSERT_EQ(RunTwin(jfif, false).r.status, kernels::kTwinOk);
+  jfif[app0 + 9] = 2;  // the major version
+  EXPECT_FALSE(Libjpeg(jfif, &rgb, &w, &h, false));
+  EXPECT_EQ(RunTwin(jfif, false).r.status, kernels::kTwinCorrupt);
+  // 2x2,2x2,2x2 sampling: 12 blocks per MCU, over libjpeg's 10 for an interleaved scan. libjpeg's
+  // encoder refuses it too, so: the 2x2,2x2,1x1 encode of a 16x16 mid-gray image (every coefficient
+  // 0), Cr's factors raised to 2x2 in SOF, and the one MCU's entropy data rewritten for 12 blocks with
+  // the standard tables: 4 luma blocks "00" (DC 0) "1010" (EOB), then 8 chroma blocks "00" "00".
+  std::vector<uint8_t> big = Encode(gray, 16, 16, s221, JCS_YCbCr);
+  const size_t sof = FindSegment(big, 0xC0), sos = FindSegment(big, 0xDA);
+  ASSERT_NE(sof, 0u);
+  ASSERT_NE(sos, 0u);
+  ASSERT_EQ(big[sof + 17], 0x11);  // Cr: 1x1
+  big[sof + 17] = 0x22;
+  big.resize(sos + 2 + (size_t(big[sos + 2]) << 8 | big[sos + 3]));
+  for (uint8_t b : {0x28, 0xA2, 0x8A, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xD9}) big.push_back(b);
+  EXPECT_FALSE(Libjpeg(big, &rgb, &w, &h, false));
+  const Twin t = RunTwin(big, false);
+  EXPECT_EQ(t.r.status, kernels::kTwinCorrupt) << kernels::TwinReasonName(t.r.reason);
+  // The same MCU at 2x2,2x2,1x1 (9 blocks) decodes in both, to mid-gray: the bits above are right.
+  std::vector<uint8_t> nine = big;
+  nine[sof + 17] = 0x11;
+  const size_t data = sos + 2 + (size_t(big[sos + 2]) << 8 | big[sos + 3]);
+  nine.resize(data);
+  for (uint8_t b : {0x28, 0xA2, 0x8A, 0x00, 0x00, 0x0F, 0xFF, 0xD9}) nine.push_back(b);  // 24 + 16 + 4 bits, 1-padded
+  ASSERT_TRUE(Libjpeg(nine, &rgb, &w, &h, false));
+  const Twin ok = RunTwin(nine, false);
+  ASSERT_EQ(ok.r.status, kernels::kTwinOk);
+  EXPECT_TRUE(ok.rgb == rgb);
+}
+
 // Damaged streams: never a crash or an out-of-bounds access (ASan), and whenever the twin accepts a
 // damaged stream that libjpeg-turbo decodes without complaint, the pixels are the same.
 TEST(JpegTwin, CorruptStreamsAreReportedNeverCrash) {
