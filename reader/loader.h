@@ -172,9 +172,13 @@ struct LoaderOptions {
 // checks the options bounded by them (translate, cutout). The Loader's constructor calls it.
 void ValidateOptions(const LoaderOptions& o, uint32_t width = 0, uint32_t height = 0);
 // Throws OptionError when the batch buffers a loader may hold at once (the ring, the leases and a
-// spare: prefetch + 2 + max_leases of `buffer_bytes` each) exceed this machine's physical memory: an
-// absurd batch x prefetch fails at construction, not after minutes of paging.
+// spare: prefetch + 2 + max_leases of `buffer_bytes` each, plus kBatchSampleOverhead per sample)
+// exceed this machine's physical memory: an absurd batch x prefetch fails at construction, not after
+// minutes of paging.
 void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes);
+// A batch buffer's bytes per sample besides its images: augmentation parameters, 2 label fields, the
+// index, the padding and fallback flags.
+inline constexpr uint64_t kBatchSampleOverhead = sizeof(kernels::SampleParams) + 2 * sizeof(int32_t) + sizeof(uint32_t) + 2;
 
 // One batch, valid until the next one is requested (or the range ends), unless leased (BatchLease).
 struct Batch {

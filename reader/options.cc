@@ -115,6 +115,10 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
         if (!std::isfinite(table[c * 256 + v]))
           Bad(std[c], Str(a.std[c]), "with mean " + Str(a.mean[c]) + " turns pixel value " + Str(v) +
                                          " into a non-finite float (" + Str(table[c * 256 + v]) + ")");
+        // float16 holds at most 65504: beyond it the output was +-inf, silently.
+        else if (o.dtype == DType::kFloat16 && std::fabs(table[c * 256 + v]) > 65504.0f)
+          Bad(std[c], Str(a.std[c]), "with mean " + Str(a.mean[c]) + " turns pixel value " + Str(v) + " into " +
+                                         Str(table[c * 256 + v]) + ", beyond float16's 65504 (dtype float16)");
   }
   // The output image's size, once the file is known: the shift and the square live inside it.
   if (width > 0 && height > 0) {
@@ -127,6 +131,9 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
 }
 
 void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes) {
+  // Each buffer also holds per-sample arrays (augmentation parameters, labels, indices, flags): with
+  // small images they outweigh the pixels (1-pixel crops at batch 2^20: 4.4 GB counted as 390 MB).
+  buffer_bytes += uint64_t(o.batch_size) * kBatchSampleOverhead;
   const double buffers = double(o.prefetch + 2 + o.max_leases) * double(buffer_bytes);
   const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   if (ram > 0 && buffers > ram)

@@ -2,6 +2,7 @@
 // construction naming the option (never a crash, an overflow or NaN pixels later), the edge values
 // that are valid still load, and `dsc bench` exits 2 on a bad flag value.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -151,6 +152,13 @@ TEST(Options, Normalization) {
   o.augment.mean[2] = 3e38f;
   o.augment.std[2] = 0.5f;
   ExpectRejected(o, "augment.std[2]", "non-finite");
+  // Finite as float32, past float16's 65504: float16 batches held +-inf, silently.
+  o = Small();
+  o.dtype = DType::kFloat16;
+  o.augment.std[0] = 0.001f;
+  ExpectRejected(o, "augment.std[0]", "beyond float16's 65504");
+  o.dtype = DType::kFloat32;
+  EXPECT_NO_THROW(ValidateOptions(o));
 }
 
 TEST(Options, RanksAndBufferMemory) {
@@ -167,6 +175,15 @@ TEST(Options, RanksAndBufferMemory) {
   o.batch_size = 1u << 20;
   o.prefetch = 64;
   ExpectRejected(o, "batch_size", "MiB, more than this machine's");
+  // The per-sample arrays count too: buffers whose images alone fit, with them not (1-pixel crops at
+  // batch 2^20 took 4.4 GB while the check counted 390 MB).
+  o = Small();
+  o.batch_size = 1u << 20;
+  const uint64_t ram = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t n = o.prefetch + 2 + o.max_leases;
+  const uint64_t images = ram / n - uint64_t(o.batch_size) * kBatchSampleOverhead / 2;
+  EXPECT_THROW(CheckBufferMemory(o, images), OptionError);
+  EXPECT_NO_THROW(CheckBufferMemory(o, images / 2));
 }
 
 TEST(Options, BatchPrefetchThreadsLeases) {
