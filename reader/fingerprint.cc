@@ -198,7 +198,6 @@ LoaderState LoaderState::Deserialize(std::string_view bytes) {
                 " of " + std::to_string(s.world_size) + ", ranks " + std::to_string(s.ranks) + ")");
   if (!s.excluded.empty() && s.consumed.size() != s.excluded.size())
     throw Error("loader state: excluded and consumed bitmaps differ in size");
-  if (s.epoch == UINT64_MAX) throw Error("loader state: epoch " + std::to_string(s.epoch) + " has no next epoch");
   return s;
 }
 

@@ -34,8 +34,11 @@ std::vector<uint32_t> Members(const format::FileView& file, const OrderOptions& 
   }
   std::vector<uint8_t> seen(n, 0);
   for (uint32_t s : o.subset) {
-    if (s >= n) throw Error("subset sample " + std::to_string(s) + " out of range");
-    if (seen[s]) throw Error("subset lists sample " + std::to_string(s) + " twice");
+    // Option errors (dsc.OptionError, a ValueError, in Python), as the other options' bad values.
+    if (s >= n)
+      throw OptionError("invalid loader option subset: sample " + std::to_string(s) + " is out of range (the file has " +
+                        std::to_string(n) + " samples)");
+    if (seen[s]) throw OptionError("invalid loader option subset: sample " + std::to_string(s) + " is listed twice");
     seen[s] = 1;
     if (!excluded(s)) list.push_back(s), (*member)[s] = 1;
   }

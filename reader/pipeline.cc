@@ -56,6 +56,11 @@ LoaderOptions WithRankBatch(LoaderOptions o) {
       throw OptionError("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
                   std::to_string(o.world_size));
     o.batch_size = o.global_batch_size / o.world_size;
+    // Named as the user set it: the batch_size check below would name a value they never gave.
+    if (o.batch_size > (1u << 20))
+      throw OptionError("invalid loader option global_batch_size = " + std::to_string(o.global_batch_size) + ": " +
+                        std::to_string(o.batch_size) + " per rank (world_size " + std::to_string(o.world_size) +
+                        "), more than 1048576");
   }
   if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
     throw OptionError("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
@@ -532,10 +537,9 @@ class Pipeline {
     if (!diff.empty())
       throw Error(ds_.path() + ": cannot restore a loader state of another run (state vs this loader: " + diff + ")");
     // As Deserialize checks (a state made in memory skips it): a rank's state or a Merge of all ranks.
-    if (s.epoch == UINT64_MAX || s.ranks == 0 || (s.world_size && s.ranks != 1 && s.ranks != s.world_size) ||
-        (!s.world_size && s.ranks < 2))
-      throw Error(ds_.path() + ": loader state is inconsistent (epoch " + std::to_string(s.epoch) + ", world_size " +
-                  std::to_string(s.world_size) + ", ranks " + std::to_string(s.ranks) + ")");
+    if (s.ranks == 0 || (s.world_size && s.ranks != 1 && s.ranks != s.world_size) || (!s.world_size && s.ranks < 2))
+      throw Error(ds_.path() + ": loader state is inconsistent (world_size " + std::to_string(s.world_size) + ", ranks " +
+                  std::to_string(s.ranks) + ")");
     std::vector<uint8_t> excluded;
     uint64_t next = s.next_batch;
     if (opt_.order == Order::kQuasiRandom) {
@@ -574,6 +578,8 @@ class Pipeline {
   // Where resume() starts: the pending batch, or the next epoch's first once this one is done.
   std::pair<uint64_t, uint64_t> ResumePoint() {
     if (next_deliver_ < Plan(epoch_).batches) return {epoch_, next_deliver_};
+    if (epoch_ == UINT64_MAX)  // the next epoch would wrap to 0
+      throw Error(ds_.path() + ": epoch " + std::to_string(epoch_) + " is done and is the last: there is no next epoch");
     return {epoch_ + 1, 0};
   }
 

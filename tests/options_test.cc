@@ -190,6 +190,10 @@ TEST(Options, BatchPrefetchThreadsLeases) {
   LoaderOptions o = Small();
   o.batch_size = 0;
   ExpectRejected(o, "batch_size", "0");
+  // A global batch too large per rank is named as given (the message named a batch_size of 2^31).
+  o.global_batch_size = 1u << 31;
+  ExpectRejected(o, "global_batch_size", std::to_string(1u << 31));
+  o = Small();
   o.batch_size = 1u << 30;  // 12 TB of float32 batch buffers
   ExpectRejected(o, "batch_size", std::to_string(1u << 30));
   o = Small();
@@ -201,6 +205,16 @@ TEST(Options, BatchPrefetchThreadsLeases) {
   o = Small();
   o.max_leases = 100000;
   ExpectRejected(o, "max_leases", "100000");
+}
+
+// A bad subset is an option error like the others (it was a plain dsc::Error: exit 1, a RuntimeError
+// in Python instead of ValueError).
+TEST(Options, Subset) {
+  LoaderOptions o = Small();
+  o.subset = {1, 1};
+  ExpectRejected(o, "subset", "sample 1 is listed twice");
+  o.subset = {3, 20};
+  ExpectRejected(o, "subset", "sample 20 is out of range (the file has 20 samples)");
 }
 
 TEST(Options, AllocateNeedsRelease) {

@@ -220,6 +220,8 @@ class Loader:
             self._resume = False
             core_range = self._core.resume()
         else:
+            if self._next_epoch > 2**64 - 1:  # else a bare TypeError from the binding
+                raise Error("epoch 2**64-1 was the last: there is no next epoch")
             core_range = self._core.start(self._next_epoch, 0)
             self._next_epoch += 1
         self._range += 1

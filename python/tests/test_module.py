@@ -781,3 +781,12 @@ def test_a_daemon_thread_in_any_call_at_exit_does_not_abort(small, mode):
         assert p.stdout.strip() == "exiting"
         codes.append((p.returncode, p.stderr[-300:]))
     assert all(c == 0 for c, _ in codes), codes
+
+
+def test_after_the_last_epoch_iteration_says_so(small):
+    """After epoch 2**64-1 the DataLoader-style loop asked the binding for epoch 2**64: a bare TypeError."""
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-test", batch_size=500, threads=1)
+    assert sum(1 for _ in loader.epoch(2**64 - 1)) == 2
+    with pytest.raises(dsc.Error, match="no next epoch"):
+        iter(loader)
