@@ -306,6 +306,14 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
 
+    def _not_copyable(self, *args):
+        # A shallow copy shared the C++ loader: iterating the copy cut the original's epoch short and
+        # closing it closed both. Its threads and memory cannot travel to another process either.
+        raise TypeError("a dsc.Loader cannot be copied or pickled: make another dsc.Loader with the same options "
+                        "(in a DataLoader worker or a spawned process, build it there)")
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _not_copyable
+
 
 def checksum(array):
     """dsc's checksum (XXH3-64, docs/format.md) of a C-contiguous array's bytes (a tensor: pass .numpy())."""

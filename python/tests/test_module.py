@@ -790,3 +790,16 @@ def test_after_the_last_epoch_iteration_says_so(small):
     assert sum(1 for _ in loader.epoch(2**64 - 1)) == 2
     with pytest.raises(dsc.Error, match="no next epoch"):
         iter(loader)
+
+
+def test_a_loader_is_not_copied_or_pickled(small):
+    """copy.copy shared the C++ loader (iterating the copy ended the original's epoch after 1 of 8
+    batches, closing it closed both); deepcopy and pickle named the internal class."""
+    import copy
+    import pickle
+    path, _ = small
+    loader = dsc.Loader(path, preset="cifar-test", batch_size=100, threads=1)
+    for f in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="cannot be copied or pickled"):
+            f(loader)
+    assert sum(1 for _ in loader) == 10  # untouched
