@@ -9,6 +9,8 @@
 // cleanly (pybind11 lets a forced unwind through).
 #pragma once
 #include <Python.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -17,14 +19,17 @@
 
 namespace dsc::python {
 
-// Waits here, for good, while the interpreter finalizes: the process is about to end.
+// Waits here, for good, while the interpreter finalizes: the process is about to end. Not on the
+// process's main thread, which is the one finalizing (it runs the loaders' destructors then, and takes
+// the GIL back freely): parking it would hang the exit.
 inline void ParkIfFinalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
   const auto finalizing = [] { return Py_IsFinalizing() != 0; };
 #else
   const auto finalizing = [] { return _Py_IsFinalizing() != 0; };
 #endif
-  while (finalizing()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (!finalizing() || ::syscall(SYS_gettid) == ::getpid()) return;
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 // f() with the GIL released (the calling thread must hold it); its result or exception after the GIL

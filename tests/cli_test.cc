@@ -375,7 +375,7 @@ TEST(Cli, DamageAndBadInputExitOne) {
   EXPECT_EQ(RunDsc("build " + dir + "/nothing-here " + dir + "/x.beton", &out), 1);
   EXPECT_NE(out.find("nothing-here"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir + "/x.beton"));
-  EXPECT_EQ(RunDsc("build " + root + " " + dir + "/y.beton --encoding png", &out), 1);
+  EXPECT_EQ(RunDsc("build " + root + " " + dir + "/y.beton --encoding png", &out), 2);  // a usage error
   EXPECT_NE(out.find("--encoding"), std::string::npos);
   // An FFCV file (same .beton suffix) is named as such, not just "bad magic".
   std::vector<uint8_t> ffcv(1 << 16, 0);
