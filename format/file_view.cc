@@ -238,7 +238,7 @@ class Inspector {
     // never touches the mapping either, so it cannot fault (SIGBUS) if the file shrinks.
     v->index_copy_.resize(is.size);
     const uint8_t* p = src_.Read(is.offset, is.size, &v->index_copy_);
-    if (p != v->index_copy_.data()) std::memcpy(v->index_copy_.data(), p, is.size);
+    if (is.size != 0 && p != v->index_copy_.data()) std::memcpy(v->index_copy_.data(), p, is.size);  // empty: data() may be null
     p = v->index_copy_.data();
     v->index_ = p;
     const Meta& m = v->meta_;
