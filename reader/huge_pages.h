@@ -18,4 +18,10 @@ bool HugePagesWanted();
 // nullptr when the memory cannot be had. Freed with std::free.
 void* AllocateHugePages(size_t bytes, size_t* capacity);
 
+// The same, mapped from the kernel and given back with UnmapHugePages(p, *capacity): for buffers that
+// must return to the kernel when freed (a heap keeps freed memory resident, and glibc's malloc_trim
+// does not shrink the heaps of threads' arenas).
+void* MapHugePages(size_t bytes, size_t* capacity);
+void UnmapHugePages(void* p, size_t capacity);
+
 }  // namespace dsc

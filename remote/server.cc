@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -148,7 +149,8 @@ class Pool {
 
 // The reply's image memory, recycled, in huge pages as the loader's batches (reader/huge_pages.h):
 // each reply writes megabytes afresh. A buffer comes back when gRPC has sent its slice (that can be
-// after the call returned, so each holds the pool alive); at most kIdleBytes wait for reuse.
+// after the call returned, so each holds the pool alive); at most kIdleBytes wait for reuse. Mapped,
+// not from the heap, so that an idle worker can give them back (DropIdle).
 class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
  public:
   grpc::Slice Get(size_t bytes) {
@@ -166,15 +168,20 @@ class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
     }
     if (!b) {
       auto fresh = std::make_unique<Buf>();
-      fresh->p = AllocateHugePages(bytes, &fresh->cap);
+      fresh->p = MapHugePages(bytes, &fresh->cap);
       if (!fresh->p) throw std::bad_alloc();
       b = fresh.release();
     }
     b->owner = shared_from_this();
     return grpc::Slice(b->p, bytes, &ReplyBuffers::Return, b);
   }
-  ~ReplyBuffers() {
-    for (Buf* b : idle_) std::free(b->p), delete b;
+  ~ReplyBuffers() { DropIdle(); }
+  // Frees the buffers waiting for reuse (an idle worker gives its memory back).
+  void DropIdle() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (Buf* b : idle_) UnmapHugePages(b->p, b->cap), delete b;
+    idle_.clear();
+    idle_bytes_ = 0;
   }
 
  private:
@@ -189,7 +196,7 @@ class ReplyBuffers : public std::enable_shared_from_this<ReplyBuffers> {
     std::shared_ptr<ReplyBuffers> owner = std::move(b->owner);
     std::lock_guard<std::mutex> l(owner->mu_);
     if (owner->idle_bytes_ + b->cap > kIdleBytes) {
-      std::free(b->p);
+      UnmapHugePages(b->p, b->cap);
       delete b;
       return;
     }
@@ -231,6 +238,15 @@ class WorkerService final : public Worker::Service {
                               [this](grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* s) {
                                 return RawProcess(ctx, s);
                               }));
+    janitor_ = std::thread([this] { GiveBackWhenIdle(); });
+  }
+  ~WorkerService() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    idle_cv_.notify_all();
+    janitor_.join();
   }
 
   // The generated protobuf handler is replaced by RawProcess (the constructor).
@@ -474,6 +490,25 @@ class WorkerService final : public Worker::Service {
     if (--per_peer_[peer] == 0) per_peer_.erase(peer);
     --in_flight_;
     reserved_ -= bytes;
+    used_ = true;
+    last_leave_ = std::chrono::steady_clock::now();
+  }
+
+  // The heap keeps freed reply memory for the next calls (Serve's malloc settings): once no call has
+  // run for kIdleGiveBack, give it and the idle reply buffers back, so that a worker between clients
+  // holds its base memory, not its busiest moment's.
+  void GiveBackWhenIdle() {
+    constexpr auto kIdleGiveBack = std::chrono::seconds(1);
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      idle_cv_.wait_for(l, std::chrono::milliseconds(250));
+      if (stop_ || !used_ || in_flight_ > 0 || std::chrono::steady_clock::now() - last_leave_ < kIdleGiveBack) continue;
+      used_ = false;
+      l.unlock();
+      buffers_->DropIdle();
+      malloc_trim(0);
+      l.lock();
+    }
   }
 
   const ServeOptions o_;
@@ -486,6 +521,10 @@ class WorkerService final : public Worker::Service {
   std::map<std::string, uint32_t> per_peer_;
   uint32_t in_flight_ = 0;
   uint64_t reserved_ = 0, requests_ = 0, cancelled_ = 0;
+  bool used_ = false, stop_ = false;  // used_: calls ended since the last give-back
+  std::chrono::steady_clock::time_point last_leave_;
+  std::condition_variable idle_cv_;
+  std::thread janitor_;  // runs GiveBackWhenIdle; joined by the destructor, before any member goes
 };
 
 std::string HostOf(const std::string& listen) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -89,6 +90,7 @@ class Worker {
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   std::vector<std::string> args_;
@@ -329,6 +331,43 @@ TEST(Remote, LargeRepliesFromRecycledBuffersEqualLocal) {
   EXPECT_GT(wire, 3u * 400 * 12288);  // the float bytes did travel
 }
 
+// A field of /proc/PID/status in KiB ("VmRSS", "VmHWM").
+uint64_t StatusKiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  ADD_FAILURE() << "no " << field << " for " << pid;
+  return 0;
+}
+
+TEST(Remote, IdleWorkerGivesItsReplyMemoryBack) {
+  // The worker keeps freed reply memory in its heap while calls come (Serve's malloc settings); a
+  // second after the last call it gives it back: it once held its busiest moment's memory forever.
+  Worker a({Built().cifar, "--threads", "1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t base = StatusKiB(a.pid(), "VmRSS");
+  LoaderOptions o = Remote({&a}, 0);
+  o.augment.crop = kernels::CropMode::kCenter;
+  o.augment.out_w = o.augment.out_h = 320;  // 300 KiB a sample, 19 MiB a request of 64
+  o.augment.translate = o.augment.cutout = 0;
+  o.batch_size = 64;
+  o.remote.chunk = 64;
+  {
+    Loader l(Built().cifar, o);
+    Digests(l, 1);
+    EXPECT_EQ(RemoteSamples(l), 7u * 64);
+    const uint64_t peak = StatusKiB(a.pid(), "VmHWM");
+    ASSERT_GT(peak, base + 24 * 1024) << "the replies should have needed memory";  // else the test shows nothing
+  }
+  uint64_t now = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if ((now = StatusKiB(a.pid(), "VmRSS")) < base + 12 * 1024) break;
+  }
+  EXPECT_LT(now, base + 12 * 1024) << "KiB resident 5 s after the last call; " << base << " at the start";
+}
+
 TEST(Remote, KilledStalledAndAllGoneWorkersChangeNothing) {
   Worker dies({Built().cifar, "--threads", "1", "--die-after", "5"});
   Worker stalls({Built().cifar, "--threads", "1", "--stall-after", "4"});
@@ -503,6 +542,37 @@ TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
   EXPECT_NE(out.find("the port must be 0 (any free port) to 65535"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("serve " + Built().cifar + " --max-memory-mb 17592186044416", &out), 2);  // << 20 wrapped to 0
   EXPECT_NE(out.find("--max-memory-mb must be 1 to"), std::string::npos) << out;
+}
+
+// SIGTERM drains: calls in progress get up to 10 s (docs/remote.md), then are cancelled, and the worker
+// exits 0 soon after; a call that never finishes must not hold it longer.
+TEST(Remote, SigtermWithACallThatNeverEndsExitsAfterTheDrainTime) {
+  Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes
+  auto stub = StubFor(w);
+  Dataset ds(Built().cifar);
+  remote::ProcessRequest q;
+  q.set_file_id(0);
+  q.set_header_checksum(ds.view().header().header_checksum);
+  remote::ToSpec(Base(), 32, 32, q.mutable_spec());
+  q.add_samples(0);
+  auto call = [&] {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    remote::ProcessReply r;
+    return stub->Process(&c, q, &r);
+  };
+  ASSERT_TRUE(call().ok());
+  grpc::Status stalled_status;
+  std::thread stalled([&] { stalled_status = call(); });
+  for (int i = 0; i < 500 && InFlight(*stub) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(InFlight(*stub), 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(w.Terminate(), 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stalled.join();
+  EXPECT_FALSE(stalled_status.ok());
+  EXPECT_GE(took, 9.5) << "the call in progress was not given its drain time";
+  EXPECT_LT(took, 11.5) << "seconds from SIGTERM to exit";
 }
 
 TEST(Remote, KilledClientFreesItsWork) {
