@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +103,27 @@ TEST(AtomicFile, AWriterStoppedInTheWindowKeepsItsFileWhileAnotherBuildsTheSameT
   EXPECT_EQ(WEXITSTATUS(st), 0);
   EXPECT_EQ(Dataset(target, {.verify = true}).size(), 30u) << "A renamed last: the target is A's complete file";
   EXPECT_TRUE(Leftovers(dir, "t.beton").empty());
+}
+
+TEST(AtomicFile, AReplacedFileKeepsItsPermissions) {
+  // A rebuild over a private (0600) file made it 0644: readable by everyone.
+  const auto dir = ScratchDir();
+  const std::string target = dir + "/p.bin";
+  auto write = [&](char c) {
+    writer::AtomicFile f(target);
+    f.WriteAt(0, &c, 1);
+    f.Commit();
+  };
+  write('a');
+  for (mode_t mode : {mode_t(0600), mode_t(0640), mode_t(0444)}) {
+    ASSERT_EQ(::chmod(target.c_str(), mode), 0);
+    write('b');
+    struct stat st;
+    ASSERT_EQ(::stat(target.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, mode);
+    EXPECT_EQ(ReadFile(target), std::vector<uint8_t>{'b'});
+  }
+  EXPECT_TRUE(Leftovers(dir, "p.bin").empty());
 }
 
 TEST(AtomicFile, ConcurrentWritersInOneProcessEachCommitACompleteFile) {

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
+#include <chrono>
 
 // jpeglib.h needs FILE and size_t declared first.
 #include <jpeglib.h>
@@ -555,6 +557,143 @@ TEST(Manifest, ReadsPathsAndLabels) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bad.tsv:1"), std::string::npos) << e.what();
   }
+}
+
+TEST(Manifest, AnOverlongLineIsAnErrorNotAnUnboundedRead) {
+  // A file that is not a manifest (no newlines) was read whole into one line; and a line of exactly the
+  // limit, the last one without its newline, still reads.
+  auto root = SubsetTree(1);
+  auto files = TreeFiles(root);
+  auto dir = ScratchDir();
+  const std::string m = files[0].first + "\t3\n" + files[1].first + "\t4";  // no final newline
+  WriteFile(dir + "/ok.tsv", m.data(), m.size());
+  writer::Build(dir + "/ok.tsv", dir + "/ok.beton", Opts());
+  Dataset ok(dir + "/ok.beton");
+  ASSERT_EQ(ok.size(), 2u);
+  EXPECT_EQ(ok.entry(1).label[0], 4);
+  // a label padded with zeros to a line of exactly 65,536 bytes: read; one byte more: refused
+  const std::string head = files[0].first + "\t";
+  const std::string exact = head + std::string(65536 - head.size() - 1, '0') + "5";
+  ASSERT_EQ(exact.size(), 65536u);
+  WriteFile(dir + "/exact.tsv", (exact + "\n").data(), exact.size() + 1);
+  writer::Build(dir + "/exact.tsv", dir + "/exact.beton", Opts());
+  EXPECT_EQ(Dataset(dir + "/exact.beton").entry(0).label[0], 5);
+  const std::string over = head + "0" + exact.substr(head.size()) + "\n";
+  WriteFile(dir + "/long.tsv", over.data(), over.size());
+  try {
+    writer::Build(dir + "/long.tsv", dir + "/long.beton", Opts());
+    FAIL() << "a 65,537-byte line was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("long.tsv:1: a line longer than 65536 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/long.beton"));
+}
+
+TEST(Errors, TheOutputMustNotBeTheSourceOrOneOfItsSamples) {
+  // The finished file replaced what the build had read: a manifest, or an image of the tree.
+  auto root = SubsetTree(1);
+  auto files = TreeFiles(root);
+  auto dir = ScratchDir();
+  const std::string m = files[0].first + "\t0\n";
+  WriteFile(dir + "/list.tsv", m.data(), m.size());
+  const std::string image = files[3].first;
+  const auto before = ReadFile(image);
+  auto expect_refused = [&](const std::string& src, const std::string& out, const std::string& said) {
+    try {
+      writer::Build(src, out, Opts());
+      ADD_FAILURE() << "built " << src << " into " << out;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(said), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(dir + "/list.tsv", dir + "/list.tsv", "list.tsv: is the source itself");
+  EXPECT_EQ(ReadFile(dir + "/list.tsv"), std::vector<uint8_t>(m.begin(), m.end()));
+  expect_refused(root, image, ": is the source's sample " + image);
+  // ... also by another name (a hard link) for the same file
+  fs::create_hard_link(image, dir + "/alias.beton");
+  expect_refused(root, dir + "/alias.beton", "alias.beton: is the source's sample " + image);
+  EXPECT_EQ(ReadFile(image), before);
+}
+
+TEST(Errors, MachineFailuresAreNotSampleErrors) {
+  // --skip-invalid skips bad samples; out of file descriptors (or memory, or an I/O error) is the
+  // machine's failure: skipping on it gave a different file each run.
+  auto dir = ScratchDir();
+  WriteFile(dir + "/f.jpg", "x", 1);
+  EXPECT_THROW(
+      {
+        try {
+          writer::ReadWholeFile(dir + "/missing.jpg");
+        } catch (const writer::EnvironmentError&) {
+          ADD_FAILURE() << "a missing file is the sample's error";
+        }
+      },
+      Error);
+  // No descriptor free: the soft limit at the lowest free one.
+  struct rlimit was;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &was), 0);
+  const int lowest = ::dup(0);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  struct rlimit tight = was;
+  tight.rlim_cur = rlim_t(lowest);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::string said;
+  bool machine = false;
+  try {
+    writer::ReadWholeFile(dir + "/f.jpg");
+  } catch (const writer::EnvironmentError& e) {
+    machine = true;
+    said = e.what();
+  } catch (const std::exception& e) {
+    said = e.what();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &was), 0);
+  EXPECT_TRUE(machine) << said;
+  EXPECT_NE(said.find("f.jpg: cannot open: Too many open files"), std::string::npos) << said;
+}
+
+TEST(Errors, EncoderThreadsThatCannotStartAreAnErrorNotAHang) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space: no address-space limit applies";
+#else
+  // A build whose threads could not all start (an address-space or process limit) hung in the pool's
+  // constructor: the started threads waited on a condition variable being destroyed.
+  auto root = SubsetTree(1);
+  auto dir = ScratchDir();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::ifstream st("/proc/self/status");
+    std::string line;
+    uint64_t kib = 0;
+    while (std::getline(st, line))
+      if (line.rfind("VmSize:", 0) == 0) kib = std::stoull(line.substr(7));
+    struct rlimit as = {rlim_t((kib + 48 * 1024) * 1024), rlim_t((kib + 48 * 1024) * 1024)};  // room for a few 8 MiB stacks
+    ::setrlimit(RLIMIT_AS, &as);
+    writer::BuildOptions o = Opts();
+    o.threads = 64;
+    try {
+      writer::Build(root, dir + "/t.beton", o);
+      ::_exit(3);  // every thread started: the limit was too loose to show anything
+    } catch (const Error& e) {
+      const bool named = std::string(e.what()).find("cannot start 64 encoder threads") != std::string::npos;
+      if (!named) std::fprintf(stderr, "said: %s\n", e.what());
+      ::_exit(named ? 0 : 4);
+    } catch (...) {
+      ::_exit(5);
+    }
+  }
+  int status = 0;
+  for (int i = 0; i < 3000 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the build hung when its threads could not start";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: all threads started; 4: another error; 5: not a dsc::Error";
+  EXPECT_FALSE(fs::exists(dir + "/t.beton"));
+#endif
 }
 
 TEST(Determinism, SameBytesForAnyThreadCountAndRun) {

@@ -84,7 +84,9 @@ AtomicFile::AtomicFile(const std::string& target) : target_(target) {
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) throw Error(target + ": cannot open output directory " + dir_ + ": " + Errno());
   struct stat st;
-  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && S_ISREG(st.st_mode)) keep_mode_ = int(st.st_mode & 07777);  // a private 0600 file stays private
+  if (exists && !S_ISREG(st.st_mode)) {
     ::close(dir_fd_);
     // The finished file is renamed over the target: over a device (/dev/null as a dry run) or a
     // FIFO, that would replace the node itself.
@@ -144,6 +146,7 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
 }
 
 void AtomicFile::Commit() {
+  if (keep_mode_ >= 0 && ::fchmod(fd_, mode_t(keep_mode_)) != 0) throw Error(target_ + ": cannot keep its permissions: " + Errno());
   if (::fsync(fd_) != 0) throw Error(target_ + ": fsync failed: " + Errno());
   const std::string base = fs::path(target_).filename().string();
   if (anonymous_) {

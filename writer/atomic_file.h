@@ -30,6 +30,7 @@ class AtomicFile {
   int dir_fd_ = -1;
   bool anonymous_ = false;
   bool committed_ = false;
+  int keep_mode_ = -1;  // the replaced file's permission bits, given to the new one
 };
 
 }  // namespace dsc::writer

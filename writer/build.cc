@@ -8,7 +8,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <mutex>
+#include <new>
+#include <system_error>
 #include <thread>
 
 #include "format/error.h"
@@ -28,23 +31,23 @@ namespace {
 struct Slot {
   Encoded enc;
   int32_t labels[2] = {0, 0};
-  std::string error;  // non-empty: the sample failed
+  std::string error;    // non-empty: the sample failed
+  bool machine = false;  // ... because of the machine (EnvironmentError, out of memory): never skipped
 };
 
 class WindowPool {
  public:
   WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src) {
     for (int t = 0; t < threads; ++t) encoders_.emplace_back(std::make_unique<Encoder>(opt));
-    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Loop(t); });
-  }
-  ~WindowPool() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
+    try {
+      for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Loop(t); });
+    } catch (const std::system_error& e) {  // the threads started must stop before the members go
+      Stop();
+      throw Error("cannot start " + std::to_string(threads) + " encoder threads (" + e.what() +
+                  "): use --threads with fewer; the output does not depend on it");
     }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~WindowPool() { Stop(); }
 
   // Encodes samples [first, first + slots.size()) into slots, using every thread including this one.
   void Run(size_t first, std::vector<Slot>* slots) {
@@ -63,6 +66,16 @@ class WindowPool {
   }
 
  private:
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
   void Loop(int t) {
     uint64_t seen = 0;
     while (true) {
@@ -83,11 +96,19 @@ class WindowPool {
     for (size_t i; (i = next_.fetch_add(1)) < slots_->size();) {
       Slot& s = (*slots_)[i];
       s.error.clear();
+      s.machine = false;
+      item.where.clear();
       try {
         src_.Load(first_ + i, &item);
         encoders_[size_t(t)]->Encode(item, &s.enc);
         s.labels[0] = item.label[0];
         s.labels[1] = item.label[1];
+      } catch (const EnvironmentError& e) {
+        s.error = e.what();
+        s.machine = true;
+      } catch (const std::bad_alloc&) {
+        s.error = (item.where.empty() ? "sample " + std::to_string(first_ + i) : item.where) + ": out of memory";
+        s.machine = true;
       } catch (const std::exception& e) {
         s.error = e.what();
       }
@@ -161,6 +182,13 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
     for (size_t i = 0; i < ignored.size(); ++i) log("  ignored: " + ignored[i]);
   }
   const int threads = o.threads > 0 ? o.threads : kernels::UsableCores();
+  {  // the finished file replaces `out`: it must not be what the build reads
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(source, out, ec))
+      throw Error(out + ": is the source itself; name another output file");
+    if (const std::string s = src->SampleFileAt(out); !s.empty())
+      throw Error(out + ": is the source's sample " + s + "; name another output file");
+  }
 
   AtomicFile file(out);
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");
@@ -194,6 +222,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
         seen_bytes += double(slots[i].enc.payload.size());
         ++seen;
         if (!slots[i].error.empty()) {
+          if (slots[i].machine) throw Error(slots[i].error);
           if (!o.skip_invalid) throw Error(slots[i].error + " (use --skip-invalid to skip such samples)");
           log("skipped: " + slots[i].error);
           ++rep.skipped;

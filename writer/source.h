@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "format/error.h"
+
 namespace dsc::writer {
 
 struct LabelField {
@@ -31,6 +33,9 @@ class Source {
   virtual void Load(size_t i, SourceItem* out) const = 0;
   // Paths of files the source saw but does not use (reported to the user, never silently dropped).
   virtual std::vector<std::string> ignored() const { return {}; }
+  // The listed sample file that is `path` (the same device and inode), or "": a build must not
+  // replace a file it reads.
+  virtual std::string SampleFileAt(const std::string& path) const { return (void)path, std::string(); }
 };
 
 // Source files larger than this are refused (checked with stat before reading): `--max-file-size`.
@@ -51,6 +56,18 @@ std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_
 
 // The CIFAR-10 class names, in label order (used when a download's meta file is missing).
 const std::vector<std::string>& Cifar10ClassNames();
+
+// A failure of the machine, not of a sample: out of memory or file descriptors, an I/O error. A build
+// stops on it even with --skip-invalid, which would otherwise skip samples by the moment's luck and
+// write a different file each run.
+class EnvironmentError : public Error {
+ public:
+  using Error::Error;
+};
+
+// `what` + ": " + strerror(err), thrown as EnvironmentError when `err` says the machine failed (EMFILE,
+// ENFILE, ENOMEM, ENOBUFS, EAGAIN, EIO), else as Error (the file itself: missing, unreadable, ...).
+[[noreturn]] void ThrowFileError(const std::string& what, int err);
 
 // Reads a whole file; throws dsc::Error naming it, also when it is larger than `max_size` (checked
 // before anything is allocated).

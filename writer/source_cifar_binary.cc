@@ -87,9 +87,11 @@ class CifarBinary : public Source {
     uint8_t rec[2 + kCifarPixels];
     const off_t off = off_t(i * record_);
     ssize_t r = ::pread(f.fd, rec, record_, off);
-    if (r != ssize_t(record_))
-      throw Error(f.path + ": record " + std::to_string(i) + ": read failed at byte " + std::to_string(off) +
-                  (r < 0 ? std::string(": ") + std::strerror(errno) : ": file shrank during the build"));
+    if (r != ssize_t(record_)) {
+      const std::string where = f.path + ": record " + std::to_string(i) + ": read failed at byte " + std::to_string(off);
+      if (r < 0) ThrowFileError(where, errno);
+      throw Error(where + ": file shrank during the build");
+    }
     out->where = f.path + " record " + std::to_string(i);
     out->is_pixels = true;
     out->width = out->height = kCifarSide;

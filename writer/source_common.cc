@@ -21,9 +21,15 @@ const std::vector<std::string>& Cifar10ClassNames() {
   return names;
 }
 
+void ThrowFileError(const std::string& what, int err) {
+  const std::string message = what + ": " + std::strerror(err);
+  if (err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS || err == EAGAIN || err == EIO) throw EnvironmentError(message);
+  throw Error(message);
+}
+
 std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) ThrowFileError(path + ": cannot open", errno);
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -41,7 +47,9 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size) {
     if (r <= 0) {
       int e = errno;
       ::close(fd);
-      throw Error(path + ": read failed at byte " + std::to_string(got) + ": " + (r == 0 ? "file shrank while reading" : std::strerror(e)));
+      const std::string where = path + ": read failed at byte " + std::to_string(got);
+      if (r < 0) ThrowFileError(where, e);
+      throw Error(where + ": file shrank while reading");
     }
     got += size_t(r);
   }

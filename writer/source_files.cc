@@ -24,13 +24,22 @@ bool IsImageName(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-// The size of a listed file, refused past `max` before anything is read.
-uint64_t FileSize(const fs::path& p, uint64_t max) {
-  std::error_code ec;
-  const auto n = fs::file_size(p, ec);
-  if (ec) throw Error(p.string() + ": cannot read: " + ec.message());
+struct FileSample {
+  std::string path;
+  int32_t label;
+  uint64_t size;  // at listing time: a file that changes during the build is an error, not a silent mix
+  dev_t dev;
+  ino_t ino;
+};
+
+// A listed file, its size refused past `max` before anything is read.
+FileSample Listed(const fs::path& p, int32_t label, uint64_t max) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) throw Error(p.string() + ": cannot read: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(p.string() + ": not a regular file");
+  const uint64_t n = uint64_t(st.st_size);
   if (n > max) throw Error(p.string() + ": " + std::to_string(n) + " bytes, more than --max-file-size " + std::to_string(max));
-  return n;
+  return {p.string(), label, n, st.st_dev, st.st_ino};
 }
 
 bool IsHidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
@@ -47,12 +56,6 @@ fs::file_status Status(const fs::path& p) {
   return st;
 }
 
-struct FileSample {
-  std::string path;
-  int32_t label;
-  uint64_t size;  // at listing time: a file that changes during the build is an error, not a silent mix
-};
-
 class FileList : public Source {
  public:
   FileList(std::string format, std::vector<LabelField> fields, std::vector<FileSample> samples,
@@ -64,6 +67,13 @@ class FileList : public Source {
   const std::vector<LabelField>& label_fields() const override { return fields_; }
   size_t size() const override { return samples_.size(); }
   std::vector<std::string> ignored() const override { return ignored_; }
+  std::string SampleFileAt(const std::string& path) const override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return "";
+    for (const auto& s : samples_)
+      if (s.dev == st.st_dev && s.ino == st.st_ino) return s.path;
+    return "";
+  }
 
   void Load(size_t i, SourceItem* out) const override {
     out->where = samples_[i].path;
@@ -156,7 +166,7 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
   std::vector<FileSample> samples;
   for (size_t c = 0; c < classes.size(); ++c) {
     for (const auto& f : SortedFiles(root, root / classes[c], &ignored)) {
-      if (IsImageName(f)) samples.push_back({f.string(), int32_t(c), FileSize(f, max_file_size)});
+      if (IsImageName(f)) samples.push_back(Listed(f, int32_t(c), max_file_size));
       else ignored.push_back(f.string() + " (not .jpg/.jpeg/.png)");
     }
   }
@@ -171,8 +181,16 @@ std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_
   if (!in) throw Error(file + ": cannot open manifest");
   const fs::path base = fs::path(file).parent_path();
   std::vector<FileSample> samples;
-  std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
+  // Lines are bounded: a file that is not a manifest (one without newlines, /dev/zero) must not be
+  // read into memory whole.
+  constexpr size_t kMaxLine = 64 << 10;
+  std::vector<char> buf(kMaxLine + 1);
+  for (size_t n = 1;; ++n) {
+    in.getline(buf.data(), std::streamsize(buf.size()));
+    if (in.bad()) throw Error(file + ":" + std::to_string(n) + ": read error");
+    if (in.fail() && !in.eof()) throw Error(file + ":" + std::to_string(n) + ": a line longer than " + std::to_string(kMaxLine) + " bytes (not a manifest?)");
+    if (in.eof() && in.gcount() == 0) break;
+    std::string line(buf.data(), size_t(in.gcount()) - (in.eof() ? 0 : 1));  // without the newline
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
     size_t tab = line.rfind('\t');
@@ -185,7 +203,7 @@ std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_
       throw Error(file + ":" + std::to_string(n) + ": label '" + label + "' is not a non-negative integer");
     fs::path p = line.substr(0, tab);
     if (p.is_relative()) p = base / p;
-    samples.push_back({p.string(), int32_t(v), FileSize(p, max_file_size)});
+    samples.push_back(Listed(p, int32_t(v), max_file_size));
   }
   if (samples.empty()) throw Error(file + ": the manifest lists no samples");
   return std::make_unique<FileList>("manifest", std::vector<LabelField>{{"label", {}}}, std::move(samples),
