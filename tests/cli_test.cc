@@ -142,6 +142,34 @@ TEST(Cli, BenchReportsJsonAndWritesATrace) {
   EXPECT_NE(JsonNumber(out, "thread_changes"), ~0ull) << out;
   EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --threads autox", &out), 2) << out;
   EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --preset nope", &out), 2);
+  EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --consumer-spin", &out), 2);  // was ignored
+  EXPECT_NE(out.find("--consumer-spin needs --consumer-ms"), std::string::npos) << out;
+  // A rank whose batches are padding only delivers no image: no CPU figure per image (it said 0.0 us).
+  ASSERT_EQ(RunDsc("build " + SubsetTree(1) + " " + dir + "/ten.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("bench " + dir + "/ten.beton --epochs 1 --batch-size 1 --world-size 16 --rank 15 --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"cpu_us_per_image\": null"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("bench " + dir + "/ten.beton --epochs 1 --batch-size 1 --world-size 16 --rank 15", &out), 0) << out;
+  EXPECT_NE(out.find("CPU time per delivered image: none delivered"), std::string::npos) << out;
+  // Byte counts: digits and a unit only ("-1" was 2^64 - 1), and no shift past 64 bits (it wrapped to 0).
+  for (const char* bad : {"-1", "17179869184G", "12X", "M"}) {
+    EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --order quasi_random --cache-budget " + bad, &out), 2) << bad;
+    EXPECT_NE(out.find(std::string("--cache-budget ") + bad + ": "), std::string::npos) << out;
+  }
+  // An unwritable trace is known before the epochs run (it was reported after all of them).
+  EXPECT_EQ(RunDsc("bench " + dir + "/f.beton --epochs 1 --trace /nonexistent/t.json", &out), 1);
+  EXPECT_NE(out.find("/nonexistent/t.json: cannot write the trace"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 0"), std::string::npos) << out;
+  // Each epoch's lines come out as the epoch ends, also through a pipe: stamped by a reader, the first
+  // line arrives well before the last (they came together, at exit).
+  ASSERT_EQ(RunShell(std::string(DSC_BINARY) + " bench " + dir + "/f.beton --epochs 3 --batch-size 32 --threads 1 --consumer-ms 60 | "
+                     "while IFS= read -r l; do echo \"$(date +%s%N) $l\"; done",
+                     &out), 0) << out;
+  std::vector<double> at;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find(" epoch ") != std::string::npos) at.push_back(std::stod(l.substr(0, l.find(' '))) / 1e9);
+  ASSERT_EQ(at.size(), 3u) << out;
+  EXPECT_GT(at[2] - at[0], 0.5) << "7 batches x 60 ms of consumer an epoch: the lines of epochs 0 and 2 came together";
 }
 
 // Runs dsc directly (no shell, so wait4 measures dsc itself); returns the exit code, the output, the
@@ -322,6 +350,11 @@ TEST(Cli, ExportDecodesLikeTheLoaderOrLikePil) {
   ASSERT_EQ(RunDsc("export " + dir + "/f.beton --count 10 --ppm --upsampling fancy --out " + dir + "/fancy", &out), 0) << out;
   EXPECT_EQ(RunDsc("export " + dir + "/f.beton --upsampling smooth --out " + dir + "/x", &out), 2);
   ASSERT_EQ(RunDsc("verify " + dir + "/f.beton --decode --upsampling fancy", &out), 0) << out;
+  // Options of --decode without it were ignored (the file verified as if they were not given).
+  EXPECT_EQ(RunDsc("verify " + dir + "/f.beton --upsampling fancy", &out), 2);
+  EXPECT_NE(out.find("--upsampling needs --decode"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("verify " + dir + "/f.beton --max-pixels 100", &out), 2);
+  EXPECT_EQ(RunDsc("verify " + dir + "/f.beton --decode --max-pixels 0", &out), 2);
   std::vector<std::string> sources;  // the writer's order: sorted paths
   for (auto& e : fs::recursive_directory_iterator(root))
     if (!fs::is_directory(e.path())) sources.push_back(e.path().string());
@@ -449,6 +482,16 @@ TEST(Cli, GenerateWritesAWholeTreeOrNothing) {
   EXPECT_EQ(RunDsc("generate " + dir + "/d --train 0 --test 0", &out), 2);
   EXPECT_NE(out.find("no image to write"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir + "/d"));
+  // OUT with a trailing slash (tab completion) is the folder: it once wrote every image, then failed
+  // renaming the staging folder onto its own parent.
+  ASSERT_EQ(RunDsc("generate " + dir + "/e/ --classes 2 --train 3 --test 1 --seed 4", &out), 0) << out;
+  ASSERT_EQ(RunShell("cd " + dir + "/e && find . -type f | sort | xargs cat | md5sum", &out2), 0);
+  ASSERT_EQ(RunShell("cd " + dir + "/a && find . -type f | sort | xargs cat | md5sum", &out), 0);
+  EXPECT_EQ(out, out2);
+  for (const char* here : {".", "..", "./"}) {
+    EXPECT_EQ(RunShell("cd " + dir + "/e && " + DSC_BINARY + " generate " + here + " --classes 1 --train 1 --test 0 2>&1", &out), 2) << here;
+    EXPECT_NE(out.find("OUT must name a folder to create"), std::string::npos) << out;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <cxxopts.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <sys/resource.h>
@@ -70,25 +71,29 @@ double ProcessCpuSeconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-// `indices`: when set, receives each batch's sample indices, one line per batch.
-// `gpu`: --decoder gpu with a usable GPU: each batch is leased to it (decode + augment on the device).
-// "512M" -> bytes (K, M or G suffixes).
+// "512M" -> bytes (K, M or G suffixes). Digits only: stoull took "-1" as 2^64 - 1, and a shift past
+// 64 bits wrapped (to 0, "no budget").
 uint64_t ParseBytes(const char* flag, const std::string& text) {
   size_t used = 0;
   uint64_t v = 0;
+  const auto bad = [&](const std::string& why) {
+    return cxxopts::exceptions::exception(std::string(flag) + " " + text + ": " + why);
+  };
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw bad("expected bytes with an optional K, M or G");
   try {
     v = std::stoull(text, &used);
   } catch (const std::exception&) {
-    used = std::string::npos;
+    throw bad("too large");
   }
-  const std::string unit = used == std::string::npos ? "?" : text.substr(used);
-  if (unit == "K" || unit == "k") return v << 10;
-  if (unit == "M") return v << 20;
-  if (unit == "G") return v << 30;
-  if (!unit.empty()) throw cxxopts::exceptions::exception(std::string(flag) + " " + text + ": expected bytes with an optional K, M or G");
-  return v;
+  const std::string unit = text.substr(used);
+  const int shift = unit == "K" || unit == "k" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : unit.empty() ? 0 : -1;
+  if (shift < 0) throw bad("expected bytes with an optional K, M or G");
+  if (v > (UINT64_MAX >> shift)) throw bad("too large");
+  return v << shift;
 }
 
+// `indices`: when set, receives each batch's sample indices, one line per batch.
+// `gpu`: --decoder gpu with a usable GPU: each batch is leased to it (decode + augment on the device).
 EpochResult RunEpoch(Loader& loader, uint64_t epoch, double consumer_ms, bool spin, uint64_t max_batches, uint64_t* peak,
                      std::FILE* indices = nullptr, BatchDigest* digest = nullptr, gpu::Augmenter* gpu = nullptr) {
   loader.reset_stats();
@@ -286,6 +291,7 @@ int CmdBench(int argc, char** argv) {
     consumer_ms = r["consumer-ms"].as<double>();
     if (!(consumer_ms >= 0 && consumer_ms <= 1e6)) throw cxxopts::exceptions::exception("--consumer-ms must be 0 to 1e6");
     spin = r.count("consumer-spin") > 0;
+    if (spin && consumer_ms == 0) throw cxxopts::exceptions::exception("--consumer-spin needs --consumer-ms (the step it spins for)");
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
     cold = r.count("cold") > 0;
@@ -334,6 +340,14 @@ int CmdBench(int argc, char** argv) {
       indices.reset(std::fopen(indices_path.c_str(), "w"));
       if (!indices) throw Error(indices_path + ": cannot write: " + std::strerror(errno));
     }
+    if (!trace_path.empty()) {  // known before the epochs run, not after
+      std::error_code ec;
+      const bool existed = std::filesystem::exists(trace_path, ec);
+      std::FILE* f = std::fopen(trace_path.c_str(), "a");
+      if (!f) throw Error(trace_path + ": cannot write the trace: " + std::strerror(errno));
+      std::fclose(f);
+      if (!existed) std::filesystem::remove(trace_path, ec);
+    }
     std::string why;
     const bool on_gpu = gpu_decoder && gpu::Available(&why);
     if (gpu_decoder && !on_gpu)
@@ -372,6 +386,7 @@ int CmdBench(int argc, char** argv) {
         if (!json)
           std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
                       r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
+        std::fflush(stdout);  // each epoch as it ends, also into a pipe (| tee)
       }
       if (!trace_path.empty()) {
         // One more epoch, traced, on a fresh loader with the tracer attached (same options): left out
@@ -401,7 +416,8 @@ int CmdBench(int argc, char** argv) {
     uint64_t decoded = 0;
     std::vector<double> cpu;  // per delivered image, microseconds
     for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i)
-      cpu.push_back(results[i].images ? results[i].cpu_seconds * 1e6 / double(results[i].images) : 0);
+      if (results[i].images) cpu.push_back(results[i].cpu_seconds * 1e6 / double(results[i].images));
+    const bool any_delivered = !cpu.empty();  // a rank of padding only delivers none: no figure, not 0
     const double cpu_us = Median(cpu);
     uint64_t remote_samples = 0, wire = 0;
     for (const auto& w : remote) remote_samples += w.samples, wire += w.wire_bytes;
@@ -426,7 +442,9 @@ int CmdBench(int argc, char** argv) {
         j << "}";
         if (staged_after_first) j << ",\n  \"twin_stage_us_per_staged\": " << double(stage_ns) / double(staged_after_first) / 1e3;
       }
-      j << ",\n  \"cpu_us_per_image\": " << cpu_us;
+      j << ",\n  \"cpu_us_per_image\": ";
+      if (any_delivered) j << cpu_us;
+      else j << "null";
       if (!remote.empty()) {
         j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
           << ",\n  \"remote_share\": " << remote_share << ",\n  \"remote\": [";
@@ -468,7 +486,8 @@ int CmdBench(int argc, char** argv) {
                   last.stages.collate_ns * per / 1e3);
       std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
                   100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
-      std::printf("this process's CPU time per delivered image: %.1f us (all threads, %s)\n", cpu_us, which);
+      if (any_delivered) std::printf("this process's CPU time per delivered image: %.1f us (all threads, %s)\n", cpu_us, which);
+      else std::printf("this process's CPU time per delivered image: none delivered (all threads, %s)\n", which);
       if (gpu_decoder) {
         uint64_t fell = 0;
         for (uint64_t f : twin.twin_fallback) fell += f;

@@ -68,7 +68,13 @@ int CmdGenerate(int argc, char** argv) {
   }
   // Written into a hidden sibling and renamed to OUT at the end: OUT exists only complete (scripts/demo.sh
   // reuses an existing OUT), and an existing OUT is never mixed with new files.
-  const std::filesystem::path final_dir = std::filesystem::path(out).lexically_normal();
+  std::filesystem::path final_dir = std::filesystem::path(out).lexically_normal();
+  if (!final_dir.has_filename()) final_dir = final_dir.parent_path();  // "OUT/", as tab completion writes it
+  const std::string leaf = final_dir.filename().string();
+  if (leaf.empty() || leaf == "." || leaf == "..") {
+    std::fprintf(stderr, "dsc generate: OUT must name a folder to create, not '%s'\n", out.c_str());
+    return kExitUsage;
+  }
   const std::filesystem::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : ".";
   const std::filesystem::path staging = parent / ("." + final_dir.filename().string() + ".dsc-generate-partial");
   try {

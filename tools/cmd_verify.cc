@@ -58,6 +58,7 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     }
     std::printf("%s: OK (%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), (unsigned long long)ds.size(),
                 ds.view().block_count(), (unsigned long long)ds.view().header().file_size, decode ? ", every sample decoded" : "");
+    std::fflush(stdout);  // in order with the DAMAGED lines on stderr, also through a pipe
     return kExitOk;
   } catch (const Error& e) {
     std::fprintf(stderr, "dsc verify: error: %s\n", e.what());
@@ -96,7 +97,9 @@ int CmdVerify(int argc, char** argv) {
     const std::string dec = r["decoder"].as<std::string>();
     if (dec != "cpu" && dec != "gpu-twin") throw cxxopts::exceptions::exception("--decoder must be cpu or gpu-twin");
     twin = dec == "gpu-twin";
-    if (twin && !decode) throw cxxopts::exceptions::exception("--decoder needs --decode");
+    for (const char* o : {"decoder", "upsampling", "max-pixels"})  // they change only what --decode does
+      if (r.count(o) && !decode) throw cxxopts::exceptions::exception(std::string("--") + o + " needs --decode");
+    if (options.max_pixels == 0) throw cxxopts::exceptions::exception("--max-pixels 0 would refuse every image");
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
