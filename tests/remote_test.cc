@@ -508,24 +508,32 @@ remote::StatusReply StatusOf(remote::Worker::Stub& s) {
 
 uint32_t InFlight(remote::Worker::Stub& s) { return StatusOf(s).in_flight(); }
 
-// Every call holds a gRPC thread on the worker: besides the per-connection limit, calls from all
-// clients together are bounded (--max-calls; 200 connections made 1,546 threads and 1,532 calls in
-// flight), and a call past it is told the worker is busy, which the client treats as back-off.
-TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
-  Worker w({Built().cifar, "--threads", "1", "--max-calls", "1", "--stall-after", "1", "--stall-ms", "3000"});
-  auto stub = StubFor(w);
+// A request for sample 0 of Built().cifar with Base()'s options, and a call of it.
+remote::ProcessRequest FirstSampleRequest() {
   Dataset ds(Built().cifar);
   remote::ProcessRequest q;
   q.set_file_id(0);
   q.set_header_checksum(ds.view().header().header_checksum);
   remote::ToSpec(Base(), 32, 32, q.mutable_spec());
   q.add_samples(0);
-  auto call = [&](remote::Worker::Stub& st) {
-    grpc::ClientContext c;
-    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    remote::ProcessReply r;
-    return st.Process(&c, q, &r);
-  };
+  return q;
+}
+
+grpc::Status Process(remote::Worker::Stub& stub, const remote::ProcessRequest& q, int deadline_s) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+  remote::ProcessReply r;
+  return stub.Process(&c, q, &r);
+}
+
+// Every call holds a gRPC thread on the worker: besides the per-connection limit, calls from all
+// clients together are bounded (--max-calls; 200 connections made 1,546 threads and 1,532 calls in
+// flight), and a call past it is told the worker is busy, which the client treats as back-off.
+TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
+  Worker w({Built().cifar, "--threads", "1", "--max-calls", "1", "--stall-after", "1", "--stall-ms", "3000"});
+  auto stub = StubFor(w);
+  const remote::ProcessRequest q = FirstSampleRequest();
+  auto call = [&](remote::Worker::Stub& st) { return Process(st, q, 20); };
   const grpc::Status first = call(*stub);
   ASSERT_TRUE(first.ok()) << first.error_message();
   std::thread stalled([&] { EXPECT_TRUE(call(*stub).ok()); });  // holds the one call for 3 s
@@ -549,18 +557,8 @@ TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
 TEST(Remote, SigtermWithACallThatNeverEndsExitsAfterTheDrainTime) {
   Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes
   auto stub = StubFor(w);
-  Dataset ds(Built().cifar);
-  remote::ProcessRequest q;
-  q.set_file_id(0);
-  q.set_header_checksum(ds.view().header().header_checksum);
-  remote::ToSpec(Base(), 32, 32, q.mutable_spec());
-  q.add_samples(0);
-  auto call = [&] {
-    grpc::ClientContext c;
-    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    remote::ProcessReply r;
-    return stub->Process(&c, q, &r);
-  };
+  const remote::ProcessRequest q = FirstSampleRequest();
+  auto call = [&] { return Process(*stub, q, 60); };
   ASSERT_TRUE(call().ok());
   grpc::Status stalled_status;
   std::thread stalled([&] { stalled_status = call(); });
