@@ -17,7 +17,10 @@ namespace {
 
 int OpenFile(const std::string& path, uint64_t* size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw Error(path + ": cannot open: " + std::strerror(e));
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -76,9 +79,11 @@ class PreadSource : public format::ByteSource {
     while (got < n) {
       ssize_t r = ::pread(fd_, scratch->data() + got, n - got, off_t(off + got));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
+      if (r <= 0) {
+        const int e = errno;
         throw Error(name_ + ": read failed at byte " + std::to_string(off + got) + ": " +
-                    (r == 0 ? "unexpected end of file" : std::strerror(errno)));
+                    (r == 0 ? "unexpected end of file" : std::strerror(e)));
+      }
       got += size_t(r);
     }
     return scratch->data();

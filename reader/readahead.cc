@@ -22,7 +22,10 @@ const uint64_t kPage = uint64_t(::sysconf(_SC_PAGESIZE));
 
 int OpenForAdvice(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw Error(path + ": cannot open: " + std::strerror(e));
+  }
   return fd;
 }
 

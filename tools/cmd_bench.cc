@@ -338,13 +338,19 @@ int CmdBench(int argc, char** argv) {
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> indices(nullptr, &std::fclose);
     if (!indices_path.empty()) {
       indices.reset(std::fopen(indices_path.c_str(), "w"));
-      if (!indices) throw Error(indices_path + ": cannot write: " + std::strerror(errno));
+      if (!indices) {
+        const int e = errno;
+        throw Error(indices_path + ": cannot write: " + std::strerror(e));
+      }
     }
     if (!trace_path.empty()) {  // known before the epochs run, not after
       std::error_code ec;
       const bool existed = std::filesystem::exists(trace_path, ec);
       std::FILE* f = std::fopen(trace_path.c_str(), "a");
-      if (!f) throw Error(trace_path + ": cannot write the trace: " + std::strerror(errno));
+      if (!f) {
+        const int e = errno;
+        throw Error(trace_path + ": cannot write the trace: " + std::strerror(e));
+      }
       std::fclose(f);
       if (!existed) std::filesystem::remove(trace_path, ec);
     }

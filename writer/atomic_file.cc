@@ -23,7 +23,8 @@ namespace dsc::writer {
 namespace fs = std::filesystem;
 
 namespace {
-std::string Errno() { return std::strerror(errno); }
+// Read errno before the message is built: the string's allocations may change it.
+std::string ErrnoText(int e) { return std::strerror(e); }
 
 // ".NAME.dsc-tmp-" (built with append: GCC 12 misreports operator+ chains here, -Wrestrict).
 std::string HiddenPrefix(const std::string& base) {
@@ -82,7 +83,10 @@ AtomicFile::AtomicFile(const std::string& target) : target_(target) {
   if (t.filename().empty()) throw Error(target + ": output path names a directory");
   dir_ = t.parent_path().empty() ? "." : t.parent_path().string();
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0) throw Error(target + ": cannot open output directory " + dir_ + ": " + Errno());
+  if (dir_fd_ < 0) {
+    const int e = errno;
+    throw Error(target + ": cannot open output directory " + dir_ + ": " + ErrnoText(e));
+  }
   struct stat st;
   const bool exists = ::stat(target.c_str(), &st) == 0;
   if (exists && S_ISREG(st.st_mode)) keep_mode_ = int(st.st_mode & 07777);  // a private 0600 file stays private
@@ -138,7 +142,10 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
   while (size > 0) {
     ssize_t w = ::pwrite(fd_, p, size, off_t(offset));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw Error(target_ + ": write failed at byte " + std::to_string(offset) + ": " + (w == 0 ? "no progress" : Errno()));
+    if (w <= 0) {
+      const int e = errno;
+      throw Error(target_ + ": write failed at byte " + std::to_string(offset) + ": " + (w == 0 ? "no progress" : ErrnoText(e)));
+    }
     p += w;
     offset += uint64_t(w);
     size -= size_t(w);
@@ -146,8 +153,14 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
 }
 
 void AtomicFile::Commit() {
-  if (keep_mode_ >= 0 && ::fchmod(fd_, mode_t(keep_mode_)) != 0) throw Error(target_ + ": cannot keep its permissions: " + Errno());
-  if (::fsync(fd_) != 0) throw Error(target_ + ": fsync failed: " + Errno());
+  if (keep_mode_ >= 0 && ::fchmod(fd_, mode_t(keep_mode_)) != 0) {
+    const int e = errno;
+    throw Error(target_ + ": cannot keep its permissions: " + ErrnoText(e));
+  }
+  if (::fsync(fd_) != 0) {
+    const int e = errno;
+    throw Error(target_ + ": fsync failed: " + ErrnoText(e));
+  }
   const std::string base = fs::path(target_).filename().string();
   if (anonymous_) {
     // Give the unnamed (locked) inode a fresh random name, then rename it over the target (linkat

@@ -60,7 +60,10 @@ class CifarBinary : public Source {
     record_ = label_bytes_ + kCifarPixels;
     for (const auto& f : files) {
       int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw Error(f + ": cannot open: " + std::strerror(errno));
+      if (fd < 0) {
+        const int e = errno;
+        throw Error(f + ": cannot open: " + std::strerror(e));
+      }
       struct stat st;
       ::fstat(fd, &st);
       if (st.st_size == 0 || size_t(st.st_size) % record_ != 0) {
@@ -88,8 +91,9 @@ class CifarBinary : public Source {
     const off_t off = off_t(i * record_);
     ssize_t r = ::pread(f.fd, rec, record_, off);
     if (r != ssize_t(record_)) {
+      const int e = errno;  // before the message's allocations can touch it
       const std::string where = f.path + ": record " + std::to_string(i) + ": read failed at byte " + std::to_string(off);
-      if (r < 0) ThrowFileError(where, errno);
+      if (r < 0) ThrowFileError(where, e);
       throw Error(where + ": file shrank during the build");
     }
     out->where = f.path + " record " + std::to_string(i);

@@ -29,7 +29,10 @@ void ThrowFileError(const std::string& what, int err) {
 
 std::vector<uint8_t> ReadWholeFile(const std::string& path, uint64_t max_size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowFileError(path + ": cannot open", errno);
+  if (fd < 0) {
+    const int e = errno;  // before the message's allocations can touch it
+    ThrowFileError(path + ": cannot open", e);
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

@@ -35,7 +35,10 @@ struct FileSample {
 // A listed file, its size refused past `max` before anything is read.
 FileSample Listed(const fs::path& p, int32_t label, uint64_t max) {
   struct stat st;
-  if (::stat(p.c_str(), &st) != 0) throw Error(p.string() + ": cannot read: " + std::strerror(errno));
+  if (::stat(p.c_str(), &st) != 0) {
+    const int e = errno;
+    throw Error(p.string() + ": cannot read: " + std::strerror(e));
+  }
   if (!S_ISREG(st.st_mode)) throw Error(p.string() + ": not a regular file");
   const uint64_t n = uint64_t(st.st_size);
   if (n > max) throw Error(p.string() + ": " + std::to_string(n) + " bytes, more than --max-file-size " + std::to_string(max));
@@ -100,7 +103,10 @@ class FileList : public Source {
 void Walk(const fs::path& dir, std::vector<std::pair<dev_t, ino_t>>* open, std::vector<fs::path>* out,
           std::vector<std::string>* ignored) {
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) throw Error(dir.string() + ": cannot list: " + std::strerror(errno));
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int e = errno;
+    throw Error(dir.string() + ": cannot list: " + std::strerror(e));
+  }
   for (const auto& [dev, ino] : *open)
     if (dev == st.st_dev && ino == st.st_ino)
       throw Error(dir.string() + ": symlink loop (it leads back to a folder that contains it); remove or replace the link");

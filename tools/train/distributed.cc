@@ -252,7 +252,10 @@ namespace {
 // A TCP port free on loopback now (the kernel's pick); rank 0's store binds it moments later.
 uint16_t FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Error(std::string("cannot create a socket: ") + std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw Error(std::string("cannot create a socket: ") + std::strerror(e));
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

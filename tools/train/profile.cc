@@ -129,8 +129,10 @@ RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images
 
 void CheckWritable(const std::string& path) {
   std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw Error(path + ": cannot write here (" + dir.string() + ": " + std::strerror(errno) + ")");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int e = errno;
+    throw Error(path + ": cannot write here (" + dir.string() + ": " + std::strerror(e) + ")");
+  }
 }
 
 std::string FormatShares(const EpochProfile& e) {

@@ -25,7 +25,10 @@ void SaveWeights(ResNet9& model, const std::string& path) {
 StepLog::StepLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   f_.reset(std::fopen(path.c_str(), "w"));
-  if (!f_) throw Error(path + ": cannot write: " + std::strerror(errno));
+  if (!f_) {
+    const int e = errno;
+    throw Error(path + ": cannot write: " + std::strerror(e));
+  }
 }
 
 void StepLog::Add(const Batch& b, double loss) {

@@ -151,7 +151,10 @@ void WriteState(const fs::path& path, const Checkpoint& k) {
 
 Checkpoint ReadState(const fs::path& path) {
   std::ifstream st(path);
-  if (!st) throw Error(path.string() + ": cannot open the checkpoint's state: " + std::strerror(errno));
+  if (!st) {
+    const int e = errno;
+    throw Error(path.string() + ": cannot open the checkpoint's state: " + std::strerror(e));
+  }
   std::string magic;
   int version = 0;
   if (!(st >> magic >> version) || magic != kCheckpointMagic || version != kCheckpointVersion)
@@ -187,7 +190,10 @@ Checkpoint ReadState(const fs::path& path) {
   // The loader's position and run identity, in the format every dsc state consumer shares.
   const fs::path lpath = path.parent_path() / "loader.state";
   std::ifstream ls(lpath, std::ios::binary);
-  if (!ls) throw Error(lpath.string() + ": cannot open the checkpoint's loader state: " + std::strerror(errno));
+  if (!ls) {
+    const int e = errno;
+    throw Error(lpath.string() + ": cannot open the checkpoint's loader state: " + std::strerror(e));
+  }
   const std::string bytes((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
   try {
     k.loader = LoaderState::Deserialize(bytes);
@@ -271,8 +277,10 @@ void SaveCheckpoint(const Config& c, const Checkpoint& k, ResNet9& model, torch:
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
     fs::remove_all(tmp);  // the old checkpoint, swapped out
   } else if (errno == ENOENT) {  // the first checkpoint
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
-      throw Error(target.string() + ": cannot move the checkpoint into place: " + std::strerror(errno));
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
+      const int e = errno;
+      throw Error(target.string() + ": cannot move the checkpoint into place: " + std::strerror(e));
+    }
   } else {
     const std::string why = std::strerror(errno);
     fs::remove_all(tmp);
@@ -461,7 +469,10 @@ int Run(Config c) {
   if (!c.step_log.empty()) {
     const std::string path = c.step_log + ".rank" + std::to_string(dist.rank());
     step_log.reset(std::fopen(path.c_str(), "w"));
-    if (!step_log) throw Error(path + ": cannot write: " + std::strerror(errno));
+    if (!step_log) {
+      const int e = errno;
+      throw Error(path + ": cannot write: " + std::strerror(e));
+    }
   }
   const std::vector<torch::Tensor> weights = model->parameters(), buffers = model->buffers();
   bool stopped = c.max_steps && step >= c.max_steps;
@@ -598,7 +609,10 @@ int Run(Config c) {
     }
   }
   if (!c.trace.empty()) {
-    if (!tracer.Write(c.trace)) throw Error(c.trace + ": cannot write the trace: " + std::strerror(errno));
+    if (!tracer.Write(c.trace)) {
+      const int e = errno;
+      throw Error(c.trace + ": cannot write the trace: " + std::strerror(e));
+    }
     if (window.first < step)
       std::printf("trace of steps %llu..%llu: %s (open in https://ui.perfetto.dev)\n", (unsigned long long)window.first,
                   (unsigned long long)std::min(window.last, step) - 1, c.trace.c_str());
