@@ -459,6 +459,48 @@ TEST(ImageTree, SplitFoldersAndIgnoredFiles) {
   EXPECT_NE(all.find("loose.jpg (not in a class folder)"), std::string::npos) << all;
 }
 
+TEST(ImageTree, SplitsNumberTheirClassesAlike) {
+  // A test/ folder lacking one of train/'s classes numbered the later classes one lower: test.beton's
+  // "cat" was train.beton's "bird", in silence. Labels index every split's classes together; a class
+  // without images keeps its label and is reported.
+  auto src = TreeFiles(SubsetTree(1));  // airplane, automobile, bird, ...: one real JPEG each
+  auto dir = ScratchDir();
+  const std::string root = dir + "/tree";
+  auto put = [&](const std::string& split, const std::string& cls, int from) {
+    fs::create_directories(root + "/" + split + "/" + cls);
+    fs::copy_file(src[size_t(from)].first, root + "/" + split + "/" + cls + "/0.jpg");
+  };
+  put("train", "a", 0);
+  put("train", "b", 1);
+  put("train", "c", 2);
+  put("test", "a", 3);
+  put("test", "c", 4);                            // no test/b
+  fs::create_directories(root + "/test/d");       // an empty class folder
+  std::vector<std::string> log;
+  auto o = Opts();
+  o.log = [&](const std::string& s) { log.push_back(s); };
+  writer::Build(root, dir + "/train.beton", o);
+  std::string train_log;
+  for (const auto& l : log) train_log += l + "\n";
+  log.clear();
+  o.split = "test";
+  writer::Build(root, dir + "/test.beton", o);
+  std::string test_log;
+  for (const auto& l : log) test_log += l + "\n";
+  const std::vector<std::string> all = {"a", "b", "c", "d"};
+  Dataset train(dir + "/train.beton"), test(dir + "/test.beton");
+  EXPECT_EQ(train.meta().fields[1].classes, all);
+  EXPECT_EQ(test.meta().fields[1].classes, all);
+  ASSERT_EQ(train.size(), 3u);
+  ASSERT_EQ(test.size(), 2u);
+  EXPECT_EQ(train.entry(2).label[0], 2);  // c
+  EXPECT_EQ(test.entry(1).label[0], 2);   // c, also in test (it was 1)
+  EXPECT_EQ(PayloadBytes(test, 1), ReadFile(src[4].first));
+  EXPECT_NE(train_log.find("class 'd' (label 3) has no folder in " + root + "/train"), std::string::npos) << train_log;
+  EXPECT_NE(test_log.find("class 'b' (label 1) has no folder in " + root + "/test"), std::string::npos) << test_log;
+  EXPECT_NE(test_log.find("class 'd' (label 3): " + root + "/test/d has no images"), std::string::npos) << test_log;
+}
+
 // What the user gave is never skipped in silence, and nothing crashes: entries that cannot be read
 // are errors naming them (a self-referencing link among the class folders aborted the program; a
 // dangling link or a FIFO named like an image was left out).

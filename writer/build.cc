@@ -181,6 +181,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
     log("warning: " + std::to_string(ignored.size()) + " entr" + (ignored.size() == 1 ? "y" : "ies") + " of the source not included:");
     for (size_t i = 0; i < ignored.size(); ++i) log("  ignored: " + ignored[i]);
   }
+  for (const auto& n : src->notes()) log("note: " + n);
   const int threads = o.threads > 0 ? o.threads : kernels::UsableCores();
   {  // the finished file replaces `out`: it must not be what the build reads
     std::error_code ec;

@@ -33,6 +33,8 @@ class Source {
   virtual void Load(size_t i, SourceItem* out) const = 0;
   // Paths of files the source saw but does not use (reported to the user, never silently dropped).
   virtual std::vector<std::string> ignored() const { return {}; }
+  // Facts the user should hear that are not errors (a class with no images keeps its label).
+  virtual std::vector<std::string> notes() const { return {}; }
   // The listed sample file that is `path` (the same device and inode), or "": a build must not
   // replace a file it reads.
   virtual std::string SampleFileAt(const std::string& path) const { return (void)path, std::string(); }

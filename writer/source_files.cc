@@ -70,6 +70,8 @@ class FileList : public Source {
   const std::vector<LabelField>& label_fields() const override { return fields_; }
   size_t size() const override { return samples_.size(); }
   std::vector<std::string> ignored() const override { return ignored_; }
+  std::vector<std::string> notes() const override { return notes_; }
+  void set_notes(std::vector<std::string> notes) { notes_ = std::move(notes); }
   std::string SampleFileAt(const std::string& path) const override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return "";
@@ -94,6 +96,7 @@ class FileList : public Source {
   std::vector<LabelField> fields_;
   std::vector<FileSample> samples_;
   std::vector<std::string> ignored_;
+  std::vector<std::string> notes_;
   uint64_t max_file_size_;
 };
 
@@ -141,45 +144,73 @@ std::vector<fs::path> SortedFiles(const fs::path& root, const fs::path& dir, std
   return out;
 }
 
+// The class folders of `root` (appended to `classes`); other entries go to `ignored` when it is given.
+void ListClasses(const fs::path& root, std::vector<std::string>* classes, std::vector<std::string>* ignored) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (IsHidden(p)) {
+      if (ignored) ignored->push_back(p.string() + " (hidden)");
+    } else if (fs::is_directory(Status(p))) {
+      const std::string name = p.filename().string();
+      // Class names are meta strings, which the format keeps UTF-8 (dsc info --json prints them).
+      if (!format::IsUtf8(name)) throw Error(p.string() + ": the class folder's name is not UTF-8; rename it");
+      classes->push_back(name);
+    } else if (ignored) {
+      ignored->push_back(p.string() + " (not in a class folder)");
+    }
+  }
+  if (ec) throw Error(root.string() + ": cannot list: " + ec.message());
+}
+
 }  // namespace
 
 std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string& split, uint64_t max_file_size) {
   std::error_code ec;
   fs::path root = dir;
-  if (fs::is_directory(root / "train", ec) || fs::is_directory(root / "test", ec)) {
+  const bool split_layout = fs::is_directory(root / "train", ec) || fs::is_directory(root / "test", ec);
+  if (split_layout) {
     root /= split;
     if (!fs::is_directory(root, ec)) throw Error(dir + ": has split folders but no '" + split + "' folder");
   } else if (split != "train") {  // the whole tree is the training set: a test file built from it would be too
     throw Error(dir + ": no train/ and test/ folders, so --split " + split + " has nothing to select (the whole tree is the train split)");
   }
   std::vector<std::string> classes, ignored;
-  for (auto it = fs::directory_iterator(root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const fs::path& p = it->path();
-    if (IsHidden(p)) {
-      ignored.push_back(p.string() + " (hidden)");
-    } else if (fs::is_directory(Status(p))) {
-      const std::string name = p.filename().string();
-      // Class names are meta strings, which the format keeps UTF-8 (dsc info --json prints them).
-      if (!format::IsUtf8(name)) throw Error(p.string() + ": the class folder's name is not UTF-8; rename it");
-      classes.push_back(name);
-    } else {
-      ignored.push_back(p.string() + " (not in a class folder)");
+  ListClasses(root, &classes, &ignored);
+  if (split_layout) {
+    // Labels are indices into the sorted class list: train.beton and test.beton must number the classes
+    // alike even when one split lacks a class, so the list is every split's classes together.
+    for (const char* other : {"train", "test"}) {
+      if (other == split || !fs::is_directory(fs::path(dir) / other, ec)) continue;
+      ListClasses(fs::path(dir) / other, &classes, nullptr);
     }
   }
-  if (ec) throw Error(root.string() + ": cannot list: " + ec.message());
   std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   if (classes.empty()) throw Error(root.string() + ": no class folders (expected ROOT/<class>/*.jpg)");
   std::vector<FileSample> samples;
+  std::vector<std::string> notes;
   for (size_t c = 0; c < classes.size(); ++c) {
-    for (const auto& f : SortedFiles(root, root / classes[c], &ignored)) {
+    const size_t before = samples.size();
+    const fs::path folder = root / classes[c];
+    if (!fs::is_directory(folder, ec)) {
+      notes.push_back("class '" + classes[c] + "' (label " + std::to_string(c) + ") has no folder in " + root.string() +
+                      " (only the other split has it): no samples, its label kept so the splits' labels agree");
+      continue;
+    }
+    for (const auto& f : SortedFiles(root, folder, &ignored)) {
       if (IsImageName(f)) samples.push_back(Listed(f, int32_t(c), max_file_size));
       else ignored.push_back(f.string() + " (not .jpg/.jpeg/.png)");
     }
+    if (samples.size() == before)
+      notes.push_back("class '" + classes[c] + "' (label " + std::to_string(c) + "): " + folder.string() + " has no images");
   }
   std::sort(ignored.begin(), ignored.end());
   if (samples.empty()) throw Error(root.string() + ": no .jpg/.jpeg/.png files in the class folders");
-  return std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored),
-                                    max_file_size);
+  auto list = std::make_unique<FileList>("tree", std::vector<LabelField>{{"label", classes}}, std::move(samples), std::move(ignored),
+                                         max_file_size);
+  list->set_notes(std::move(notes));
+  return list;
 }
 
 std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_size) {
