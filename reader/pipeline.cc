@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -271,12 +272,26 @@ class Pipeline {
     if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
       readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget, o.readahead_bytes, slots_.size());
     active_local_.store(standby_ ? 0 : threads_);
-    if (o.autotune) StartAutotune();
-    if (!o.remote.addresses.empty()) StartRemote();
-    for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+    // A thread that cannot start (a process or address-space limit) must not leave those started
+    // waiting on members about to go: it aborted the process, or hung it destroying a condition variable.
+    try {
+      if (o.autotune) StartAutotune();
+      if (!o.remote.addresses.empty()) StartRemote();
+      for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+    } catch (const std::system_error& e) {
+      Shutdown();
+      throw Error("cannot start the loader's " + std::to_string(threads_) + " threads (" + e.what() +
+                  "): use fewer (threads, --threads), or raise the process or address-space limit");
+    } catch (...) {
+      Shutdown();
+      throw;
+    }
   }
 
-  ~Pipeline() {
+  ~Pipeline() { Shutdown(); }
+
+  // Stops and joins every thread started: from the destructor, or a constructor that failed midway.
+  void Shutdown() {
     Cancel();
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -285,6 +300,8 @@ class Pipeline {
     work_cv_.notify_all();
     for (auto& w : workers_) w.join();
     for (auto& d : drivers_) d.join();
+    workers_.clear();
+    drivers_.clear();
     std::vector<std::unique_ptr<BatchBuffer>> spare;
     {
       std::lock_guard<std::mutex> l(pool_->mu);
@@ -1087,9 +1104,11 @@ class Pipeline {
     const uint64_t window = opt_.quasi_window ? opt_.quasi_window : 4ull * opt_.batch_size;
     window_batches_ = (window + opt_.batch_size - 1) / opt_.batch_size;
     const RemoteContext ctx = MakeRemoteContext();
-    for (const auto& a : r.addresses) {
+    std::vector<std::unique_ptr<RemoteExecutor>> made;  // every address checked before any connects
+    for (const auto& a : r.addresses) made.push_back(r.connect(a, r, ctx));
+    for (auto& ex : made) {
       auto rm = std::make_unique<Remote>();
-      rm->ex = r.connect(a, r, ctx);
+      rm->ex = std::move(ex);
       std::string why;
       const ConnectResult c = rm->ex->Connect(int(r.connect_timeout_ms), &why);
       if (c == ConnectResult::kRefused) throw Error(why);

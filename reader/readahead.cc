@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <system_error>
 
 #include "format/error.h"
 #include "format/layout.h"
@@ -60,11 +61,27 @@ BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_
       lead_(lead_batches) {
   fd_ = OpenForAdvice(ds.path());
   const off_t size = ::lseek(fd_, 0, SEEK_END);
-  if (size > 0) {
+  if (const uint8_t* m = Mapping(ds)) {
+    view_ = m;  // the file's own mapping: a second one doubled the address space quasi_random needed
+  } else if (size > 0) {
     void* v = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd_, 0);
     if (v != MAP_FAILED) view_ = static_cast<const uint8_t*>(v), view_size_ = size_t(size);
   }
-  thread_ = std::thread([this] { Loop(); });
+  try {
+    thread_ = std::thread([this] { Loop(); });
+  } catch (const std::system_error& e) {
+    Release();
+    throw Error(ds.path() + ": cannot start the readahead thread (" + e.what() +
+                "): raise the process or address-space limit, or set cache_budget 0 (no readahead)");
+  }
+}
+
+void BlockReadahead::Release() {
+  if (view_size_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
+  view_ = nullptr;
+  view_size_ = 0;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 BlockReadahead::~BlockReadahead() {
@@ -75,8 +92,7 @@ BlockReadahead::~BlockReadahead() {
   cv_.notify_all();
   covered_cv_.notify_all();
   thread_.join();
-  if (view_) ::munmap(const_cast<uint8_t*>(view_), view_size_);
-  ::close(fd_);
+  Release();
 }
 
 std::vector<BlockReadahead::Use> BlockReadahead::PlanUses(const Dataset& ds, const EpochPlan& plan, uint64_t first) {

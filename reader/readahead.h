@@ -57,13 +57,14 @@ class BlockReadahead {
 
  private:
   void Loop();
+  void Release();  // the descriptor, and the mapping when it is ours
   bool Cached(uint64_t off, uint64_t len);
 
   const Dataset& ds_;
   const uint64_t budget_, ahead_, lead_;
   int fd_ = -1;
-  const uint8_t* view_ = nullptr;  // our own read-only mapping, for mincore (the Dataset's may be a heap copy)
-  size_t view_size_ = 0;
+  const uint8_t* view_ = nullptr;  // the file's mapping, for mincore: the Dataset's, or ours where it holds a heap copy
+  size_t view_size_ = 0;           // non-zero: view_ is ours to unmap
   std::vector<unsigned char> residency_;
   std::atomic<uint64_t> advised_{0};
 

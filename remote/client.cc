@@ -22,6 +22,35 @@ namespace dsc::remote {
 
 namespace {
 
+[[noreturn]] void Bad(const std::string& address, const std::string& why) {
+  throw OptionError("invalid loader option remote = " + address + ": " + why);
+}
+
+// A remote worker's address: HOST:PORT, [IPV6]:PORT, or a gRPC target with a scheme (dns:, unix:,
+// ipv4:, ipv6:), passed on as is. gRPC took a port past 65535 modulo 2^16 and ignored text after it:
+// 127.0.0.1:99999 reached port 34463.
+void CheckAddress(const std::string& a) {
+  if (a.empty()) Bad("''", "an empty address: each worker is HOST:PORT");
+  for (const char* scheme : {"dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:"})
+    if (a.rfind(scheme, 0) == 0) return;
+  size_t colon;
+  if (a[0] == '[') {
+    const size_t close = a.find(']');
+    if (close == std::string::npos || close + 1 >= a.size() || a[close + 1] != ':')
+      Bad(a, "an IPv6 worker is [ADDRESS]:PORT");
+    colon = close + 1;
+  } else {
+    colon = a.rfind(':');
+    if (colon == std::string::npos) Bad(a, "needs HOST:PORT");
+    if (a.find(':') != colon) Bad(a, "an IPv6 worker goes in brackets: [ADDRESS]:PORT");
+    if (colon == 0) Bad(a, "needs a host before the port");
+  }
+  const std::string port = a.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) == 0 || std::stoul(port) > 65535)
+    Bad(a, "the port must be 1 to 65535");
+}
+
 constexpr const char* kProcessMethod = "/dsc.remote.Worker/Process";
 
 // Reads a protobuf message's fields from gRPC's slices without gathering them first.
@@ -394,6 +423,7 @@ RemoteConnector Connector() {
   static const bool tuned = mallopt(M_TRIM_THRESHOLD, 256 << 20) != 0;
   (void)tuned;
   return [](const std::string& address, const RemoteOptions& o, const RemoteContext& c) -> std::unique_ptr<RemoteExecutor> {
+    CheckAddress(address);
     return std::make_unique<GrpcExecutor>(address, o, c);
   };
 }

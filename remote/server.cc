@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <thread>
 
 #include "format/error.h"
@@ -68,16 +69,15 @@ struct Piece {
 class Pool {
  public:
   explicit Pool(int n) {
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
+    try {
+      for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+    } catch (const std::system_error& e) {  // those started must stop before the members go
+      Stop();
+      throw Error("cannot start " + std::to_string(n) + " decode threads (" + e.what() +
+                  "): use --threads with fewer, or raise the process or address-space limit");
     }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
   }
+  ~Pool() { Stop(); }
   size_t size() const { return threads_.size(); }
 
   // Runs the call's samples and returns when all are done (or skipped after cancellation).
@@ -97,6 +97,15 @@ class Pool {
   }
 
  private:
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
   struct Cached {
     std::shared_ptr<const SampleWork> work;
     std::unique_ptr<SampleProcessor> proc;
@@ -580,6 +589,9 @@ int Serve(const ServeOptions& o) {
     creds = grpc::SslServerCredentials(so);
   }
   int port = 0;
+  // gRPC sets SO_REUSEPORT: a second worker on a port in use started and took a random share of the
+  // connections (a stale worker, or one serving another file, answered some clients and not others).
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(o.listen, creds, &port);
   b.RegisterService(&service);
   b.SetMaxReceiveMessageSize(1 << 20);  // requests are small: samples and options

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <stdexcept>
+#include <filesystem>
 #include <thread>
 
 #include "reader/dataset.h"
@@ -284,6 +287,60 @@ TEST(Readahead, ColdEpochReadsFromStorageOnlyWhatTheReadaheadAskedFor) {
       EXPECT_LE(double(read), 1.25 * file / world) << "rank " << rank << " of " << world << ", epoch " << epoch;
     }
   }
+}
+
+// Descriptors open in this process.
+int OpenDescriptors() {
+  const std::filesystem::directory_iterator fds("/proc/self/fd");
+  return int(std::distance(begin(fds), end(fds)));
+}
+
+TEST(Readahead, ThreadsThatCannotStartAreAnErrorNotAnAbortOrHang) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space: no address-space limit applies";
+#else
+  // A loader whose threads could not all start (an address-space or process limit) aborted the process
+  // ("terminate called without an active exception") or hung destroying a condition variable its
+  // started threads waited on; a readahead thread that could not start left its descriptor open.
+  // 0: the error named the threads, with no descriptor left behind.
+  const std::string file = RawFile();  // built here, not in the limited child
+  auto attempt = [&](uint64_t headroom, int threads, const char* expect) {
+    return RunForked(30, [&] {
+      LoaderOptions o = LoaderOptions::CifarTrain();
+      o.order = Order::kQuasiRandom;
+      o.global_batch_size = 32;
+      o.cache_budget = 2 * 65536;
+      o.threads = threads;
+      Dataset warm(file);  // the file's first open (and its allocations) before counting descriptors
+      const int fds = OpenDescriptors();
+      // Thread stacks glibc kept from earlier threads need no address space: parked threads hold them
+      // (and a few new ones) so that the loader's threads need new stacks.
+      std::promise<void> go;
+      std::shared_future<void> gone = go.get_future().share();
+      std::vector<std::thread> parked;
+      for (int i = 0; i < 16; ++i) parked.emplace_back([gone] { gone.wait(); });
+      int rc = 0;
+      try {
+        if (!LimitAddressSpace(headroom)) throw std::runtime_error("no limit");
+        Loader l(file, o);
+        rc = 3;  // every thread started: the limit was too loose to show anything
+      } catch (const Error& e) {
+        const bool named = std::string(e.what()).find(expect) != std::string::npos;
+        if (!named) std::fprintf(stderr, "said: %s\n", e.what());
+        rc = named ? 0 : 4;
+      } catch (...) {
+        rc = 5;
+      }
+      if (rc == 0 && OpenDescriptors() != fds) rc = 6;
+      go.set_value();
+      for (auto& t : parked) t.join();
+      return rc;
+    });
+  };
+  const char* codes = "-1: hung; 3: all threads started; 4: another error; 5: not a dsc::Error; 6: a descriptor left open; 128+: a signal";
+  EXPECT_EQ(attempt(48 << 20, 64, "cannot start the loader's 64 threads"), 0) << codes;
+  EXPECT_EQ(attempt(4 << 20, 1, "cannot start the readahead thread"), 0) << codes;  // room for the loader's mapping, not a stack
+#endif
 }
 
 }  // namespace

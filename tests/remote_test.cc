@@ -552,6 +552,52 @@ TEST(Remote, CallsFromAllClientsTogetherAreBounded) {
   EXPECT_NE(out.find("--max-memory-mb must be 1 to"), std::string::npos) << out;
 }
 
+// A second worker on a port in use started (gRPC sets SO_REUSEPORT) and took a random share of the
+// connections; a worker address gRPC cannot mean exactly (a port past 65535, text after it) was
+// taken modulo 2^16 or cut short.
+TEST(Remote, APortInUseAndAddressesThatAreNotHostPortAreRefused) {
+  Worker w({Built().cifar, "--threads", "1"});
+  std::string out;
+  EXPECT_EQ(RunShell("timeout 20 " + std::string(DSC_BINARY) + " serve " + Built().other + " --threads 1 --listen " + w.address() + " 2>&1", &out), 1)
+      << "124: it listened too" << out;
+  EXPECT_NE(out.find("cannot listen on " + w.address()), std::string::npos) << out;
+  const std::string port = w.address().substr(w.address().rfind(':') + 1);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"127.0.0.1:" + std::to_string(std::stoul(port) + 65536), "the port must be 1 to 65535"},
+      {w.address() + "x", "the port must be 1 to 65535"},
+      {"127.0.0.1:0", "the port must be 1 to 65535"},
+      {"127.0.0.1", "needs HOST:PORT"},
+      {":" + port, "needs a host"},
+      {"::1:" + port, "an IPv6 worker goes in brackets"},
+      {"[::1]" + port, "an IPv6 worker is [ADDRESS]:PORT"},
+  };
+  for (const auto& [address, why] : bad) {
+    EXPECT_EQ(RunDsc("bench " + Built().cifar + " --epochs 1 --batch-size 32 --local-threads 0 --remote " + address, &out), 2) << address;
+    EXPECT_NE(out.find("remote = " + address + ": " + why), std::string::npos) << out;
+  }
+  LoaderOptions o = Remote({&w}, 0);
+  o.remote.addresses.push_back("");
+  EXPECT_THROW(Loader(Built().cifar, o), OptionError);
+  for (const std::string& allowed : {"[::1]:" + port, "dns:///localhost:" + port, "localhost:" + port})
+    EXPECT_NO_THROW(o.remote.connect(allowed, o.remote, RemoteContext{})) << allowed;
+}
+
+TEST(Remote, DecodeThreadsThatCannotStartAreAnError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space: no address-space limit applies";
+#else
+  // 200 threads' 8 MiB stacks past a 600 MiB address space: the pool's constructor left the threads it
+  // had started running while their pool was destroyed.
+  std::string out;
+  EXPECT_EQ(RunShell("ulimit -v 614400; " + std::string(DSC_BINARY) + " serve " + Built().cifar +
+                         " --threads 200 --listen 127.0.0.1:0 2>&1",
+                     &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("cannot start 200 decode threads"), std::string::npos) << out;
+#endif
+}
+
 // SIGTERM drains: calls in progress get up to 10 s (docs/remote.md), then are cancelled, and the worker
 // exits 0 soon after; a call that never finishes must not hold it longer.
 TEST(Remote, SigtermWithACallThatNeverEndsExitsAfterTheDrainTime) {

@@ -1,6 +1,7 @@
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <turbojpeg.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "format/layout.h"
 #include "tests/fuzz/fixup_checksums.h"
@@ -107,6 +109,31 @@ double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   for (size_t i = 0; i < a.size(); ++i) se += double(int(a[i]) - int(b[i])) * (int(a[i]) - int(b[i]));
   if (se == 0) return 99;
   return 10 * std::log10(255.0 * 255.0 / (se / double(a.size())));
+}
+
+bool LimitAddressSpace(uint64_t headroom) {
+  std::ifstream st("/proc/self/status");
+  std::string line;
+  uint64_t kib = 0;
+  while (std::getline(st, line))
+    if (line.rfind("VmSize:", 0) == 0) kib = std::stoull(line.substr(7));
+  const struct rlimit as = {rlim_t(kib * 1024 + headroom), rlim_t(kib * 1024 + headroom)};
+  return kib > 0 && ::setrlimit(RLIMIT_AS, &as) == 0;
+}
+
+int RunForked(int seconds, const std::function<int()>& body) {
+  std::fflush(nullptr);  // nothing buffered twice
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  int status = 0;
+  for (int i = 0; i < seconds * 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int RunShell(const std::string& cmd, std::string* output) {

@@ -1,6 +1,7 @@
 // Shared test helpers: scratch folders, the real CIFAR-10 in the build tree, a reference decoder.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,13 @@ void ForgeChannels(const std::string& from, const std::string& to, uint64_t i, u
 // Runs a shell command line; returns its exit code (128 + the signal when killed) and captures its
 // stdout (add " 2>&1" for stderr too).
 int RunShell(const std::string& cmd, std::string* output = nullptr);
+
+// Runs `body` in a forked child; returns its exit code (body's result), 128 + the signal when one
+// killed it, or -1 when it had not ended after `seconds` (it is then killed).
+int RunForked(int seconds, const std::function<int()>& body);
+// Lets this process's address space grow `headroom` bytes past its present size (room for a few
+// thread stacks, say); for a forked child. Not under sanitizers: their runtimes reserve terabytes.
+bool LimitAddressSpace(uint64_t headroom);
 
 // Runs the dsc program with arguments; returns the exit code and captures stdout+stderr.
 int RunDsc(const std::string& args, std::string* output = nullptr);
