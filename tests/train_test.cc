@@ -1,6 +1,7 @@
 // dsc train on real CIFAR-10: a short CPU run learns, and a resumed run equals an uninterrupted one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
@@ -106,7 +107,7 @@ TEST(Train, ASlowLoaderIsInputBoundAndMoreThreadsAreAdvised) {
   }
   // A trace that cannot be written is an error before any training, not after it.
   EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --trace " + dir + "/missing/t.json", &out), 1) << out;
-  EXPECT_NE(out.find(dir + "/missing/t.json: cannot write here"), std::string::npos) << out;
+  EXPECT_NE(out.find("--trace " + dir + "/missing/t.json: its folder " + dir + "/missing does not exist"), std::string::npos) << out;
   EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
 }
 
@@ -156,9 +157,9 @@ TEST(Train, ResumeTakesTheSubsetBatchAndSeedFromTheCheckpoint) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir + "/ckpt"), fs::directory_iterator()), 4)
       << "model, optimiser, state and loader state, nothing else";
 
-  // A flag that contradicts the checkpoint is an error naming both values, before any training.
+  // A flag that contradicts the checkpoint is a usage error naming both values, before any training.
   for (const std::string bad : {" --seed 4", " --batch-size 32", " --limit 256"}) {
-    EXPECT_EQ(RunDsc(base + bad + " --max-steps 6 --resume " + dir + "/ckpt", &out), 1) << bad << ": " << out;
+    EXPECT_EQ(RunDsc(base + bad + " --max-steps 6 --resume " + dir + "/ckpt", &out), 2) << bad << ": " << out;
     EXPECT_NE(out.find("contradicts the checkpoint"), std::string::npos) << bad << ": " << out;
     EXPECT_EQ(out.find("epoch 1:"), std::string::npos) << bad << ": " << out;
   }
@@ -241,6 +242,98 @@ TEST(Train, StoppedAtAnEpochsEndResumesAtTheNextEpoch) {
   EXPECT_NE(out.find("nothing to train"), std::string::npos) << out;
   const auto st = ReadFile(dir + "/ck/state.txt");
   EXPECT_NE(std::string(st.begin(), st.end()).find("step 4\n"), std::string::npos) << "the checkpoint is unchanged";
+}
+
+// The test file must be the train file's task: another class list or image size is refused before
+// training, naming both files (a 12-class train file used to die in libtorch, "Target 11 is out of
+// bounds", after loading everything); a train file of 12 classes trains a 12-way model, and its
+// model.pt does not resume a 10-class run (libtorch took the stored shape and failed in the optimiser).
+TEST(Train, ATestFileOfAnotherTaskIsRefusedAndAnyClassCountTrains) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  std::string out;
+  ASSERT_EQ(RunDsc("generate " + dir + "/g12 --classes 12 --train 8 --test 3 --seed 1", &out), 0) << out;
+  ASSERT_EQ(RunDsc("generate " + dir + "/g48 --classes 10 --train 1 --test 3 --size 48 --seed 2", &out), 0) << out;
+  for (const char* split : {"g12/train", "g12/test", "g48/test"}) {
+    std::string name = split;
+    std::replace(name.begin(), name.end(), '/', '-');
+    ASSERT_EQ(RunDsc("build " + dir + "/" + split + " " + dir + "/" + name + ".beton", &out), 0) << out;
+  }
+  const std::string small = " --epochs 1 --batch-size 32 --limit 64 --test-limit 30 --torch-threads 1";
+  EXPECT_EQ(RunDsc("train " + f.train + " --test " + dir + "/g12-test.beton" + small, &out), 1) << out;
+  EXPECT_NE(out.find("--test " + dir + "/g12-test.beton names its classes class_000"), std::string::npos) << out;
+  EXPECT_NE(out.find(f.train + " names airplane, automobile"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("train " + f.train + " --test " + dir + "/g48-test.beton" + small, &out), 1) << out;
+  EXPECT_NE(out.find("g48-test.beton holds 48x48 images, " + f.train + " 32x32"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("train " + dir + "/g12-train.beton --test " + dir + "/g12-test.beton" + small + " --checkpoint " + dir + "/ck12", &out), 0)
+      << out;
+  EXPECT_NE(out.find("training ResNet-9 (12 classes)"), std::string::npos) << out;
+  EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("train " + f.train + " --test " + f.test + small + " --max-steps 1 --checkpoint " + dir + "/ck", &out), 0) << out;
+  fs::copy_file(dir + "/ck12/model.pt", dir + "/ck/model.pt", fs::copy_options::overwrite_existing);
+  EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + small + " --resume " + dir + "/ck", &out), 1) << out;
+  EXPECT_NE(out.find(dir + "/ck/model.pt: does not fit a ResNet-9 of 10 classes (its fc.weight has another shape)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("Exception raised"), std::string::npos) << "no libtorch trace: " << out;
+}
+
+// What the run writes at its end is checked at its start: a --json, --trace or --checkpoint under a
+// file, or in a missing folder, failed only after the whole run (the checkpoint after its first
+// epoch); an output naming an input would have overwritten it. Flags out of range are usage errors
+// (exit 2) before any work: an --epochs the checkpoint reader refuses, a learning rate of 0 or below
+// (libtorch's trace), negative thread counts (quietly automatic), --loader-threads auto: (quietly all
+// cores), remote flags without --remote, --trace-steps without --trace; a resume's contradicting --lr
+// is a usage error printed as given ("0.4", not 0.40000000000000002).
+TEST(Train, OutputsAndFlagsAreCheckedBeforeTraining) {
+  Files f = Build();
+  auto dir = ScratchDir();
+  const std::string common = "train " + f.train + " --test " + f.test + " --epochs 1 --batch-size 32 --limit 64 --test-limit 30 --torch-threads 1";
+  WriteFile(dir + "/afile", "x", 1);
+  std::string out;
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {" --json " + dir + "/afile/r.json", "--json " + dir + "/afile/r.json: " + dir + "/afile is not a folder"},
+      {" --json " + dir + "/none/r.json", "--json " + dir + "/none/r.json: its folder " + dir + "/none does not exist"},
+      {" --json " + dir, "--json " + dir + ": is a directory"},
+      {" --trace " + dir + "/afile/t.json", "--trace " + dir + "/afile/t.json: " + dir + "/afile is not a folder"},
+      {" --checkpoint " + dir + "/afile/ck", "--checkpoint " + dir + "/afile/ck: " + dir + "/afile is not a folder"},
+      {" --checkpoint " + dir + "/afile/deeper/ck", "--checkpoint " + dir + "/afile/deeper/ck: " + dir + "/afile is not a folder"},
+      {" --steps-out " + dir + "/afile/s", "--steps-out " + dir + "/afile/s: " + dir + "/afile is not a folder"},
+  };
+  for (const auto& [flag, message] : outputs) {
+    EXPECT_EQ(RunDsc(common + flag, &out), 1) << flag << ": " << out;
+    EXPECT_NE(out.find(message), std::string::npos) << flag << ": " << out;
+    EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << flag << ": refused before training: " << out;
+  }
+  const auto before = ReadFile(f.test);
+  EXPECT_EQ(RunDsc(common + " --json " + f.test, &out), 2) << out;
+  EXPECT_NE(out.find("--json " + f.test + " is the input " + f.test + "; it would be overwritten"), std::string::npos) << out;
+  EXPECT_TRUE(ReadFile(f.test) == before) << "the input is unchanged";
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {" --epochs 1000001", "--epochs must be 1 to 1000000"},
+      {" --lr=-1", "--lr -1: expected a learning rate above 0"},
+      {" --lr 0", "--lr 0: expected a learning rate above 0"},
+      {" --torch-threads=-3", "--torch-threads -3: expected 0 (automatic) to 4096"},
+      {" --local-threads=-7 --remote 127.0.0.1:1", "--local-threads -7: expected 0 or more"},
+      {" --local-threads 2", "--local-threads and --wire-compression need --remote"},
+      {" --wire-compression", "--local-threads and --wire-compression need --remote"},
+      {" --loader-threads auto:", "--loader-threads auto:: expected N, auto or auto:N"},
+      {" --trace-steps 1:3", "--trace-steps needs --trace FILE"},
+  };
+  for (const auto& [flag, message] : flags) {
+    EXPECT_EQ(RunDsc(common + flag, &out), 2) << flag << ": " << out;
+    EXPECT_NE(out.find(message), std::string::npos) << flag << ": " << out;
+    EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << flag << ": " << out;
+  }
+  ASSERT_EQ(RunDsc(common + " --max-steps 1 --checkpoint " + dir + "/new/ck --json " + dir + "/r.json", &out), 0) << out;
+  EXPECT_EQ(RunDsc(common + " --resume " + dir + "/new/ck --lr 0.4", &out), 2) << out;
+  EXPECT_NE(out.find("--lr 0.4 contradicts the checkpoint's 0.5"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc(common + " --resume " + dir + "/new/ck --lr 0.5", &out), 0) << out;
+  EXPECT_EQ(RunDsc(common + " --precision fp16 --limit 100000 --max-steps 1", &out), 0) << out;
+  EXPECT_NE(out.find("notice: --precision fp16 applies to CUDA training; the CPU trains in float32"), std::string::npos) << out;
+  EXPECT_NE(out.find("notice: --limit 100000 is more than " + f.train + "'s 50000 samples: training on all of them"), std::string::npos)
+      << out;
 }
 
 }  // namespace

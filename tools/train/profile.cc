@@ -127,11 +127,32 @@ RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images
   return p;
 }
 
-void CheckWritable(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+void CheckWritable(const std::string& path, const std::string& flag, bool parents_made) {
+  namespace fs = std::filesystem;
+  const std::string who = flag + " " + path + ": ";
+  if (path.empty()) throw Error(flag + ": an empty path");
+  const fs::path p = fs::absolute(path).lexically_normal();
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (st.type() == fs::file_type::directory) throw Error(who + "is a directory, not a file to write");
+  if (fs::exists(st)) {
+    if (::access(p.c_str(), W_OK) != 0) {
+      const int e = errno;
+      throw Error(who + "cannot be written: " + std::strerror(e));
+    }
+    return;
+  }
+  // The folder it goes in: it must exist (or, when the run makes it, its nearest existing ancestor),
+  // be a folder, and be writable. Checked before the run, not found out after hours of it.
+  fs::path dir = p.parent_path();
+  if (parents_made)
+    while (!fs::exists(fs::symlink_status(dir, ec)) && dir.has_parent_path() && dir != dir.parent_path()) dir = dir.parent_path();
+  const fs::file_status ds = fs::status(dir, ec);
+  if (!fs::exists(ds)) throw Error(who + "its folder " + dir.string() + " does not exist");
+  if (ds.type() != fs::file_type::directory) throw Error(who + dir.string() + " is not a folder");
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int e = errno;
-    throw Error(path + ": cannot write here (" + dir.string() + ": " + std::strerror(e) + ")");
+    throw Error(who + "cannot write in " + dir.string() + ": " + std::strerror(e));
   }
 }
 

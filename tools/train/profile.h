@@ -84,8 +84,10 @@ double MeanStoredPixels(const Dataset& ds, const std::vector<uint32_t>& subset);
 // What Diagnose() weighs for the epoch just profiled: its phases, the loader's stage times since its
 // last reset_stats(), the process's CPU time and cores, and the stored against the output pixels.
 RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images, double stored_pixels);
-// Throws dsc::Error when `path` cannot be created (its folder is missing or not writable).
-void CheckWritable(const std::string& path);
+// Throws dsc::Error, naming `flag` and `path`, when the run could not write `path` at its end: it is a
+// folder or a read-only file, or its folder is missing (with `parents_made`: the nearest existing
+// ancestor, the run creating the rest), not a folder, or not writable.
+void CheckWritable(const std::string& path, const std::string& flag, bool parents_made = false);
 
 // "data wait 0.2%, copy 0.0%, forward 30.1%, ..." (shares of step time) and the --json fields
 // `"phases": {...}, "evaluation_seconds": x, "bottleneck": ..., "advice": ...` (leading comma included).

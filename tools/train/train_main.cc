@@ -135,6 +135,17 @@ struct Checkpoint {
 
 constexpr const char* kCheckpointMagic = "dsc-train-checkpoint";
 constexpr int kCheckpointVersion = 3;
+constexpr int kMaxEpochs = 1000000;  // --epochs' range, and what a checkpoint's state may hold
+
+// The shortest decimal that reads back as v ("0.4", not 0.40000000000000002).
+std::string Shortest(double v) {
+  char text[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
+  return text;
+}
 
 void WriteState(const fs::path& path, const Checkpoint& k) {
   std::ofstream st(path);
@@ -178,7 +189,7 @@ Checkpoint ReadState(const fs::path& path) {
   field("lr", k.lr);
   field("train_samples", k.train_samples);
   field("subset", n);
-  if (k.batch == 0 || k.epochs == 0 || k.epochs > 1000000 || n > k.train_samples)
+  if (k.batch == 0 || k.epochs == 0 || k.epochs > uint64_t(kMaxEpochs) || n > k.train_samples)
     throw Error(path.string() + ": inconsistent state (batch size, epochs or subset size)");
   // Grown entry by entry: a corrupt count cannot make a huge allocation ahead of the data.
   for (uint64_t j = 0; j < n; ++j) {
@@ -245,7 +256,10 @@ void CheckCheckpointTarget(const std::string& path) {
   const fs::path p = fs::absolute(path).lexically_normal();
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(p, ec);
-  if (ec || st.type() == fs::file_type::not_found) return;
+  if (ec || st.type() == fs::file_type::not_found) {
+    CheckWritable(path, "--checkpoint", /*parents_made=*/true);  // its folder can be made and written
+    return;
+  }
   const std::string refuse = path + ": exists and is not a dsc train checkpoint, so --checkpoint will not replace it";
   if (st.type() != fs::file_type::directory) throw Error(refuse + " (not a directory)");
   static const std::set<std::string> ours{"model.pt", "optimizer.pt", "state.txt", "loader.state"};
@@ -298,20 +312,14 @@ Checkpoint LoadCheckpointState(Config* c) {
   Checkpoint k = ReadState(dir / "state.txt");
   auto check = [&](const char* flag, const std::string& given, const std::string& stored) {
     if (c->given.count(flag) && given != stored)
-      throw Error(std::string("--") + flag + " " + given + " contradicts the checkpoint's " + stored + " (" + c->resume +
+      throw OptionError(std::string("--") + flag + " " + given + " contradicts the checkpoint's " + stored + " (" + c->resume +
                   "); resume takes it from the checkpoint, so leave the flag out");
-  };
-  auto str = [](double v) {
-    std::ostringstream o;
-    o.precision(17);
-    o << v;
-    return o.str();
   };
   check("limit", std::to_string(c->limit), std::to_string(k.limit));
   check("batch-size", std::to_string(c->batch), std::to_string(k.batch));
   check("seed", std::to_string(c->seed), std::to_string(k.seed));
   check("epochs", std::to_string(c->epochs), std::to_string(k.epochs));
-  check("lr", str(c->lr), str(k.lr));
+  check("lr", c->lr == k.lr ? Shortest(k.lr) : Shortest(c->lr), Shortest(k.lr));
   c->limit = k.limit;
   c->batch = k.batch;
   c->seed = k.seed;
@@ -351,6 +359,49 @@ bool UseCuda(const Config& c, int device) {
   return true;
 }
 
+// A label field's classes: their names when the file has them, else how many its labels span.
+struct Classes {
+  std::vector<std::string> names;
+  int64_t count = 0;
+};
+
+Classes LabelClasses(const Dataset& d) {
+  if (d.meta().label_field_count() == 0) throw Error(d.path() + ": has no labels; dsc train needs a class label per image");
+  Classes k;
+  k.names = d.meta().fields[1].classes;
+  int64_t top = -1;
+  for (uint64_t i = 0; i < d.size(); ++i) {
+    const int32_t l = d.label(i);
+    if (l < 0) throw Error(d.path() + ": sample " + std::to_string(i) + " has label " + std::to_string(l) + "; class labels are 0 or more");
+    top = std::max<int64_t>(top, l);
+  }
+  k.count = std::max<int64_t>(int64_t(k.names.size()), top + 1);
+  return k;
+}
+
+std::string Listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 12; ++i) s += (i ? ", " : "") + names[i];
+  return names.size() > 12 ? s + ", ..." : s;
+}
+
+// The test file must be the train file's task: the same image size, and labels that mean the same
+// classes. Returns the class count the model is built for (the train file's).
+int64_t CheckCompatible(const Loader& train, const Loader& test) {
+  const std::string tr = train.dataset().path(), te = test.dataset().path();
+  if (train.width() != test.width() || train.height() != test.height())
+    throw Error("--test " + te + " holds " + std::to_string(test.width()) + "x" + std::to_string(test.height()) + " images, " + tr +
+                " " + std::to_string(train.width()) + "x" + std::to_string(train.height()) + ": not the same task");
+  const Classes a = LabelClasses(train.dataset()), b = LabelClasses(test.dataset());
+  if (!a.names.empty() && !b.names.empty() && a.names != b.names)
+    throw Error("--test " + te + " names its classes " + Listed(b.names) + "; " + tr + " names " + Listed(a.names) +
+                ": the same label would mean different classes");
+  if (b.count > a.count)
+    throw Error("--test " + te + " has labels of " + std::to_string(b.count) + " classes, " + tr + " only " + std::to_string(a.count));
+  if (a.count < 2) throw Error(tr + ": its labels span " + std::to_string(a.count) + " class; training needs at least 2");
+  return a.count;
+}
+
 int Run(Config c) {
   // On CUDA (run on an H100: bench/RESULTS.md): the loader decodes to pinned uint8 batches,
   // dsc's kernel does flip/translate/cutout/normalise into channels_last on the GPU while the previous
@@ -365,6 +416,18 @@ int Run(Config c) {
   if (!c.trace.empty() && dist.world_size() > 1) c.trace += ".rank" + std::to_string(dist.rank());
   if (!c.steps_out.empty() && dist.world_size() > 1) c.steps_out += ".rank" + std::to_string(dist.rank());  // this rank's batches
   if (!c.checkpoint.empty()) CheckCheckpointTarget(c.checkpoint);  // before any training, not after an epoch of it
+  // Every file the run writes is checked now, not found unwritable after hours of training.
+  auto output = [&](const std::string& path, const char* flag) {
+    CheckWritable(path, flag);
+    std::error_code ec;
+    for (const std::string& input : {c.train, c.test})
+      if (fs::equivalent(path, input, ec)) throw OptionError(std::string(flag) + " " + path + " is the input " + input + "; it would be overwritten");
+  };
+  if (!c.json.empty() && dist.lead()) output(c.json, "--json");
+  if (!c.trace.empty()) output(c.trace, "--trace");
+  if (!c.steps_out.empty()) output(c.steps_out, "--steps-out");
+  if (!c.save_init.empty() && dist.lead()) output(c.save_init, "--save-init");
+  if (!c.step_log.empty()) output(c.step_log + ".rank" + std::to_string(dist.rank()), "--step-log");
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
   const int cuda_device = c.device == "cuda" ? PickCudaDevice(env) : 0;
@@ -372,6 +435,8 @@ int Run(Config c) {
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)) : torch::Device(torch::kCPU);
   const Precision precision = cuda ? ChoosePrecision(c.precision, gpu::ComputeCapability(cuda_device)) : Precision::kFloat32;
   if (cuda) std::printf("cuda: %s; %s\n", gpu::Describe(cuda_device).c_str(), PrecisionName(precision));
+  if (!cuda && c.precision != "auto")
+    std::printf("notice: --precision %s applies to CUDA training; the CPU trains in float32\n", c.precision.c_str());
   std::unique_ptr<LossScaler> scaler;
   if (precision == Precision::kFloat16) scaler = std::make_unique<LossScaler>();
   LoaderOptions to = LoaderOptions::CifarTrain();
@@ -406,20 +471,24 @@ int Run(Config c) {
     if (!c.resume.empty() && resume.train_samples != train_samples)
       throw Error(c.resume + ": the checkpoint trained on " + std::to_string(resume.train_samples) + " samples; " + c.train +
                   " has " + std::to_string(train_samples));
+    if (c.limit > train_samples)
+      std::printf("notice: --limit %llu is more than %s's %llu samples: training on all of them\n", (unsigned long long)c.limit,
+                  c.train.c_str(), (unsigned long long)train_samples);
     to.subset = c.resume.empty() ? RandomSubset(train_samples, c.limit, c.seed) : resume.subset;
   }
   {
     Dataset probe(c.test);
+    if (c.test_limit > probe.size())
+      std::printf("notice: --test-limit %llu is more than %s's %llu samples: evaluating on all of them\n",
+                  (unsigned long long)c.test_limit, c.test.c_str(), (unsigned long long)probe.size());
     eo.subset = RandomSubset(probe.size(), c.test_limit, c.seed + 1);
     std::sort(eo.subset.begin(), eo.subset.end());
   }
   to.collect_stats = true;  // the verdict weighs the loader's stage times
   Tracer tracer;             // outlives the loaders that record into it
-  if (!c.trace.empty()) {
-    CheckWritable(c.trace);  // before the run, not after it
-    to.tracer = &tracer;
-  }
+  if (!c.trace.empty()) to.tracer = &tracer;
   Loader train(c.train, to), test(c.test, eo);
+  const int64_t classes = CheckCompatible(train, test);
   std::unique_ptr<gpu::Augmenter> augmenter;
   if (cuda) {
     gpu::AugmenterOptions ao;
@@ -439,7 +508,7 @@ int Run(Config c) {
                                                    : std::max(1, kernels::UsableCores() / env.local_world_size);
   torch::set_num_threads(torch_threads);
   torch::manual_seed(c.seed);
-  ResNet9 model(10);
+  ResNet9 model(classes);
   model->to(device, torch::kFloat);
   if (!c.save_init.empty() && dist.lead()) SaveWeights(model, c.save_init);  // the same weights on every rank
   StepLog batch_log(c.steps_out);
@@ -448,8 +517,23 @@ int Run(Config c) {
   uint64_t step = 0, start_epoch = 0, start_batch = 0;
   if (!c.resume.empty()) {
     const fs::path dir = c.resume;
-    torch::load(model, (dir / "model.pt").string());
-    torch::load(opt, (dir / "optimizer.pt").string());
+    // A model.pt of another run (another class count, or not ours) is named, not a libtorch trace.
+    // torch::load takes a stored tensor of another shape as it is, so the shapes are compared too.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& p : model->named_parameters()) shapes.push_back(p.value().sizes().vec());
+    for (const char* f : {"model.pt", "optimizer.pt"}) {
+      const std::string misfit = (dir / f).string() + ": does not fit a ResNet-9 of " + std::to_string(classes) + " classes";
+      try {
+        if (f[0] == 'm') torch::load(model, (dir / f).string());
+        else torch::load(opt, (dir / f).string());
+      } catch (const c10::Error& e) {
+        const std::string what = e.what_without_backtrace();
+        throw Error(misfit + " (" + what.substr(0, what.find('\n')) + ")");
+      }
+      size_t i = 0;
+      for (const auto& p : model->named_parameters())
+        if (p.value().sizes().vec() != shapes[i++]) throw Error(misfit + " (its " + p.key() + " has another shape)");
+    }
     const LoaderState& s = resume.loader;
     step = resume.step;
     train.restore(s);
@@ -459,8 +543,8 @@ int Run(Config c) {
     std::printf("resumed from %s at epoch %llu, batch %llu (step %llu)\n", c.resume.c_str(), (unsigned long long)s.epoch,
                 (unsigned long long)s.next_batch, (unsigned long long)step);
   }
-  std::printf("training ResNet-9 on %s (%llu samples/epoch), %d epochs, batch %u, %d loader + %d torch threads\n",
-              c.train.c_str(), (unsigned long long)(to.subset.empty() ? train.dataset().size() : to.subset.size()), c.epochs,
+  std::printf("training ResNet-9 (%lld classes) on %s (%llu samples/epoch), %d epochs, batch %u, %d loader + %d torch threads\n",
+              (long long)classes, c.train.c_str(), (unsigned long long)(to.subset.empty() ? train.dataset().size() : to.subset.size()), c.epochs,
               c.batch, train.threads(), torch_threads);
   std::vector<EpochLog> logs;
   std::vector<double> rank_rates;  // images/s of each rank, summed over the epochs (the JSON gives the mean, as for the total)
@@ -717,7 +801,7 @@ int main(int argc, char** argv) {
     c.seed = r["seed"].as<uint64_t>();
     const std::string lt = r["loader-threads"].as<std::string>();
     c.loader_autotune = lt.rfind("auto", 0) == 0;
-    if (c.loader_autotune && lt != "auto" && lt.rfind("auto:", 0) != 0)
+    if (c.loader_autotune && lt != "auto" && (lt.rfind("auto:", 0) != 0 || lt.size() == 5))
       throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
     const std::string n = c.loader_autotune ? (lt.size() > 5 ? lt.substr(5) : "0") : lt;
     size_t used = 0;
@@ -730,10 +814,14 @@ int main(int argc, char** argv) {
       throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
     if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = dsc::kernels::UsableCores();
     c.torch_threads = r["torch-threads"].as<int>();
+    if (c.torch_threads < 0 || c.torch_threads > 4096)
+      throw cxxopts::exceptions::exception("--torch-threads " + std::to_string(c.torch_threads) + ": expected 0 (automatic) to 4096");
     c.remote = r["remote"].as<std::string>();
     c.token_file = r["token-file"].as<std::string>();
     c.tls_root = r["tls-root"].as<std::string>();
     c.local_threads = r["local-threads"].as<int>();
+    if (r.count("local-threads") && c.local_threads < 0)
+      throw cxxopts::exceptions::exception("--local-threads " + std::to_string(c.local_threads) + ": expected 0 or more");
     c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
     if (c.device != "cpu" && c.device != "cuda")  // 'CUDA' or 'gpu' trained on the CPU without a word
@@ -751,6 +839,7 @@ int main(int argc, char** argv) {
     c.trace = r["trace"].as<std::string>();
     c.trace_steps = r["trace-steps"].as<std::string>();
     if (!c.trace_steps.empty()) dsc::train::ParseTraceWindow(c.trace_steps);  // a usage error, before any work
+    if (!c.trace_steps.empty() && c.trace.empty()) throw cxxopts::exceptions::exception("--trace-steps needs --trace FILE");
     c.nproc = r["nproc"].as<int>();
     c.dist_timeout = r["dist-timeout"].as<double>();
     c.step_log = r["step-log"].as<std::string>();
@@ -764,7 +853,11 @@ int main(int argc, char** argv) {
     c.steps_out = r["steps-out"].as<std::string>();
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
-    if (c.epochs < 1 || c.batch < 1) throw cxxopts::exceptions::exception("--epochs and --batch-size must be positive");
+    if (c.epochs < 1 || c.epochs > dsc::train::kMaxEpochs || c.batch < 1)
+      throw cxxopts::exceptions::exception("--epochs must be 1 to " + std::to_string(dsc::train::kMaxEpochs) +
+                                           " and --batch-size positive");
+    if (!std::isfinite(c.lr) || c.lr <= 0 || c.lr > 1e6)
+      throw cxxopts::exceptions::exception("--lr " + dsc::train::Shortest(c.lr) + ": expected a learning rate above 0 (and at most 1e6)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc train: %s\n\n%s", e.what(), opts.help().c_str());
     return 2;
