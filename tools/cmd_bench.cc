@@ -230,7 +230,7 @@ int CmdBench(int argc, char** argv) {
   bool json = false, cold = false, digest = false, spin = false, gpu_decoder = false;
   DType gpu_dtype = DType::kFloat32;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");

@@ -47,7 +47,7 @@ int CmdBuild(int argc, char** argv) {
   writer::BuildOptions o;
   std::string src, out;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) {
       std::fputs(opts.help().c_str(), stdout);

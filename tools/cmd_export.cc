@@ -137,7 +137,7 @@ int CmdExport(int argc, char** argv) {
   bool ppm = false;
   DecodeOptions decode;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file") || !r.count("out")) throw cxxopts::exceptions::exception("expected FILE and --out DIR");

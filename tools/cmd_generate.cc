@@ -37,7 +37,7 @@ int CmdGenerate(int argc, char** argv) {
   int classes, train, test, size, quality;
   uint64_t seed;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("out")) throw cxxopts::exceptions::exception("expected OUT");

@@ -75,7 +75,7 @@ int CmdInfo(int argc, char** argv) {
   std::string file;
   bool json = false;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");

@@ -44,7 +44,7 @@ int CmdServe(int argc, char** argv) {
   opts.parse_positional({"files"});
   remote::ServeOptions so;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) {
       std::fputs(opts.help().c_str(), stdout);

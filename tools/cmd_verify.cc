@@ -85,7 +85,7 @@ int CmdVerify(int argc, char** argv) {
   bool decode = false, twin = false;
   DecodeOptions options;
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = Parse(opts, argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
     if (!r.count("files")) throw cxxopts::exceptions::exception("expected FILE");
     files = r["files"].as<std::vector<std::string>>();

@@ -29,4 +29,27 @@ inline void RejectUnmatched(const cxxopts::ParseResult& r) {
   if (!r.unmatched().empty()) throw cxxopts::exceptions::exception("unexpected argument '" + r.unmatched()[0] + "'");
 }
 
+// opts.parse(), with a value that does not parse named by its option: cxxopts says only "Argument
+// 'x' failed to parse", which leaves the user to guess which flag of a long command line it was.
+inline cxxopts::ParseResult Parse(cxxopts::Options& opts, int argc, char** argv) {
+  try {
+    return opts.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    const std::string what = e.what();
+    const std::string open = "\u2018", close = "\u2019";  // cxxopts quotes the value thus
+    const size_t a = what.find(open), b = what.rfind(close);
+    if (a == std::string::npos || b == std::string::npos || b < a + open.size()) throw;
+    const std::string value = what.substr(a + open.size(), b - a - open.size());
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      std::string flag;
+      if (arg == value && i > 1 && argv[i - 1][0] == '-') flag = argv[i - 1];
+      const size_t eq = arg.find('=');
+      if (arg[0] == '-' && eq != std::string::npos && arg.substr(eq + 1) == value) flag = arg.substr(0, eq);
+      if (!flag.empty()) throw cxxopts::exceptions::exception(flag + " " + value + ": not a value " + flag + " takes");
+    }
+    throw;
+  }
+}
+
 }  // namespace dsc::tools

@@ -785,7 +785,7 @@ int main(int argc, char** argv) {
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
   try {
-    auto r = opts.parse(argc, argv);
+    auto r = dsc::tools::Parse(opts, argc, argv);
     if (r.count("help")) {
       std::fputs(opts.help().c_str(), stdout);
       return 0;
