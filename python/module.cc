@@ -15,8 +15,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -53,6 +55,15 @@ bool Inherited(uint64_t generation) { return generation != g_fork_generation.loa
 PyObject* g_error = nullptr;         // dsc.Error(RuntimeError)
 PyObject* g_option_error = nullptr;  // dsc.OptionError(dsc.Error, ValueError)
 
+// Raises `type` with the message, bytes that are not UTF-8 (a file name's) shown as U+FFFD: with
+// PyErr_SetString such a message failed to decode and the user saw dsc.Error('').
+void SetError(PyObject* type, const char* what) {
+  PyObject* text = PyUnicode_DecodeUTF8(what, Py_ssize_t(std::strlen(what)), "replace");
+  if (!text) return;  // the decode's own error (memory) is set
+  PyErr_SetObject(type, text);
+  Py_DECREF(text);
+}
+
 // Thrown by the wait hook when a signal handler raised (the Python error is already set).
 struct SignalRaised {};
 
@@ -68,12 +79,20 @@ std::string TypeName(py::handle h) { return py::str(py::type::handle_of(h).attr(
   throw py::value_error("option " + name + " " + why);
 }
 
-bool IsInt(py::handle h) { return PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()); }
+// An int, or what says it is one (numpy's integers, through __index__); not a bool, float or str.
+bool IsInt(py::handle h) {
+  return !PyBool_Check(h.ptr()) && !PyFloat_Check(h.ptr()) && (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()));
+}
 
 template <typename T>
 T AsInt(const std::string& name, py::handle h, long long lo, unsigned long long hi) {
   if (!IsInt(h)) BadType(name, h, "an int");
-  const py::int_ v = py::reinterpret_borrow<py::int_>(h);
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (!index) {
+    PyErr_Clear();
+    BadType(name, h, "an int");
+  }
+  const py::int_ v = py::reinterpret_steal<py::int_>(index);
   if (py::int_(lo) > v || v > py::int_(hi))
     BadValue(name, "= " + std::string(py::str(h)) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return lo < 0 ? T(v.cast<long long>()) : T(v.cast<unsigned long long>());
@@ -84,9 +103,20 @@ bool AsBool(const std::string& name, py::handle h) {
   return h.cast<bool>();
 }
 
+// A real number (int, float, numpy's scalars) that a float holds: 2**1100 is an error naming the
+// option, not pybind11's cast failure.
 float AsFloat(const std::string& name, py::handle h) {
-  if (!IsInt(h) && !PyFloat_Check(h.ptr())) BadType(name, h, "a number");
-  return h.cast<float>();
+  if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr())) BadType(name, h, "a number");
+  const double d = PyFloat_AsDouble(h.ptr());
+  if (d == -1.0 && PyErr_Occurred()) {
+    const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
+    PyErr_Clear();
+    if (overflow) BadValue(name, "= " + std::string(py::str(h)) + " is out of a float's range");
+    BadType(name, h, "a number");
+  }
+  if (std::isfinite(d) && std::fabs(d) > double(std::numeric_limits<float>::max()))
+    BadValue(name, "= " + std::string(py::str(h)) + " is out of a float's range");
+  return float(d);
 }
 
 std::string AsChoice(const std::string& name, py::handle h, const std::vector<std::string>& choices) {
@@ -206,9 +236,12 @@ const std::map<std::string, Setter>& LoaderSetters() {
          if (IsInt(h)) {
            o.augment.out_w = o.augment.out_h = AsInt<int>(n, h, 1, INT32_MAX);
          } else {
-           const auto v = AsFloats(n, h, 2);  // (height, width), as torchvision's size
-           o.augment.out_h = int(v[0]);
-           o.augment.out_w = int(v[1]);
+           // (height, width), as torchvision's size: whole pixels (15.9 was taken as 15)
+           if (!py::isinstance<py::sequence>(h) || PyUnicode_Check(h.ptr())) BadType(n, h, "an int or a sequence of 2 ints");
+           const py::sequence s = py::reinterpret_borrow<py::sequence>(h);
+           if (s.size() != 2) BadValue(n, "needs 2 ints (height, width), got " + std::to_string(s.size()));
+           o.augment.out_h = AsInt<int>(n + "[0]", s[0], 1, INT32_MAX);
+           o.augment.out_w = AsInt<int>(n + "[1]", s[1], 1, INT32_MAX);
          }
        }},
       {"out_w", [](O& o, auto& n, py::handle h) { o.augment.out_w = AsInt<int>(n, h, 0, INT32_MAX); }},
@@ -653,9 +686,9 @@ PYBIND11_MODULE(_dsc, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const dsc::OptionError& e) {
-      PyErr_SetString(g_option_error, e.what());
+      SetError(g_option_error, e.what());
     } catch (const dsc::Error& e) {
-      PyErr_SetString(g_error, e.what());
+      SetError(g_error, e.what());
     }
   });
 

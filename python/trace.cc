@@ -141,7 +141,13 @@ void BindTrace(py::module_& m) {
           "counter", [](PyTracer& t, const std::string& name, double value) { t.tracer().Count(t.CounterRow(name), value); },
           py::arg("name"), py::arg("value"), "The counter row `name` takes `value` from now on (when enabled).")
       .def(
-          "write", [](PyTracer& t, py::object path) { t.Write(py::str(py::module_::import("os").attr("fspath")(path))); },
+          "write",
+          [](PyTracer& t, py::object path) {
+            // As the OS names it (bytes and names that are not UTF-8 included); a NUL would cut it short.
+            const std::string p = py::module_::import("os").attr("fsencode")(path).cast<std::string>();
+            if (p.find('\0') != std::string::npos) throw py::value_error("path: embedded null byte");
+            t.Write(p);
+          },
           py::arg("path"),
           "Writes everything recorded so far as Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing); "
           "dsc.Error naming the path when it cannot be written. Recording may go on meanwhile.")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "format/error.h"
 #include "kernels/random.h"
@@ -156,13 +158,32 @@ EpochPlan PlanEpoch(const format::FileView& file, const OrderOptions& o, uint64_
 }
 
 std::vector<uint32_t> RandomSubset(uint64_t total, uint64_t n, uint64_t seed) {
+  if (total > (uint64_t(1) << 32))
+    throw OptionError("random subset of " + std::to_string(total) + " samples: sample indices are 32-bit (at most 2^32 samples)");
   if (n == 0 || n >= total) return {};
-  std::vector<uint32_t> all(total);
-  for (uint32_t i = 0; i < total; ++i) all[i] = i;
   kernels::Rng rng(seed, 0, 0, kernels::kStreamSubset);
-  for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
-  all.resize(n);
-  return all;
+  if (total <= (uint64_t(1) << 22) || n > total / 8) {
+    std::vector<uint32_t> all(total);
+    for (uint64_t i = 0; i < total; ++i) all[i] = uint32_t(i);
+    for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
+    all.resize(n);
+    return all;
+  }
+  // A few of very many: the same swaps on a sparse array (entries not yet swapped hold their own
+  // index), so memory follows n, not total, and the subset is the one the dense array gives.
+  std::unordered_map<uint64_t, uint32_t> moved;
+  auto at = [&](uint64_t i) {
+    auto it = moved.find(i);
+    return it == moved.end() ? uint32_t(i) : it->second;
+  };
+  std::vector<uint32_t> out(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t j = i + rng.Below(total - i);
+    const uint32_t vi = at(i), vj = at(j);
+    out[i] = vj;
+    moved[j] = vi;  // position i is never read again
+  }
+  return out;
 }
 
 }  // namespace dsc

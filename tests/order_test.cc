@@ -2,11 +2,13 @@
 // without drop_last; determinism in (seed, epoch); quasi-random locality.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "format/error.h"
+#include "kernels/random.h"
 #include "reader/dataset.h"
 #include "reader/order.h"
 #include "tests/test_util.h"
@@ -281,6 +283,26 @@ TEST_F(Orders, ExcludeLeavesOutExactlyTheMarkedSamples) {
   OrderOptions bad = Oo(Order::kRandom, 0, 0, 1, 8, false, 0);
   bad.exclude.assign(3, 0);
   EXPECT_THROW(PlanEpoch(ds_->view(), bad, 0), Error);
+}
+
+// RandomSubset of a few of very many samples keeps memory to the subset (it allocated `total`
+// entries first: random_subset(2**40, 2, 3) from Python was a bad_alloc, and past 2^32 its 32-bit
+// loop never ended) and picks what the plain Fisher-Yates picks: checked against one written here.
+TEST(RandomSubset, FewOfManyIsTheDenseShuffleInLittleMemory) {
+  const uint64_t total = uint64_t(1) << 23;  // past the dense path's limit, small enough to shuffle here
+  for (const uint64_t n : {uint64_t(1), uint64_t(1000), total / 8}) {
+    std::vector<uint32_t> all(total);
+    for (uint64_t i = 0; i < total; ++i) all[i] = uint32_t(i);
+    kernels::Rng rng(11, 0, 0, kernels::kStreamSubset);
+    for (uint64_t i = 0; i < n; ++i) std::swap(all[i], all[i + rng.Below(total - i)]);
+    all.resize(n);
+    EXPECT_TRUE(RandomSubset(total, n, 11) == all) << n << " of " << total;
+  }
+  const std::vector<uint32_t> big = RandomSubset(uint64_t(1) << 32, 5, 3);
+  ASSERT_EQ(big.size(), 5u);
+  EXPECT_EQ(std::set<uint32_t>(big.begin(), big.end()).size(), 5u) << "distinct";
+  EXPECT_GT(*std::max_element(big.begin(), big.end()), uint32_t(1) << 24) << "drawn from the whole range";
+  EXPECT_THROW(RandomSubset((uint64_t(1) << 32) + 1, 5, 3), OptionError);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ Batches are torch tensors when torch is importable (NumPy arrays otherwise) that
 batch memory without a copy; see Loader for their lifetime, distributed use and checkpoints.
 """
 import json as _json
+import operator as _operator
 import os as _os
 import sys as _sys
 import warnings as _warnings
@@ -18,6 +19,24 @@ import warnings as _warnings
 from . import _dsc
 from . import trace
 from .trace import Tracer
+
+
+def _path(p, what):
+    """`p` (str, bytes or os.PathLike) as the bytes the OS is given: a name that is not UTF-8 reaches
+    the library unchanged, and a NUL is refused (C++ would have cut the path short there, opening or
+    writing another file)."""
+    b = _os.fsencode(p)
+    if b"\0" in b:
+        raise ValueError(f"{what}: embedded null byte in {p!r}")
+    return b
+
+
+def _index(v, what):
+    """An int (or numpy integer), not a float or str quietly truncated by int()."""
+    try:
+        return _operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {type(v).__name__} ({v!r})") from None
 
 Error = _dsc.Error
 OptionError = _dsc.OptionError
@@ -49,12 +68,12 @@ def build(source, out, *, progress=None, **options):
     """
     if progress is None:
         progress = bool(getattr(_sys.stderr, "isatty", lambda: False)())
-    return _dsc.build(_os.fspath(source), _os.fspath(out), dict(options, progress=progress))
+    return _dsc.build(_path(source, "source"), _path(out, "out"), dict(options, progress=progress))
 
 
 def info(path):
     """A dict describing the dsc file at `path`: exactly the JSON object of `dsc info --json`."""
-    return _json.loads(_dsc.info_json(_os.fspath(path)))
+    return _json.loads(_dsc.info_json(_path(path, "path")))
 
 
 def _distributed(rank, world_size):
@@ -146,7 +165,7 @@ class Loader:
         self._path = _os.fspath(path)
         if tracer is not None and not isinstance(tracer, Tracer):
             raise TypeError(f"tracer must be a dsc.Tracer, got {type(tracer).__name__}")
-        self._core = _dsc.Loader(self._path, preset, dict(options, rank=rank, world_size=world_size), tracer)
+        self._core = _dsc.Loader(_path(path, "path"), preset, dict(options, rank=rank, world_size=world_size), tracer)
         self.copy = bool(copy)
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not (_torch is not None and _torch.cuda.is_available()):
@@ -196,9 +215,12 @@ class Loader:
 
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
-        core_range = self._core.start(int(epoch), int(first_batch))
+        epoch, first_batch = _index(epoch, "epoch"), _index(first_batch, "first_batch")
+        if epoch < 0 or first_batch < 0:
+            raise ValueError(f"epoch and first_batch must be 0 or more, got {epoch} and {first_batch}")
+        core_range = self._core.start(epoch, first_batch)
         self._range += 1
-        self._next_epoch = int(epoch) + 1
+        self._next_epoch = epoch + 1
         self._resume = False
         self._empty_rest = False
         self._open, self._last_index, self._range_len = True, None, self._core.range_size()

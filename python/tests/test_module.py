@@ -804,3 +804,54 @@ def test_a_loader_is_not_copied_or_pickled(small):
         with pytest.raises(TypeError, match="cannot be copied or pickled"):
             f(loader)
     assert sum(1 for _ in loader) == 10  # untouched
+
+
+def test_paths_and_numbers_reach_the_library_as_given(small, tmp_path):
+    """A NUL in a path was cut off in C++ (another file opened or written); a bytes path made Tracer
+    write a file named "b'...'"; a name that is not UTF-8 could not be passed as str and its errors
+    read dsc.Error(''); epoch(1.7) ran epoch 1 and out_size=(15.9, 15.9) made 15x15 images; numpy
+    integers were refused and 2**1100 got pybind11's anonymous cast error."""
+    path, _ = small
+    with pytest.raises(ValueError, match="embedded null byte"):
+        dsc.Loader(str(path) + "\0x")
+    with pytest.raises(ValueError, match="embedded null byte"):
+        dsc.build(path, str(tmp_path / "o.beton") + "\0.ignored")
+    assert not (tmp_path / "o.beton").exists()
+    t = dsc.Tracer()
+    with t.phase("x"):
+        pass
+    with pytest.raises(ValueError, match="embedded null byte"):
+        t.write(str(tmp_path / "t.json") + "\0z")
+    t.write(bytes(tmp_path / "t.json"))
+    assert json.load(open(tmp_path / "t.json"))["traceEvents"]
+    # A name that is not UTF-8, as os.listdir gives it (surrogate escapes).
+    odd = os.fsdecode(bytes(tmp_path) + b"/\xff.beton")
+    os.link(path, odd)
+    assert len(dsc.Loader(odd, batch_size=100)) == 10
+    with pytest.raises(dsc.Error, match="missing"):
+        dsc.Loader(bytes(tmp_path) + b"/\xf0missing.beton")
+    loader = dsc.Loader(path, batch_size=100)
+    for bad in (1.7, "3", None):
+        with pytest.raises(TypeError, match="epoch must be an int"):
+            loader.epoch(bad)
+    with pytest.raises(TypeError, match="first_batch must be an int"):
+        loader.epoch(0, first_batch=2.5)
+    with pytest.raises(ValueError, match="0 or more"):
+        loader.epoch(-1)
+    first = next(iter(loader.epoch(np.int64(1))))
+    again = next(iter(loader.epoch(1)))
+    assert torch.equal(first[0], again[0])
+    with pytest.raises(TypeError, match=r"out_size\[0\] must be an int"):
+        dsc.Loader(path, batch_size=4, crop="center", out_size=(15.9, 15.9))
+    images, _ = next(iter(dsc.Loader(path, batch_size=np.int32(4), crop="center", out_size=(np.int64(15), 16))))
+    assert tuple(images.shape) == (4, 3, 15, 16)
+    with pytest.raises(ValueError, match=r"option mean\[0\] = .* is out of a float's range"):
+        dsc.Loader(path, normalize=True, mean=(2 ** 1100, 0, 0))
+    with pytest.raises(ValueError, match="out of a float's range"):
+        dsc.Loader(path, normalize=True, mean=(1e300, 0, 0))
+    a = dsc.Loader(path, normalize=True, mean=(np.float32(120), 110, 100), batch_size=8)
+    b = dsc.Loader(path, normalize=True, mean=(120.0, 110, 100), batch_size=8)
+    assert torch.equal(next(iter(a))[0], next(iter(b))[0])
+    with pytest.raises(TypeError, match="must be a number"):
+        dsc.Loader(path, normalize=True, mean=("1", 0, 0))
+    assert dsc.random_subset(2 ** 32, 3, 1) == dsc.random_subset(2 ** 32, 3, 1)
