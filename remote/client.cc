@@ -45,10 +45,7 @@ void CheckAddress(const std::string& a) {
     if (a.find(':') != colon) Bad(a, "an IPv6 worker goes in brackets: [ADDRESS]:PORT");
     if (colon == 0) Bad(a, "needs a host before the port");
   }
-  const std::string port = a.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port) == 0 || std::stoul(port) > 65535)
-    Bad(a, "the port must be 1 to 65535");
+  if (!IsPort(a.substr(colon + 1), /*allow_zero=*/false)) Bad(a, "the port must be 1 to 65535");
 }
 
 constexpr const char* kProcessMethod = "/dsc.remote.Worker/Process";

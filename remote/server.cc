@@ -549,11 +549,8 @@ std::string ValidateServeOptions(const ServeOptions& o, std::string* warning) {
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
   if (o.threads < 0 || o.threads > 1024) return "--threads must be 0 (all cores) to 1024";
   if (o.max_calls < 1 || o.max_calls > 4096) return "--max-calls must be 1 to 4096";
-  {
-    const std::string port = o.listen.substr(o.listen.rfind(':') + 1);
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
-      return "--listen " + o.listen + ": the port must be 0 (any free port) to 65535";
-  }
+  if (!IsPort(o.listen.substr(o.listen.rfind(':') + 1), /*allow_zero=*/true))
+    return "--listen " + o.listen + ": the port must be 0 (any free port) to 65535";
   if (!IsLoopback(o.listen)) {
     if (o.token.empty())
       return "listening on " + o.listen + " (not loopback) needs --token-file: anyone who can reach the port could use this worker";

@@ -134,4 +134,10 @@ bool IsLoopback(const std::string& address) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+bool IsPort(const std::string& text, bool allow_zero) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const unsigned long port = std::stoul(text);
+  return port <= 65535 && (allow_zero || port > 0);
+}
+
 }  // namespace dsc::remote

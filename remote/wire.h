@@ -29,5 +29,8 @@ kernels::SampleParams GetParams(const uint8_t* in);
 
 // Loopback addresses ("127.0.0.1", "localhost", "::1", with or without a port).
 bool IsLoopback(const std::string& address);
+// Whether `text` (what follows an address's last ':') is a TCP port: decimal, 1 to 65535, or 0 too
+// when `allow_zero` (listen on any free port). Client and server agree on what a port is.
+bool IsPort(const std::string& text, bool allow_zero);
 
 }  // namespace dsc::remote
