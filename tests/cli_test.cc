@@ -91,8 +91,12 @@ TEST(Cli, BuildInfoVerifyExport) {
   EXPECT_EQ(png[1], 'P');
   auto labels = ReadFile(dir + "/look/labels.tsv");
   EXPECT_NE(std::string(labels.begin(), labels.end()).find("00000199.png\t199\t9\ttruck"), std::string::npos);
-  EXPECT_EQ(RunDsc("export " + dir + "/f.beton --index 199 --count 5 --out " + dir + "/bad", &out), 1);
-  EXPECT_NE(out.find("out of range"), std::string::npos);
+  // A range the file does not have is a usage error (exit 2), as --count 0 is.
+  EXPECT_EQ(RunDsc("export " + dir + "/f.beton --index 199 --count 5 --out " + dir + "/bad", &out), 2);
+  EXPECT_NE(out.find("--index 199 --count 5 is out of range: the file has 200 samples"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("export " + dir + "/f.beton --count 0 --out " + dir + "/bad", &out), 2);
+  EXPECT_NE(out.find("--count 0: nothing to export"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/bad"));
 }
 
 // A valid file without samples (the writer's own builder, nothing added): its sizes are "none", not

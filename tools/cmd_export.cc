@@ -145,6 +145,7 @@ int CmdExport(int argc, char** argv) {
     out = r["out"].as<std::string>();
     first = r["index"].as<uint64_t>();
     count = r["count"].as<uint64_t>();
+    if (count == 0) throw cxxopts::exceptions::exception("--count 0: nothing to export (at least 1)");
     ppm = r.count("ppm") > 0;
     decode.max_pixels = r["max-pixels"].as<uint64_t>();
     const std::string up = r["upsampling"].as<std::string>();
@@ -157,7 +158,7 @@ int CmdExport(int argc, char** argv) {
   try {
     Dataset ds(file, {.verify = true});
     if (first >= ds.size() || count > ds.size() - first)
-      throw Error(file + ": --index " + std::to_string(first) + " --count " + std::to_string(count) +
+      throw OptionError(file + ": --index " + std::to_string(first) + " --count " + std::to_string(count) +
                   " is out of range: the file has " + std::to_string(ds.size()) + " samples");
     // Over-limit images are refused before anything is written (the index is in memory: cheap).
     for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
@@ -188,6 +189,9 @@ int CmdExport(int argc, char** argv) {
     stage.Commit();
     std::printf("wrote %llu image(s) and labels.tsv to %s\n", (unsigned long long)count, out.c_str());
     return kExitOk;
+  } catch (const OptionError& e) {  // a range the file does not have: the flags' fault
+    std::fprintf(stderr, "dsc export: %s\n", e.what());
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc export: error: %s\n", e.what());
     return kExitBad;
