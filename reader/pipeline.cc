@@ -1217,8 +1217,7 @@ class Pipeline {
     } else {
       // A worker restarted with another file, version or token: say why once (it is still retried).
       if (c == ConnectResult::kRefused && why != rm.refusal)
-        std::fprintf(stderr, "dsc: warning: remote worker %s refuses to reconnect: %s; retrying with back-off\n",
-                     rm.ex->address().c_str(), why.c_str());
+        std::fprintf(stderr, "dsc: warning: reconnection refused: %s; retrying with back-off\n", why.c_str());  // `why` names it
       if (c == ConnectResult::kRefused) rm.refusal = why;
       rm.backoff_ms = std::min(rm.backoff_ms * 2, 2000);
       rm.next_try = std::chrono::steady_clock::now() + std::chrono::milliseconds(rm.backoff_ms);
