@@ -209,5 +209,51 @@ TEST(AtomicFile, ALeftoverLockedByALiveProcessIsLeftAloneAndUnlockedOnesAreRemov
   EXPECT_TRUE(fs::exists(other));
 }
 
+// A symlinked output is written through: the link stays, what it points to (another folder, maybe
+// another disk) gets the new file; a dangling link's target is created. The link itself used to be
+// replaced by a file in the link's folder.
+TEST(AtomicFile, ASymlinkedTargetIsWrittenThroughAndStaysALink) {
+  const auto dir = ScratchDir();
+  fs::create_directories(dir + "/real");
+  fs::create_directories(dir + "/out");
+  auto write = [&](const std::string& target, char c) {
+    writer::AtomicFile f(target);
+    f.WriteAt(0, &c, 1);
+    f.Commit();
+  };
+  write(dir + "/real/a.bin", 'a');
+  fs::create_symlink("../real/a.bin", dir + "/out/a.bin");    // relative, to an existing file
+  fs::create_symlink(dir + "/out/a.bin", dir + "/out/b.bin");  // a chain of two
+  fs::create_symlink("../real/new.bin", dir + "/out/new.bin");  // dangling
+  write(dir + "/out/b.bin", 'b');
+  write(dir + "/out/new.bin", 'n');
+  EXPECT_TRUE(fs::is_symlink(dir + "/out/a.bin"));
+  EXPECT_TRUE(fs::is_symlink(dir + "/out/b.bin"));
+  EXPECT_TRUE(fs::is_symlink(dir + "/out/new.bin"));
+  EXPECT_EQ(ReadFile(dir + "/real/a.bin"), std::vector<uint8_t>{'b'});
+  EXPECT_EQ(ReadFile(dir + "/real/new.bin"), std::vector<uint8_t>{'n'});
+  EXPECT_TRUE(Leftovers(dir + "/out", "a.bin").empty() && Leftovers(dir + "/real", "a.bin").empty());
+  fs::create_symlink("loop", dir + "/out/loop");
+  EXPECT_THROW(writer::AtomicFile(dir + "/out/loop"), Error);
+}
+
+// Without /proc (a bare chroot or container) the unnamed temporary could not be named at commit: the
+// build failed at its very end ("cannot link the finished file"). Root only: /proc is hidden by a
+// tmpfs mounted in a private mount namespace (unshare -m); skipped where that is not allowed.
+TEST(AtomicFile, ABuildWithoutProcCommits) {
+  const auto dir = ScratchDir();
+  if (RunShell("unshare -m sh -c 'mount -t tmpfs none /proc && test ! -e /proc/self' 2>&1") != 0)
+    GTEST_SKIP() << "cannot hide /proc here (needs root and unshare -m)";
+  std::string out;
+  const std::string target = dir + "/noproc.beton";
+  ASSERT_EQ(RunShell("unshare -m sh -c 'mount -t tmpfs none /proc && " + std::string(DSC_BINARY) + " build " + SubsetTree(2) + " " +
+                         target + "' 2>&1",
+                     &out),
+            0)
+      << out;
+  EXPECT_EQ(Dataset(target).size(), 20u);
+  EXPECT_TRUE(Leftovers(dir, "noproc.beton").empty());
+}
+
 }  // namespace
 }  // namespace dsc::test

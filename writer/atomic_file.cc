@@ -76,11 +76,27 @@ void RemoveUnlockedLeftovers(int dir_fd, const std::string& base) {
     ::close(fd);
   }
 }
+// A symlinked target followed to its end, as writing through the link would: the finished file
+// replaces what the link points to (out.beton -> /fast/disk/out.beton stays a link, and the data goes
+// to the disk it names), not the link itself. A dangling link's target is created.
+fs::path FollowLinks(const std::string& target) {
+  fs::path p(target);
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) return p;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  throw Error(target + ": too many levels of symbolic links");
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& target) : target_(target) {
-  fs::path t(target);
+  const fs::path t = FollowLinks(target);
   if (t.filename().empty()) throw Error(target + ": output path names a directory");
+  base_ = t.filename().string();
   dir_ = t.parent_path().empty() ? "." : t.parent_path().string();
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) {
@@ -88,7 +104,7 @@ AtomicFile::AtomicFile(const std::string& target) : target_(target) {
     throw Error(target + ": cannot open output directory " + dir_ + ": " + ErrnoText(e));
   }
   struct stat st;
-  const bool exists = ::stat(target.c_str(), &st) == 0;
+  const bool exists = ::stat(t.c_str(), &st) == 0;
   if (exists && S_ISREG(st.st_mode)) keep_mode_ = int(st.st_mode & 07777);  // a private 0600 file stays private
   if (exists && !S_ISREG(st.st_mode)) {
     ::close(dir_fd_);
@@ -97,9 +113,11 @@ AtomicFile::AtomicFile(const std::string& target) : target_(target) {
     throw Error(target + (S_ISDIR(st.st_mode) ? ": is a directory"
                                               : ": exists and is not a regular file (a device, FIFO or socket); write to another path"));
   }
-  const std::string base = t.filename().string();
+  const std::string& base = base_;
   RemoveUnlockedLeftovers(dir_fd_, base);
-  fd_ = ::openat(dir_fd_, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+  // The unnamed inode is given its name through /proc/self/fd at Commit(): without /proc (a bare
+  // chroot or container) it could never be named, so a named temporary is used from the start.
+  fd_ = ::access("/proc/self/fd", X_OK) == 0 ? ::openat(dir_fd_, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644) : -1;
   if (fd_ >= 0) {
     anonymous_ = true;
     // Locked before it has a name, so no other writer's clean-up can ever take it for a leftover.
@@ -161,7 +179,7 @@ void AtomicFile::Commit() {
     const int e = errno;
     throw Error(target_ + ": fsync failed: " + ErrnoText(e));
   }
-  const std::string base = fs::path(target_).filename().string();
+  const std::string& base = base_;
   if (anonymous_) {
     // Give the unnamed (locked) inode a fresh random name, then rename it over the target (linkat
     // cannot replace). An existing name is never removed: it may be another writer's.

@@ -4,7 +4,9 @@
 // renames that over the target and fsyncs the directory. Only a kill between the link and the rename
 // leaves that name behind; every new AtomicFile for the target removes such leftovers that nobody
 // locks (a locked one belongs to a live writer and is never touched). Filesystems without O_TMPFILE
-// get a named, locked temporary from the start, which the destructor removes.
+// get a named, locked temporary from the start, which the destructor removes (so do systems without
+// /proc, through which the unnamed inode is linked). A symlinked target is written through: the link
+// stays and the file it points to is replaced.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +27,7 @@ class AtomicFile {
   const std::string& target() const { return target_; }
 
  private:
-  std::string target_, dir_, temp_name_;
+  std::string target_, dir_, base_, temp_name_;  // dir_/base_: the target with symlinks followed
   int fd_ = -1;
   int dir_fd_ = -1;
   bool anonymous_ = false;
