@@ -79,9 +79,27 @@ std::string TypeName(py::handle h) { return py::str(py::type::handle_of(h).attr(
   throw py::value_error("option " + name + " " + why);
 }
 
-// An int, or what says it is one (numpy's integers, through __index__); not a bool, float or str.
+// numpy.integer (its int scalars), or nullptr without numpy. Held for the process's life.
+PyObject* NumpyInteger() {
+  static PyObject* const type = [] {
+    PyObject* np = PyImport_ImportModule("numpy");
+    PyObject* t = np ? PyObject_GetAttrString(np, "integer") : nullptr;
+    Py_XDECREF(np);
+    if (!t) PyErr_Clear();
+    return t;
+  }();
+  return type;
+}
+
+// An int or a numpy integer scalar; not a bool (numpy's neither), float, str, array or tensor (those
+// have __index__ too, and out_size=np.array([16, 16]) is a sequence).
 bool IsInt(py::handle h) {
-  return !PyBool_Check(h.ptr()) && !PyFloat_Check(h.ptr()) && (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()));
+  if (PyBool_Check(h.ptr())) return false;
+  if (PyLong_Check(h.ptr())) return true;
+  PyObject* integer = NumpyInteger();
+  const int is = integer ? PyObject_IsInstance(h.ptr(), integer) : 0;
+  if (is < 0) PyErr_Clear();
+  return is == 1;
 }
 
 template <typename T>
@@ -106,7 +124,10 @@ bool AsBool(const std::string& name, py::handle h) {
 // A real number (int, float, numpy's scalars) that a float holds: 2**1100 is an error naming the
 // option, not pybind11's cast failure.
 float AsFloat(const std::string& name, py::handle h) {
-  if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr())) BadType(name, h, "a number");
+  // Not a bool (numpy's bool_ has __float__), str, or array (a 1-element one has __float__ too).
+  if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || py::isinstance<py::array>(h) ||
+      TypeName(h) == "bool_" || TypeName(h) == "bool")
+    BadType(name, h, "a number");
   const double d = PyFloat_AsDouble(h.ptr());
   if (d == -1.0 && PyErr_Occurred()) {
     const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
@@ -240,8 +261,16 @@ const std::map<std::string, Setter>& LoaderSetters() {
            if (!py::isinstance<py::sequence>(h) || PyUnicode_Check(h.ptr())) BadType(n, h, "an int or a sequence of 2 ints");
            const py::sequence s = py::reinterpret_borrow<py::sequence>(h);
            if (s.size() != 2) BadValue(n, "needs 2 ints (height, width), got " + std::to_string(s.size()));
-           o.augment.out_h = AsInt<int>(n + "[0]", s[0], 1, INT32_MAX);
-           o.augment.out_w = AsInt<int>(n + "[1]", s[1], 1, INT32_MAX);
+           auto side = [&](size_t i) {  // 16 or 16.0 (np.array([16., 16.]) was taken), not 15.9
+             const py::object v = s[i];
+             const std::string name = n + "[" + std::to_string(i) + "]";
+             if (IsInt(v)) return AsInt<int>(name, v, 1, INT32_MAX);
+             const float f = AsFloat(name, v);
+             if (!(f >= 1 && f <= float(1 << 24) && f == std::floor(f))) BadType(name, v, "a whole number of pixels");
+             return int(f);
+           };
+           o.augment.out_h = side(0);
+           o.augment.out_w = side(1);
          }
        }},
       {"out_w", [](O& o, auto& n, py::handle h) { o.augment.out_w = AsInt<int>(n, h, 0, INT32_MAX); }},

@@ -47,7 +47,8 @@ TEST(Cli, UsageErrorsExitTwo) {
   // A value that does not parse is named by its flag (cxxopts said only "Argument 'x' failed to parse").
   const std::vector<std::pair<std::string, std::string>> unparsed = {
       {"build a b --threads x", "--threads x"}, {"bench a --batch-size=-4", "--batch-size -4"},
-      {"generate g --classes 1.5", "--classes 1.5"}, {"export a --count=1e3", "--count 1e3"}};
+      {"generate g --classes 1.5", "--classes 1.5"}, {"export a --count=1e3", "--count 1e3"},
+      {"bench a --threads auto --prefetch auto", "--prefetch auto"}};  // not the earlier flag that takes the text
   for (const auto& [cmd, said] : unparsed) {
     EXPECT_EQ(RunDsc(cmd, &out), 2) << cmd << ": " << out;
     EXPECT_NE(out.find(said + ": not a value " + said.substr(0, said.find(' ')) + " takes"), std::string::npos) << cmd << ": " << out;

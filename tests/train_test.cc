@@ -246,7 +246,8 @@ TEST(Train, StoppedAtAnEpochsEndResumesAtTheNextEpoch) {
 
 // The test file must be the train file's task: another class list or image size is refused before
 // training, naming both files (a 12-class train file used to die in libtorch, "Target 11 is out of
-// bounds", after loading everything); a train file of 12 classes trains a 12-way model, and its
+// bounds", after loading everything); a train file of 12 classes trains a 12-way model (fewer keep
+// FFCV's 10 outputs); a test file may lack the last classes, not have more; and the 12-way model's
 // model.pt does not resume a 10-class run (libtorch took the stored shape and failed in the optimiser).
 TEST(Train, ATestFileOfAnotherTaskIsRefusedAndAnyClassCountTrains) {
   Files f = Build();
@@ -254,7 +255,8 @@ TEST(Train, ATestFileOfAnotherTaskIsRefusedAndAnyClassCountTrains) {
   std::string out;
   ASSERT_EQ(RunDsc("generate " + dir + "/g12 --classes 12 --train 8 --test 3 --seed 1", &out), 0) << out;
   ASSERT_EQ(RunDsc("generate " + dir + "/g48 --classes 10 --train 1 --test 3 --size 48 --seed 2", &out), 0) << out;
-  for (const char* split : {"g12/train", "g12/test", "g48/test"}) {
+  ASSERT_EQ(RunDsc("generate " + dir + "/g3 --classes 3 --train 4 --test 3 --seed 3", &out), 0) << out;
+  for (const char* split : {"g12/train", "g12/test", "g48/test", "g3/train", "g3/test"}) {
     std::string name = split;
     std::replace(name.begin(), name.end(), '/', '-');
     ASSERT_EQ(RunDsc("build " + dir + "/" + split + " " + dir + "/" + name + ".beton", &out), 0) << out;
@@ -269,12 +271,19 @@ TEST(Train, ATestFileOfAnotherTaskIsRefusedAndAnyClassCountTrains) {
   EXPECT_EQ(out.find("epoch 0:"), std::string::npos) << out;
   ASSERT_EQ(RunDsc("train " + dir + "/g12-train.beton --test " + dir + "/g12-test.beton" + small + " --checkpoint " + dir + "/ck12", &out), 0)
       << out;
-  EXPECT_NE(out.find("training ResNet-9 (12 classes)"), std::string::npos) << out;
+  EXPECT_NE(out.find("training ResNet-9 (12 outputs)"), std::string::npos) << out;
   EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  // A test file of the first classes only (class_000..002 of class_000..011) is the same task; fewer
+  // classes than 10 keep FFCV's 10 outputs (--save-init weights and older checkpoints fit them).
+  EXPECT_EQ(RunDsc("train " + dir + "/g12-train.beton --test " + dir + "/g3-test.beton" + small + " --max-steps 1", &out), 0) << out;
+  EXPECT_EQ(RunDsc("train " + dir + "/g3-train.beton --test " + dir + "/g3-test.beton" + small + " --max-steps 1", &out), 0) << out;
+  EXPECT_NE(out.find("training ResNet-9 (10 outputs)"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("train " + dir + "/g3-train.beton --test " + dir + "/g12-test.beton" + small, &out), 1) << out;
+  EXPECT_NE(out.find("names its classes class_000, class_001, class_002, class_003"), std::string::npos) << out;
   ASSERT_EQ(RunDsc("train " + f.train + " --test " + f.test + small + " --max-steps 1 --checkpoint " + dir + "/ck", &out), 0) << out;
   fs::copy_file(dir + "/ck12/model.pt", dir + "/ck/model.pt", fs::copy_options::overwrite_existing);
   EXPECT_EQ(RunDsc("train " + f.train + " --test " + f.test + small + " --resume " + dir + "/ck", &out), 1) << out;
-  EXPECT_NE(out.find(dir + "/ck/model.pt: does not fit a ResNet-9 of 10 classes (its fc.weight has another shape)"), std::string::npos)
+  EXPECT_NE(out.find(dir + "/ck/model.pt: does not fit a ResNet-9 of 10 outputs (its fc.weight has another shape)"), std::string::npos)
       << out;
   EXPECT_EQ(out.find("Exception raised"), std::string::npos) << "no libtorch trace: " << out;
 }

@@ -40,13 +40,23 @@ inline cxxopts::ParseResult Parse(cxxopts::Options& opts, int argc, char** argv)
     const size_t a = what.find(open), b = what.rfind(close);
     if (a == std::string::npos || b == std::string::npos || b < a + open.size()) throw;
     const std::string value = what.substr(a + open.size(), b - a - open.size());
+    // Each flag given that value, alone, until one does not parse: an earlier flag may take the same
+    // text as a valid value (--loader-threads auto --torch-threads auto).
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       std::string flag;
       if (arg == value && i > 1 && argv[i - 1][0] == '-') flag = argv[i - 1];
       const size_t eq = arg.find('=');
       if (arg[0] == '-' && eq != std::string::npos && arg.substr(eq + 1) == value) flag = arg.substr(0, eq);
-      if (!flag.empty()) throw cxxopts::exceptions::exception(flag + " " + value + ": not a value " + flag + " takes");
+      if (flag.empty()) continue;
+      const std::string alone = flag + "=" + value;
+      const char* probe[] = {argv[0], alone.c_str(), nullptr};
+      try {
+        opts.parse(2, probe);
+      } catch (const cxxopts::exceptions::incorrect_argument_type&) {
+        throw cxxopts::exceptions::exception(flag + " " + value + ": not a value " + flag + " takes");
+      } catch (const cxxopts::exceptions::exception&) {
+      }
     }
     throw;
   }

@@ -841,10 +841,18 @@ def test_paths_and_numbers_reach_the_library_as_given(small, tmp_path):
     first = next(iter(loader.epoch(np.int64(1))))
     again = next(iter(loader.epoch(1)))
     assert torch.equal(first[0], again[0])
-    with pytest.raises(TypeError, match=r"out_size\[0\] must be an int"):
+    with pytest.raises(TypeError, match=r"out_size\[0\] must be a whole number of pixels"):
         dsc.Loader(path, batch_size=4, crop="center", out_size=(15.9, 15.9))
-    images, _ = next(iter(dsc.Loader(path, batch_size=np.int32(4), crop="center", out_size=(np.int64(15), 16))))
-    assert tuple(images.shape) == (4, 3, 15, 16)
+    for size in ((np.int64(15), 16), np.array([15, 16]), np.array([15.0, 16.0]), (15.0, 16)):
+        images, _ = next(iter(dsc.Loader(path, batch_size=np.int32(4), crop="center", out_size=size)))
+        assert tuple(images.shape) == (4, 3, 15, 16), size
+    for flag in (np.True_, True):  # a bool is not a number, numpy's neither
+        with pytest.raises(TypeError, match="must be"):
+            dsc.Loader(path, crop="center", out_size=flag)
+        with pytest.raises(TypeError, match="must be"):
+            dsc.Loader(path, seed=flag)
+        with pytest.raises(TypeError, match="must be a number"):
+            dsc.Loader(path, normalize=True, mean=(flag, 0, 0))
     with pytest.raises(ValueError, match=r"option mean\[0\] = .* is out of a float's range"):
         dsc.Loader(path, normalize=True, mean=(2 ** 1100, 0, 0))
     with pytest.raises(ValueError, match="out of a float's range"):

@@ -131,7 +131,7 @@ void CheckWritable(const std::string& path, const std::string& flag, bool parent
   namespace fs = std::filesystem;
   const std::string who = flag + " " + path + ": ";
   if (path.empty()) throw Error(flag + ": an empty path");
-  const fs::path p = fs::absolute(path).lexically_normal();
+  const fs::path p = fs::absolute(path);  // not normalised: "link/.." is where the link's target's parent is
   std::error_code ec;
   const fs::file_status st = fs::status(p, ec);
   if (st.type() == fs::file_type::directory) throw Error(who + "is a directory, not a file to write");
