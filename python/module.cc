@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -125,8 +126,9 @@ bool AsBool(const std::string& name, py::handle h) {
 // option, not pybind11's cast failure.
 float AsFloat(const std::string& name, py::handle h) {
   // Not a bool (numpy's bool_ has __float__), str, or array (a 1-element one has __float__ too).
+  const std::string type = TypeName(h);
   if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || py::isinstance<py::array>(h) ||
-      TypeName(h) == "bool_" || TypeName(h) == "bool")
+      type == "bool_" || type == "bool")
     BadType(name, h, "a number");
   const double d = PyFloat_AsDouble(h.ptr());
   if (d == -1.0 && PyErr_Occurred()) {
@@ -323,7 +325,39 @@ std::string Join(const std::vector<std::string>& v) {
 
 const std::vector<std::string> kPresets = {"cifar-train", "cifar-test", "imagenet-train", "imagenet-test"};
 
+// A crop option the chosen crop mode does not use was ignored in silence (out_size=(64, 64) without a
+// crop kept the stored size). Values equal to the defaults pass: a config that spells out every option
+// changes nothing by it.
+void CheckCropOptions(const dsc::kernels::AugmentSpec& a, const std::vector<std::string>& given) {
+  using dsc::kernels::CropMode;
+  const dsc::kernels::AugmentSpec d;
+  const char* mode = a.crop == CropMode::kNone ? "'none'" : a.crop == CropMode::kCenter ? "'center'" : "'random_resized'";
+  for (const std::string& n : given) {
+    const char* uses = nullptr;  // the modes that use option n
+    bool changed = false;
+    if (n == "out_size" || n == "out_w" || n == "out_h") {
+      uses = "crop='center' or 'random_resized' (crop='none' keeps the stored size)";
+      changed = a.crop == CropMode::kNone && (a.out_w != d.out_w || a.out_h != d.out_h);
+    } else if (n == "scale" || n == "ratio") {
+      uses = "crop='random_resized'";
+      changed = a.crop != CropMode::kRandomResized &&
+                (n == "scale" ? a.scale_min != d.scale_min || a.scale_max != d.scale_max
+                              : a.ratio_min != d.ratio_min || a.ratio_max != d.ratio_max);
+    } else if (n == "resize") {
+      uses = "crop='center'";
+      changed = a.crop != CropMode::kCenter && a.resize != d.resize;
+    } else if (n == "center_ratio") {
+      uses = "crop='center' without resize (resize > 0 crops the resized image to out_size instead)";
+      changed = (a.crop != CropMode::kCenter || a.resize > 0) && a.center_ratio != d.center_ratio;
+    }
+    if (changed)
+      throw dsc::OptionError("option " + n + " has no effect with crop=" + mode + (a.resize > 0 && n == "center_ratio" ? " and resize > 0" : "") +
+                             ": it applies to " + uses);
+  }
+}
+
 dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
+  std::vector<std::string> given;
   dsc::LoaderOptions o;
   if (preset) {
     if (*preset == "cifar-train") o = dsc::LoaderOptions::CifarTrain();
@@ -340,7 +374,9 @@ dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, c
       throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(Names(setters)));
     if (v.is_none()) continue;  // None: keep the preset's value
     it->second(o, name, v);
+    given.push_back(name);
   }
+  CheckCropOptions(o.augment, given);
   return o;
 }
 
@@ -651,6 +687,24 @@ class PyLoader {
 
 // ---- build ----
 
+// The writer words its option errors for the dsc program ("--center-crop must be ...", "use
+// --skip-invalid"); dsc.build's caller passed keywords, so the flags are named as those (center_crop).
+std::string AsKeywords(const std::string& what) {
+  std::string s;
+  for (size_t i = 0; i < what.size(); ++i) {
+    const bool flag = what.compare(i, 2, "--") == 0 && (i == 0 || what[i - 1] == ' ' || what[i - 1] == '(') &&
+                      i + 2 < what.size() && std::islower(static_cast<unsigned char>(what[i + 2]));
+    if (!flag) {
+      s += what[i];
+      continue;
+    }
+    for (i += 2; i < what.size() && (std::islower(static_cast<unsigned char>(what[i])) || std::isdigit(static_cast<unsigned char>(what[i])) || what[i] == '-'); ++i)
+      s += what[i] == '-' ? '_' : what[i];
+    --i;
+  }
+  return s;
+}
+
 py::dict Build(const std::string& src, const std::string& out, const py::dict& kwargs) {
   dsc::writer::BuildOptions o;
   using B = dsc::writer::BuildOptions;
@@ -682,7 +736,15 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
     }
     if (!v.is_none()) it->second(o, name, v);
   }
-  const dsc::writer::BuildReport r = WithoutGil([&] { return dsc::writer::Build(src, out, o); });
+  const dsc::writer::BuildReport r = WithoutGil([&] {
+    try {
+      return dsc::writer::Build(src, out, o);
+    } catch (const dsc::OptionError& e) {
+      throw dsc::OptionError(AsKeywords(e.what()));
+    } catch (const dsc::Error& e) {
+      throw dsc::Error(AsKeywords(e.what()));
+    }
+  });
   py::dict d;
   d["format"] = r.format;
   d["samples"] = r.samples;
@@ -739,7 +801,14 @@ PYBIND11_MODULE(_dsc, m) {
   m.def("merge_states", [](const std::vector<py::bytes>& states) {
     std::vector<dsc::LoaderState> v;
     for (const auto& s : states) v.push_back(dsc::LoaderState::Deserialize(std::string(s)));
-    return py::bytes(dsc::LoaderState::Merge(v).Serialize());
+    try {
+      return py::bytes(dsc::LoaderState::Merge(v).Serialize());
+    } catch (const dsc::Error& e) {  // the C++ function's name means nothing to a Python caller
+      std::string what = e.what();
+      const std::string cpp = "LoaderState::Merge: ";
+      if (what.compare(0, cpp.size(), cpp) == 0) what = "merge_state_dicts: " + what.substr(cpp.size());
+      throw dsc::Error(what);
+    }
   });
 
   dsc::python::BindTrace(m);

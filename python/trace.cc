@@ -128,7 +128,18 @@ void BindTrace(py::module_& m) {
                                                   "A timeline of phases, counters and the work of the loaders given it "
                                                   "(dsc.Loader(..., tracer=t)), written as Chrome trace-event JSON. "
                                                   "Thread-safe; see dsc.trace.")
-      .def(py::init<size_t>(), py::arg("max_events_per_row") = 500000,
+      .def(py::init([](py::handle n) {
+             // Checked here: pybind11's own refusal of -1 or 2**70 is a bare "incompatible constructor arguments".
+             if (PyBool_Check(n.ptr()) || !PyLong_Check(n.ptr()))
+               throw py::type_error("max_events_per_row must be an int, got " +
+                                    std::string(py::str(py::type::handle_of(n).attr("__name__"))));
+             const py::int_ v = py::reinterpret_borrow<py::int_>(n);
+             if (v < py::int_(0) || v > py::int_(SIZE_MAX))
+               throw py::value_error("max_events_per_row = " + std::string(py::str(n)) + " is out of range [0, " +
+                                     std::to_string(SIZE_MAX) + "]");
+             return std::make_shared<PyTracer>(v.cast<size_t>());
+           }),
+           py::arg("max_events_per_row") = 500000,
            "Each row keeps at most max_events_per_row events; later ones are dropped.")
       .def(
           "phase",

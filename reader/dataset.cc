@@ -30,7 +30,8 @@ void Dataset::CheckBlockOnce(uint32_t b) const {
 
 Error Dataset::Unreadable(uint64_t i) const {
   return Error(path() + ": sample " + std::to_string(i) +
-               ": bytes no longer readable (file truncated or I/O error); use use_pread on network filesystems");
+               ": bytes no longer readable (file truncated or I/O error); on a network file system, the "
+               "use_pread option reads with pread instead of mapping the file");
 }
 
 Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch) const {

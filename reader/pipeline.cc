@@ -572,7 +572,8 @@ class Pipeline {
         if (s.world_size != 0 && s.ranks != s.world_size)
           throw Error(ds_.path() + ": a quasi_random state of rank " + std::to_string(s.rank) + " of " +
                       std::to_string(s.world_size) + " restores on " + std::to_string(opt_.world_size) +
-                      " ranks only after LoaderState::Merge of all " + std::to_string(s.world_size) + " ranks' states");
+                      " ranks only once all " + std::to_string(s.world_size) +
+                      " ranks' states are merged (LoaderState::Merge; dsc.merge_state_dicts in Python)");
         excluded = s.consumed;
         next = 0;
       }

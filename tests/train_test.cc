@@ -1,5 +1,6 @@
 // dsc train on real CIFAR-10: a short CPU run learns, and a resumed run equals an uninterrupted one.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -300,8 +301,11 @@ TEST(Train, OutputsAndFlagsAreCheckedBeforeTraining) {
   auto dir = ScratchDir();
   const std::string common = "train " + f.train + " --test " + f.test + " --epochs 1 --batch-size 32 --limit 64 --test-limit 30 --torch-threads 1";
   WriteFile(dir + "/afile", "x", 1);
+  // A dangling link is written through: its target's folder is the one that must exist.
+  ASSERT_EQ(::symlink((dir + "/gone/r.json").c_str(), (dir + "/link.json").c_str()), 0);
   std::string out;
   const std::vector<std::pair<std::string, std::string>> outputs = {
+      {" --json " + dir + "/link.json", "--json " + dir + "/link.json: its folder " + dir + "/gone does not exist"},
       {" --json " + dir + "/afile/r.json", "--json " + dir + "/afile/r.json: " + dir + "/afile is not a folder"},
       {" --json " + dir + "/none/r.json", "--json " + dir + "/none/r.json: its folder " + dir + "/none does not exist"},
       {" --json " + dir, "--json " + dir + ": is a directory"},

@@ -108,7 +108,9 @@ class Loader:
 
     - batch_size (per rank), global_batch_size (all ranks together; fix this one to keep batches the
       same when the rank count changes), drop_last, order ('random', 'quasi_random', 'sequential'),
-      quasi_window, seed, subset (sample indices to load), rank, world_size;
+      quasi_window, seed, subset (sample indices to load), rank, world_size (with 'sequential' every
+      sample comes once, unpadded: on several ranks a rank's last batch may be short or hold 0 images,
+      so that every rank yields the same number of batches);
     - threads (decode threads, 0 = all cores), prefetch (batches prepared ahead), max_leases (batch
       buffers that may stand in for batches Python still holds; see below);
     - autotune (threads becomes the maximum; a controller keeps only the threads the loop needs);
@@ -131,7 +133,8 @@ class Loader:
       cutout, fill ((R, G, B) for translate and cutout), normalize, mean and std (in 0..255 pixel units).
 
     An unknown option raises TypeError, a value of the wrong type TypeError, a bad value ValueError
-    (dsc.OptionError), each naming the option and what is accepted.
+    (dsc.OptionError), each naming the option and what is accepted; so does a crop option the crop mode
+    does not use (out_size with crop 'none', scale with 'center', ...) set to other than its default.
 
     rank / world_size default to None: torch.distributed's when it is initialised, else the RANK and
     WORLD_SIZE environment variables, else 0 and 1.
@@ -216,8 +219,8 @@ class Loader:
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
         epoch, first_batch = _index(epoch, "epoch"), _index(first_batch, "first_batch")
-        if epoch < 0 or first_batch < 0:
-            raise ValueError(f"epoch and first_batch must be 0 or more, got {epoch} and {first_batch}")
+        if not (0 <= epoch < 2**64 and 0 <= first_batch < 2**64):
+            raise ValueError(f"epoch and first_batch must be in [0, 2**64), got {epoch} and {first_batch}")
         core_range = self._core.start(epoch, first_batch)
         self._range += 1
         self._next_epoch = epoch + 1
@@ -304,6 +307,8 @@ class Loader:
         waited for batches), samples, payload_bytes, advised_bytes (block readahead asked of storage),
         largest_stage ('read', 'decode', 'augment' or 'collate'; None before any sample) and largest_share.
         All zeros unless the Loader was made with collect_stats=True."""
+        if not isinstance(reset, bool):
+            raise TypeError(f"reset must be a bool, got {type(reset).__name__}")
         return self._core.stats(reset)
 
     def buffers_allocated(self):

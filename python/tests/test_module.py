@@ -43,6 +43,16 @@ def test_build_report_and_errors(small, tmp_path):
         dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", qualty=3)
     with pytest.raises(ValueError, match="'444', '422', '420', 'gray'"):
         dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", subsampling="411")
+    # The writer's option and sample errors name the keyword, not the dsc program's flag.
+    with pytest.raises(dsc.OptionError, match=r"^center_crop must be in \(0, 1\]$"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", center_crop=2.0)
+    bad = tmp_path / "bad.txt"
+    (tmp_path / "garbage.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    bad.write_text(f"{rows[0][0]}\t0\n{tmp_path / 'garbage.jpg'}\t1\n")
+    with pytest.raises(dsc.Error, match=r"garbage\.jpg.*use skip_invalid to skip") as e:
+        dsc.build(bad, tmp_path / "x.beton", format="manifest")
+    assert "--" not in str(e.value)
+    assert not (tmp_path / "x.beton").exists()
     # A re-encoding build: report fields against the file itself.
     m = tmp_path / "m.txt"
     m.write_text("".join(f"{p}\t{label}\n" for p, label in rows[:50]))
@@ -336,6 +346,16 @@ def test_option_errors_list_accepted_values(small):
         dsc.Loader(path, preset="cifar-train", translate=40)
     with pytest.raises(ValueError, match="uint8 output must be NHWC"):
         dsc.Loader(path, dtype="uint8", layout="NCHW")
+    # A crop option the crop mode does not use was ignored (out_size without a crop kept 32x32).
+    for preset, kw, why in ((None, dict(out_size=16), "out_size has no effect with crop='none'"),
+                            ("imagenet-train", dict(crop="none", out_size=16), "out_size has no effect with crop='none'"),
+                            ("imagenet-test", dict(scale=(0.5, 1)), "scale has no effect with crop='center'"),
+                            ("imagenet-train", dict(resize=256), "resize has no effect with crop='random_resized'"),
+                            ("imagenet-test", dict(center_ratio=0.5), "center_ratio has no effect with crop='center' and resize > 0")):
+        with pytest.raises(dsc.OptionError, match=why):
+            dsc.Loader(path, preset, **kw)
+    # Spelling out a value the mode would have anyway is no mistake.
+    assert len(dsc.Loader(path, "imagenet-test", scale=(0.08, 1.0), resize=256, out_size=224, batch_size=100)) == 10
     # Deferred augmentation leaves flip / translate / cutout to C++'s GPU augmenter: from Python the
     # batches came out un-augmented, silently.
     with pytest.raises(ValueError, match="option defer_augment True is for C\\+\\+"):
@@ -836,8 +856,15 @@ def test_paths_and_numbers_reach_the_library_as_given(small, tmp_path):
             loader.epoch(bad)
     with pytest.raises(TypeError, match="first_batch must be an int"):
         loader.epoch(0, first_batch=2.5)
-    with pytest.raises(ValueError, match="0 or more"):
-        loader.epoch(-1)
+    for bad in ({"epoch": -1}, {"epoch": 2 ** 64}, {"epoch": 0, "first_batch": 2 ** 64}):
+        with pytest.raises(ValueError, match=r"must be in \[0, 2\*\*64\)"):
+            loader.epoch(**bad)
+    with pytest.raises(TypeError, match="reset must be a bool, got str"):
+        loader.stats(reset="x")
+    with pytest.raises(ValueError, match=r"max_events_per_row = -1 is out of range"):
+        dsc.Tracer(-1)
+    with pytest.raises(TypeError, match="max_events_per_row must be an int, got float"):
+        dsc.Tracer(1.5)
     first = next(iter(loader.epoch(np.int64(1))))
     again = next(iter(loader.epoch(1)))
     assert torch.equal(first[0], again[0])

@@ -131,8 +131,14 @@ void CheckWritable(const std::string& path, const std::string& flag, bool parent
   namespace fs = std::filesystem;
   const std::string who = flag + " " + path + ": ";
   if (path.empty()) throw Error(flag + ": an empty path");
-  const fs::path p = fs::absolute(path);  // not normalised: "link/.." is where the link's target's parent is
+  fs::path p = fs::absolute(path);  // not normalised: "link/.." is where the link's target's parent is
   std::error_code ec;
+  // A dangling link is written through, creating its target: the target's folder is the one to check.
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)) && !fs::exists(fs::status(p, ec)); ++hops) {
+    const fs::path t = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = t.is_absolute() ? t : p.parent_path() / t;
+  }
   const fs::file_status st = fs::status(p, ec);
   if (st.type() == fs::file_type::directory) throw Error(who + "is a directory, not a file to write");
   if (fs::exists(st)) {

@@ -319,7 +319,7 @@ Checkpoint LoadCheckpointState(Config* c) {
   check("batch-size", std::to_string(c->batch), std::to_string(k.batch));
   check("seed", std::to_string(c->seed), std::to_string(k.seed));
   check("epochs", std::to_string(c->epochs), std::to_string(k.epochs));
-  check("lr", c->lr == k.lr ? Shortest(k.lr) : Shortest(c->lr), Shortest(k.lr));
+  check("lr", Shortest(c->lr), Shortest(k.lr));
   c->limit = k.limit;
   c->batch = k.batch;
   c->seed = k.seed;
