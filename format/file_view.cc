@@ -91,20 +91,25 @@ class Inspector {
     }
     // Section bounds: in order, page-aligned, inside the file, sizes consistent with the counts.
     uint64_t prev_end = kPageSize;
+    // Which rule a section's place breaks, if any: the message says which, not only "out of bounds".
+    auto misplaced = [&](uint64_t offset, uint64_t sz, bool data) -> std::string {
+      if (data && offset != kPageSize) return "the data section starts at PAGE";
+      if (offset % kPageSize != 0) return "not page-aligned";
+      if (offset < prev_end) return "overlaps the section before it (which ends at " + Num(prev_end) + ")";
+      if (offset > footer_off || sz > footer_off - offset) return "runs into the footer (at " + Num(footer_off) + ")";
+      return "";
+    };
     for (int i = 0; i < kSectionCount; ++i) {
       const SectionRef& s = hd.sections[i];
-      bool bad = s.offset % kPageSize != 0 || s.offset < prev_end || s.offset > footer_off ||
-                 s.size > footer_off - s.offset;
-      if (i == kData && s.offset != kPageSize) bad = true;
-      if (bad)
+      if (const std::string why = misplaced(s.offset, s.size, i == kData); !why.empty())
         return Fail({SectionName(i), -1, -1, std::string(SectionName(i)) + " section out of bounds (offset " +
-                                                 Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + ")"});
+                                                 Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + "): " + why});
       prev_end = s.offset + s.size;
     }
     for (const OptionalRef& s : hd.optional) {
-      if (s.offset % kPageSize != 0 || s.offset < prev_end || s.offset > footer_off || s.size > footer_off - s.offset)
+      if (const std::string why = misplaced(s.offset, s.size, false); !why.empty())
         return Fail({OptionalSectionName(s.id), -1, -1, OptionalSectionName(s.id) + " section out of bounds (offset " +
-                                                            Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + ")"});
+                                                            Num(s.offset) + " size " + Num(s.size) + ", file size " + Num(size) + "): " + why});
       prev_end = s.offset + s.size;
     }
     if (hd.sample_count > UINT32_MAX || hd.sections[kIndex].size != hd.sample_count * kIndexEntrySize)

@@ -29,6 +29,24 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
+std::string BuildOptionsProblem(std::string_view s) {
+  std::string_view prev;
+  for (size_t start = 0, line = 1; start < s.size(); ++line) {
+    const size_t nl = s.find('\n', start);
+    if (nl == std::string_view::npos) return "line " + std::to_string(line) + " does not end in a newline";
+    const std::string_view l = s.substr(start, nl - start);
+    const size_t eq = l.find('=');
+    if (eq == std::string_view::npos || eq == 0) return "line " + std::to_string(line) + " is not key=value";
+    const std::string_view key = l.substr(0, eq);
+    if (!prev.empty() && !(prev < key))
+      return "line " + std::to_string(line) + ": key '" + std::string(key) + "' is not after '" + std::string(prev) +
+             "' (keys are sorted, each once)";
+    prev = key;
+    start = nl + 1;
+  }
+  return "";
+}
+
 std::string EncodeMeta(const Meta& m) {
   // The text strings are UTF-8 by the format (DecodeMeta refuses others): never write a file it refuses.
   auto text = [](const std::string& s, const std::string& what) {
@@ -40,6 +58,7 @@ std::string EncodeMeta(const Meta& m) {
       text(m.fields[i].classes[k], "class name " + std::to_string(k) + " of field '" + m.fields[i].name + "'");
   }
   text(m.build_options, "the build options");
+  if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   le::Appender a;
   a.u32(uint32_t(m.fields.size()));
   for (const Field& f : m.fields) {
@@ -114,6 +133,7 @@ Meta DecodeMeta(const uint8_t* p, size_t n) {
     m.fields.push_back(std::move(f));
   }
   m.build_options = c.text("build options");
+  if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   m.skipped_count = c.u64("skipped count");
   uint32_t tables = c.u32("table count");
   if (tables > kMaxJpegTables || tables > c.remaining() / 4)

@@ -28,7 +28,11 @@ struct Meta {
 // class names and build options must be.
 bool IsUtf8(std::string_view s);
 
-// Throws dsc::Error for a text string that is not UTF-8.
+// Why `s` is not build options as the format has them ("key=value\n" lines, keys sorted, each
+// once); empty when it is.
+std::string BuildOptionsProblem(std::string_view s);
+
+// Throws dsc::Error for a text string that is not UTF-8 or build options out of form.
 std::string EncodeMeta(const Meta& m);
 // Throws dsc::Error with `what` describing the first inconsistency (the caller adds the file name).
 Meta DecodeMeta(const uint8_t* p, size_t n);

@@ -63,7 +63,8 @@ Diagnosis Diagnose(const RunProfile& p) {
   if (saturated && std::strcmp(top.name, "read") == 0 && top.share >= 0.5) {
     d.remedy = "storage";
     d.advice = head + Fmt("reading takes %.0f%% of the loader's time (%.1f MB/s of payload): storage-bound; read in "
-                          "block order (--order quasi_random) from a local disk, or warm the page cache",
+                          "block order (order quasi_random: dsc bench --order, LoaderOptions::order) from a local "
+                          "disk, or warm the page cache",
                           100 * top.share, double(p.loader.payload_bytes) / step / 1e6);
   } else if (saturated && std::strcmp(top.name, "decode") == 0 && top.share >= 0.5 && area_ratio > 4) {
     // Decoding work grows with the stored pixels; 1.5x the output side leaves room for crops.

@@ -33,17 +33,25 @@ void SampleDecoder::Decode(uint64_t i, std::vector<uint8_t>* rgb) {
   throw ds_.Unreadable(i);
 }
 
+void SampleDecoder::CheckPayload(uint64_t i) {
+  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, nullptr); })) return;
+  jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  throw ds_.Unreadable(i);
+}
+
+// rgb == nullptr: the checks against the index only (CheckPayload).
 void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
   const Dataset::Parts parts = ds_.ReadPayloadParts(i, &scratch_);
   const format::IndexEntry& e = parts.entry;
   auto fail = [&](const std::string& why) { return Error(ds_.path() + ": sample " + std::to_string(i) + ": " + why); };
-  CheckPixelLimit(ds_, i, e, options_.max_pixels);
+  if (rgb) CheckPixelLimit(ds_, i, e, options_.max_pixels);  // a large image is no damage, only too large to decode
   const size_t n = size_t(e.width) * e.height * 3;
   const Payload& p = parts.body;
   // Each case checks the payload's own description of the image against the index before allocating.
   switch (format::Encoding(e.encoding)) {
     case format::Encoding::kRaw:
       if (p.size != n) throw fail("raw payload holds " + std::to_string(p.size) + " bytes, index says " + Dims(e));
+      if (!rgb) return;
       rgb->resize(n);
       std::memcpy(rgb->data(), p.data, n);
       return;
@@ -52,6 +60,7 @@ void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
       if (want != n)
         throw fail("zstd frame holds " + (want >= ZSTD_CONTENTSIZE_ERROR ? std::string("an unknown number of") : std::to_string(want)) +
                    " bytes, index says " + Dims(e) + " (" + std::to_string(n) + " bytes)");
+      if (!rgb) return;
       rgb->resize(n);
       const size_t r = ZSTD_decompress(rgb->data(), n, p.data, p.size);
       if (ZSTD_isError(r) || r != n) throw fail(std::string("corrupt zstd payload: ") + (ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short"));
@@ -66,6 +75,7 @@ void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
       if (jpeg_->components() != e.channels)
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
+      if (!rgb) return;
       rgb->resize(n);
       if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling))
         throw fail("corrupt JPEG: " + jpeg_->error());

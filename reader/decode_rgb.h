@@ -30,6 +30,9 @@ class SampleDecoder {
   // the index entry before allocating. Throws dsc::Error naming the file and sample on bad data, or
   // when the file's bytes are no longer readable (a mapped file truncated while open).
   void Decode(uint64_t i, std::vector<uint8_t>* rgb);
+  // The same checks of the payload's header against the index entry (JPEG SOF size and components,
+  // zstd frame content size, raw size), without decoding: throws what Decode would for them.
+  void CheckPayload(uint64_t i);
 
  private:
   void DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb);

@@ -252,6 +252,12 @@ TEST(Cli, HostileIndexDimensionsFailFastAndSmall) {
     EXPECT_FALSE(fs::exists(dir + "/x-" + enc)) << "nothing is written for a refused range";
     EXPECT_EQ(RunDsc(export_args + " --max-pixels 5000000000", &out), 1);
     EXPECT_NE(out.find("index says 65535x65535"), std::string::npos) << out;
+    // Plain verify compares every payload's header with its entry too (it passed: the checksums hold).
+    EXPECT_EQ(RunDsc("verify " + bad, &out), 1) << out;
+    EXPECT_NE(out.find(bad + ": sample 3: " + (enc == "jpeg" ? "JPEG header says" : "zstd frame holds")), std::string::npos) << out;
+    EXPECT_NE(out.find("index says 65535x65535"), std::string::npos) << out;
+    EXPECT_NE(out.find(bad + ": DAMAGED (1 problem)"), std::string::npos) << out;
+    EXPECT_EQ(RunDsc("verify " + good, &out), 0) << out;
   }
 }
 

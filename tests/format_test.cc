@@ -102,6 +102,33 @@ TEST(Meta, RoundTripsAndRejectsGarbage) {
   u.fields[1].classes[0] = "caf\xC3\xA9 \xF0\x9F\x90\x88";  // café and a cat: fine
   const std::string ub = EncodeMeta(u);
   EXPECT_EQ(DecodeMeta(reinterpret_cast<const uint8_t*>(ub.data()), ub.size()).fields[1].classes[0], u.fields[1].classes[0]);
+  // Build options are "key=value\n" lines sorted by key, each key once: refused on either side (a
+  // file with them swapped, or a line without "=" or its newline, verified OK).
+  const std::vector<std::pair<std::string, std::string>> forms = {
+      {"b=2\na=1\n", "meta: build options: line 2: key 'a' is not after 'b' (keys are sorted, each once)"},
+      {"a=1\na=2\n", "meta: build options: line 2: key 'a' is not after 'a' (keys are sorted, each once)"},
+      {"a=1\nb_2\n", "meta: build options: line 2 is not key=value"},
+      {"=11\nb=2\n", "meta: build options: line 1 is not key=value"},
+      {"a=1\nb=2;", "meta: build options: line 2 does not end in a newline"},
+  };
+  for (const auto& [text, message] : forms) {
+    ASSERT_EQ(text.size(), m.build_options.size()) << "same length: the bytes below are a replacement in place";
+    Meta w = m;
+    w.build_options = text;
+    EXPECT_THROW(EncodeMeta(w), Error) << text;
+    std::string b3 = bytes;
+    b3.replace(b3.find(m.build_options), text.size(), text);
+    try {
+      DecodeMeta(reinterpret_cast<const uint8_t*>(b3.data()), b3.size());
+      ADD_FAILURE() << "accepted build options " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  Meta e = m;
+  e.build_options = "";  // none at all is well formed
+  const std::string eb = EncodeMeta(e);
+  EXPECT_EQ(DecodeMeta(reinterpret_cast<const uint8_t*>(eb.data()), eb.size()).build_options, "");
 }
 
 // Every source checks its own arguments, so a read can never leave the file whatever an index says,
@@ -493,9 +520,12 @@ TEST(OptionalSections, TableRulesAreEnforced) {
   EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->version_minor = 0; }).find("optional sections in a version 1.0 file"), std::string::npos);
   EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { std::swap(h->optional[0].id, h->optional[1].id); }).find("out of order"), std::string::npos);
   EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset += 1; }).find("optional-77 section out of bounds"), std::string::npos);
+  // Each message says which placement rule is broken.
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset += 8; }).find("): not page-aligned"), std::string::npos);
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset = h->optional[0].offset; }).find("overlaps the section before it"),
+            std::string::npos);
   EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].size = 1ull << 40; }).find("out of bounds"), std::string::npos);
-  // Sections overlapping: the second starts inside the first.
-  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].offset = h->optional[0].offset; }).find("out of bounds"), std::string::npos);
+  EXPECT_NE(OpenErrorOf(bytes, [](Header* h) { h->optional[1].size = 1ull << 40; }).find("runs into the footer"), std::string::npos);
   // A higher minor version with the same sections is still readable (additions only).
   EXPECT_EQ(OpenErrorOf(bytes, [](Header* h) { h->version_minor = 7; }), "");
   // The restart section's content is decoded: a checksum-valid but inconsistent one is refused.

@@ -158,7 +158,10 @@ std::string SortedLines(const std::string& text) {
   std::vector<std::string> lines;
   size_t start = 0;
   for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) lines.push_back(text.substr(start, nl + 1 - start));
-  std::sort(lines.begin(), lines.end());
+  // By key, as the format orders them (a key's own '-' or digits would sort before '=' by whole line).
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return a.substr(0, a.find('=')) < b.substr(0, b.find('='));
+  });
   std::string out;
   for (const auto& l : lines) out += l;
   return out;
