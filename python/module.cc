@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -311,7 +312,8 @@ const std::map<std::string, Setter>& LoaderSetters() {
   return m;
 }
 
-std::vector<std::string> Names(const std::map<std::string, Setter>& m) {
+template <typename M>
+std::vector<std::string> Names(const M& m) {
   std::vector<std::string> v;
   for (const auto& [k, _] : m) v.push_back(k);
   return v;
@@ -689,18 +691,24 @@ class PyLoader {
 
 // The writer words its option errors for the dsc program ("--center-crop must be ...", "use
 // --skip-invalid"); dsc.build's caller passed keywords, so the flags are named as those (center_crop).
-std::string AsKeywords(const std::string& what) {
+// Only the names of build's keywords are rewritten: a file name in the message stays as it is.
+std::string AsKeywords(const std::string& what, const std::vector<std::string>& keywords) {
+  auto is_name_char = [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-'; };
   std::string s;
   for (size_t i = 0; i < what.size(); ++i) {
-    const bool flag = what.compare(i, 2, "--") == 0 && (i == 0 || what[i - 1] == ' ' || what[i - 1] == '(') &&
-                      i + 2 < what.size() && std::islower(static_cast<unsigned char>(what[i + 2]));
-    if (!flag) {
-      s += what[i];
-      continue;
+    if (what.compare(i, 2, "--") == 0 && (i == 0 || what[i - 1] == ' ' || what[i - 1] == '(')) {
+      size_t end = i + 2;
+      while (end < what.size() && is_name_char(what[end])) ++end;
+      std::string name = what.substr(i + 2, end - i - 2);
+      std::replace(name.begin(), name.end(), '-', '_');
+      const bool ends = end == what.size() || std::strchr(" ,;:)", what[end]) != nullptr;  // "a --quality.jpg" is a file
+      if (ends && std::find(keywords.begin(), keywords.end(), name) != keywords.end()) {
+        s += name;
+        i = end - 1;
+        continue;
+      }
     }
-    for (i += 2; i < what.size() && (std::islower(static_cast<unsigned char>(what[i])) || std::isdigit(static_cast<unsigned char>(what[i])) || what[i] == '-'); ++i)
-      s += what[i] == '-' ? '_' : what[i];
-    --i;
+    s += what[i];
   }
   return s;
 }
@@ -724,25 +732,26 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
       {"max_pixels", [](B& o, auto& n, py::handle h) { o.encode.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
       {"max_file_size", [](B& o, auto& n, py::handle h) { o.max_file_size = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
       {"skip_invalid", [](B& o, auto& n, py::handle h) { o.skip_invalid = AsBool(n, h); }},
+      {"restart_interval", [](B& o, auto& n, py::handle h) {
+         // 'auto', 'none' or a number of MCUs (the writer checks its range)
+         if (IsInt(h)) o.encode.restart_interval = std::to_string(AsInt<long long>(n, h, 1, 65535));
+         else o.encode.restart_interval = AsStr(n, h);
+       }},
       {"progress", [](B& o, auto& n, py::handle h) { o.progress = AsBool(n, h); }},
   };
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
     auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::vector<std::string> names;
-      for (const auto& [n, _] : setters) names.push_back(n);
-      throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(names));
-    }
+    if (it == setters.end()) throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(Names(setters)));
     if (!v.is_none()) it->second(o, name, v);
   }
   const dsc::writer::BuildReport r = WithoutGil([&] {
     try {
       return dsc::writer::Build(src, out, o);
     } catch (const dsc::OptionError& e) {
-      throw dsc::OptionError(AsKeywords(e.what()));
+      throw dsc::OptionError(AsKeywords(e.what(), Names(setters)));
     } catch (const dsc::Error& e) {
-      throw dsc::Error(AsKeywords(e.what()));
+      throw dsc::Error(AsKeywords(e.what(), Names(setters)));
     }
   });
   py::dict d;

@@ -59,7 +59,8 @@ def build(source, out, *, progress=None, **options):
     Options (the flags of `dsc build`, with underscores): format ('auto', 'cifar-binary', 'cifar-python',
     'tree', 'manifest'), split ('train', 'test'), encoding ('default', 'jpeg', 'raw', 'raw-zstd',
     'auto'), quality, subsampling ('444', '422', '420', 'gray'), max_resolution, center_crop, reencode,
-    jpeg_tables ('shared', 'inline'), block_size, threads, max_pixels, max_file_size, skip_invalid.
+    restart_interval ('auto', 'none' or MCUs per interval), jpeg_tables ('shared', 'inline'), block_size,
+    threads, max_pixels, max_file_size, skip_invalid. Errors name these keywords, not the flags.
     progress: draw a progress bar on stderr (default: when stderr is a terminal).
 
     Returns a dict: format, samples, skipped, file_size, payload_bytes, jpeg_tables, encodings, seconds.

@@ -25,6 +25,7 @@ def build(
     max_resolution: int = ...,
     center_crop: float = ...,
     reencode: bool = ...,
+    restart_interval: Union[Literal["auto", "none"], int] = ...,
     jpeg_tables: Literal["shared", "inline"] = ...,
     block_size: int = ...,
     threads: int = ...,

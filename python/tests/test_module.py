@@ -53,12 +53,28 @@ def test_build_report_and_errors(small, tmp_path):
         dsc.build(bad, tmp_path / "x.beton", format="manifest")
     assert "--" not in str(e.value)
     assert not (tmp_path / "x.beton").exists()
+    # A file name that looks like a flag is left as it is.
+    (tmp_path / "a --quality.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    bad.write_text(f"{tmp_path / 'a --quality.jpg'}\t1\n")
+    with pytest.raises(dsc.Error, match=r"a --quality\.jpg.*use skip_invalid"):
+        dsc.build(bad, tmp_path / "x.beton", format="manifest")
+    # restart_interval, as `dsc build --restart-interval`.
+    with pytest.raises(dsc.OptionError, match="^restart_interval must be auto, none or a number of MCUs in 1..65535, not 'often'"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", restart_interval="often")
+    with pytest.raises(ValueError, match=r"restart_interval = 0 is out of range \[1, 65535\]"):
+        dsc.build(tmp_path / "nowhere", tmp_path / "x.beton", restart_interval=0)
     # A re-encoding build: report fields against the file itself.
     m = tmp_path / "m.txt"
     m.write_text("".join(f"{p}\t{label}\n" for p, label in rows[:50]))
     rep = dsc.build(m, tmp_path / "r.beton", format="manifest", encoding="raw")
     assert rep["samples"] == 50 and rep["encodings"] == {"raw": 50}
     assert rep["file_size"] == os.path.getsize(tmp_path / "r.beton")
+    for interval in ("none", 2):
+        out = tmp_path / f"ri-{interval}.beton"
+        dsc.build(m, out, format="manifest", reencode=True, restart_interval=interval)
+        info = dsc.info(out)
+        assert info["build_options"]["restart_interval"] == str(interval)
+        assert "restart" not in info  # 32x32 images are below the size that gets markers
 
 
 def test_pixels_are_pils_decode(small):
