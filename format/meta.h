@@ -28,6 +28,9 @@ struct Meta {
 // class names and build options must be.
 bool IsUtf8(std::string_view s);
 
+// The length (1-4) of the valid UTF-8 sequence at s[i], or 0 where none starts there.
+size_t Utf8SequenceAt(std::string_view s, size_t i);
+
 // Why `s` is not build options as the format has them ("key=value\n" lines, keys sorted, each
 // once); empty when it is.
 std::string BuildOptionsProblem(std::string_view s);

@@ -38,13 +38,19 @@ std::string Strings(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::string JsonString(const std::string& s) {
+std::string JsonString(std::string_view s) {
   std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += char(c); }
-    else if (c == '\n') o += "\\n";
-    else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-    else o += char(c);
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') { o += '\\'; o += char(c); ++i; continue; }
+    if (c == '\n') { o += "\\n"; ++i; continue; }
+    if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; ++i; continue; }
+    // JSON is UTF-8: a byte that starts no valid sequence (a file name's, a damaged file's class
+    // name) becomes U+FFFD, or every JSON parser refuses the whole document.
+    const size_t n = format::Utf8SequenceAt(s, i);
+    if (n) o.append(s.substr(i, n));
+    else o += "\xEF\xBF\xBD";
+    i += n ? n : 1;
   }
   return o + "\"";
 }

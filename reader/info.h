@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,7 +31,8 @@ DatasetSummary Summarize(const Dataset& ds);
 // encodings, image_size, build_options, sections...), newline-terminated.
 std::string InfoJson(const Dataset& ds, const DatasetSummary& s);
 
-// A JSON string literal with escapes.
-std::string JsonString(const std::string& s);
+// A JSON string literal: quotes, backslashes and control bytes escaped, and each byte that starts no
+// valid UTF-8 sequence written as U+FFFD, so the document is valid JSON whatever the string held.
+std::string JsonString(std::string_view s);
 
 }  // namespace dsc

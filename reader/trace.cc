@@ -6,30 +6,9 @@
 #include <map>
 
 #include "format/error.h"
+#include "reader/info.h"  // JsonString
 
 namespace dsc {
-
-namespace {
-
-// A JSON string literal (names may come from Python, so quotes and control bytes are escaped).
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 Tracer::Tracer(size_t max_events_per_track) : tracks_(new Track[kMaxTracks]), max_per_track_(max_events_per_track) {}
 
@@ -126,12 +105,12 @@ bool Tracer::Write(const std::string& path) const {
     const int pid = it->second;
     if (added) {
       std::fprintf(f, "%s{\"ph\": \"M\", \"pid\": %d, \"name\": \"process_name\", \"args\": {\"name\": %s}}", sep, pid,
-                   Quote(r.group).c_str());
+                   JsonString(r.group).c_str());
       sep = ",\n";
       std::fprintf(f, "%s{\"ph\": \"M\", \"pid\": %d, \"name\": \"process_sort_index\", \"args\": {\"sort_index\": %d}}", sep,
                    pid, pid);
     }
-    const std::string name = Quote(r.name);
+    const std::string name = JsonString(r.name);
     if (r.counter) {
       for (const auto& e : r.events) {
         // JSON has no NaN or infinity (a diverging loss made the whole file unreadable): null, and
@@ -154,7 +133,7 @@ bool Tracer::Write(const std::string& path) const {
                  pid, tid, tid);
     for (const auto& e : r.events) {
       std::fprintf(f, ",\n{\"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"name\": %s, \"ts\": %.3f, \"dur\": %.3f", pid, tid,
-                   Quote(e.name).c_str(), double(e.start_ns - origin) / 1000.0, double(e.end_ns - e.start_ns) / 1000.0);
+                   JsonString(e.name).c_str(), double(e.start_ns - origin) / 1000.0, double(e.end_ns - e.start_ns) / 1000.0);
       if (e.arg >= 0) std::fprintf(f, ", \"args\": {\"n\": %lld}", (long long)e.arg);
       std::fputc('}', f);
     }

@@ -16,6 +16,8 @@
 
 #include "format/checksum.h"
 #include "format/layout.h"
+#include "format/meta.h"
+#include "reader/info.h"
 #include "tests/test_util.h"
 #include "writer/atomic_file.h"
 #include "writer/file_builder.h"
@@ -122,6 +124,35 @@ TEST(Cli, InfoOfAFileWithoutSamples) {
   EXPECT_NE(out.find("\"image_size\": null"), std::string::npos) << out;
   EXPECT_EQ(RunDsc("export " + path + " --out " + dir + "/x", &out), 2) << out;  // no range of it can be asked for: a usage error
   EXPECT_NE(out.find("the file has 0 samples"), std::string::npos) << out;
+}
+
+// JSON is UTF-8: bytes of a name that are not (Linux file names are bytes) must not make the whole
+// document unreadable (Python's json.loads of `dsc info --json` raised UnicodeDecodeError).
+TEST(Cli, JsonIsUtf8WhateverTheNamesHold) {
+  const std::string bad[] = {"\xff", "\x80", "\xc0\xaf" /* overlong '/' */, "\xed\xa0\x80" /* a surrogate */,
+                             "\xf4\x90\x80\x80" /* past U+10FFFF */, "\xe2\x82" /* cut short */};
+  for (const std::string& b : bad) {
+    const std::string j = JsonString("a" + b + "z");
+    EXPECT_TRUE(format::IsUtf8(j)) << j;
+    EXPECT_EQ(j.front(), '"');
+    EXPECT_NE(j.find("a\xEF\xBF\xBD"), std::string::npos) << j;  // U+FFFD where the bad bytes were
+    EXPECT_NE(j.find("z\""), std::string::npos) << j;            // and the text after them kept
+  }
+  EXPECT_EQ(JsonString("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "\"\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");  // valid: as is
+  EXPECT_EQ(JsonString("q\"b\\n\n\x01"), "\"q\\\"b\\\\n\\n\\u0001\"");
+
+  auto root = SubsetTree(20);
+  auto dir = ScratchDir();
+  const std::string file = dir + "/x\xff.beton";
+  std::string out;
+  ASSERT_EQ(RunDsc("build " + root + " '" + file + "' --quiet", &out), 0) << out;
+  for (const std::string& cmd : {"info '" + file + "' --json", "bench '" + file + "' --epochs 1 --batch-size 32 --json"}) {
+    ASSERT_EQ(RunDsc(cmd, &out), 0) << out;
+    const size_t open = out.find('{');
+    ASSERT_NE(open, std::string::npos) << out;
+    EXPECT_TRUE(format::IsUtf8(out.substr(open))) << cmd;
+    EXPECT_NE(out.find("x\xEF\xBF\xBD.beton\""), std::string::npos) << out;
+  }
 }
 
 TEST(Cli, BenchReportsJsonAndWritesATrace) {

@@ -34,6 +34,17 @@ def test_info_is_dsc_info_json(small, dsc_binary):
     assert got["fields"][1]["label_counts"] == [100] * 10
 
 
+def test_info_of_a_file_whose_name_is_not_utf8(small, tmp_path):
+    # File names are bytes; the JSON behind dsc.info holds U+FFFD for those that are not UTF-8 (it held the
+    # raw byte, and json.loads raised UnicodeDecodeError).
+    path, rows = small
+    odd = os.path.join(os.fsencode(tmp_path), b"x\xff.beton")
+    os.symlink(os.fsencode(path), odd)
+    got = dsc.info(odd)
+    assert got["file"].endswith("x\ufffd.beton")
+    assert got["samples"] == len(rows)
+
+
 def test_build_report_and_errors(small, tmp_path):
     path, rows = small
     with pytest.raises(dsc.Error, match="nowhere"):
