@@ -73,7 +73,12 @@ bool JpegCodec::Encode(const uint8_t* pixels, int width, int height, int channel
   return true;
 }
 
-size_t JpegPrefixLength(const uint8_t* d, size_t n) {
+namespace {
+
+// Walks the markers from SOI to the end of the first SOS header: returns that length (0 when the
+// stream is not well formed) and the SOFn marker on the way (0 if none).
+size_t WalkHeader(const uint8_t* d, size_t n, uint8_t* sof) {
+  *sof = 0;
   if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) return 0;
   size_t pos = 2;
   while (pos + 4 <= n) {
@@ -82,10 +87,32 @@ size_t JpegPrefixLength(const uint8_t* d, size_t n) {
     if (marker == 0xFF) { ++pos; continue; }  // fill byte
     size_t len = size_t(d[pos + 2]) << 8 | d[pos + 3];
     if (len < 2 || pos + 2 + len > n) return 0;
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC && !*sof) *sof = marker;
     pos += 2 + len;
     if (marker == 0xDA) return pos < n ? pos : 0;
   }
   return 0;
+}
+
+}  // namespace
+
+size_t JpegPrefixLength(const uint8_t* d, size_t n) {
+  uint8_t sof;
+  return WalkHeader(d, n, &sof);
+}
+
+bool JpegShorterThanItsSize(const uint8_t* d, size_t n, int width, int height, std::string* why) {
+  uint8_t sof;
+  const size_t head = WalkHeader(d, n, &sof);
+  const bool arithmetic = sof >= 0xC9 && sof != 0xCC;  // SOF9..SOF11, SOF13..SOF15
+  if (!head || !sof || arithmetic || width <= 0 || height <= 0) return false;  // the decoder says what is wrong
+  const uint64_t blocks = uint64_t(width + 7) / 8 * (uint64_t(height + 7) / 8);
+  const uint64_t have = uint64_t(n - head) * 8;
+  if (blocks <= have) return false;
+  *why = "its header declares " + std::to_string(width) + "x" + std::to_string(height) + " pixels, " + std::to_string(blocks) +
+         " blocks of 8x8 that need at least " + std::to_string((blocks + 7) / 8) + " bytes of coded data, and only " +
+         std::to_string(n - head) + " bytes follow the header (cut short, or a false size)";
+  return true;
 }
 
 int ParseSubsampling(const std::string& s) {

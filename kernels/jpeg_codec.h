@@ -46,6 +46,13 @@ class JpegCodec {
 // "tables" that `--jpeg-tables shared` stores once per file), or 0 when the stream is not well formed.
 size_t JpegPrefixLength(const uint8_t* data, size_t size);
 
+// Every 8x8 block of a Huffman-coded JPEG (baseline or progressive) has its DC coefficient coded with
+// at least one bit, so a valid stream of width x height pixels holds at least ceil(width / 8) x
+// ceil(height / 8) bits after its header. True (and why) for a stream shorter than that: a few bytes
+// whose header claims 13000x13000 are refused from the header, before the pixels are allocated.
+// False for arithmetic-coded streams (no such bound) and for headers it cannot walk.
+bool JpegShorterThanItsSize(const uint8_t* data, size_t size, int width, int height, std::string* why);
+
 // Parses "444", "422", "420", "gray" (TurboJPEG's TJSAMP_*); returns -1 for anything else.
 int ParseSubsampling(const std::string& s);
 

@@ -779,6 +779,55 @@ TEST(Errors, EncoderThreadsThatCannotStartAreAnErrorNotAHang) {
 #endif
 }
 
+// A few hundred bytes whose SOF claims 13000x13000 pixels (within --max-pixels) made --reencode allocate
+// ~510 MB of pixels (and the restart transcode its coefficients) before the data ran out. Any Huffman
+// JPEG codes at least one bit per 8x8 block, so the header alone shows this one cannot hold its image.
+TEST(Errors, ATinyJpegClaimingAHugeImageIsRefusedFromItsHeader) {
+  auto root = SubsetTree(1);
+  auto dir = ScratchDir();
+  const std::string victim = TreeFiles(root)[3].first;
+  std::vector<uint8_t> b = ReadFile(victim);
+  size_t sof = 2;
+  while (sof + 9 < b.size() && !(b[sof] == 0xFF && b[sof + 1] == 0xC0)) ++sof;
+  ASSERT_LT(sof + 9, b.size()) << "no SOF0 in " << victim;
+  for (size_t k : {sof + 5, sof + 7}) b[k] = 13000 >> 8, b[k + 1] = 13000 & 0xFF;  // height, width
+  fs::remove(victim);  // a symlink to the real file: replace the link, not the file
+  WriteFile(victim, b);
+  std::string why;
+  EXPECT_TRUE(kernels::JpegShorterThanItsSize(b.data(), b.size(), 13000, 13000, &why));
+  EXPECT_FALSE(kernels::JpegShorterThanItsSize(b.data(), b.size(), 32, 32, &why));  // its real size fits
+  for (bool reencode : {false, true}) {
+    auto body = [&] {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+      if (!LimitAddressSpace(256 << 20)) return 99;  // the pixels of 13000x13000 would not fit
+#endif
+      writer::BuildOptions o = Opts();
+      o.threads = 1;
+      o.encode.reencode = reencode;
+      try {
+        writer::Build(root, dir + "/t.beton", o);
+        return 3;
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        const bool named = m.find(victim) != std::string::npos && m.find("declares 13000x13000 pixels") != std::string::npos;
+        if (!named) std::fprintf(stderr, "said: %s\n", e.what());
+        return named ? 0 : 4;
+      } catch (...) {
+        return 5;
+      }
+    };
+    const int rc = RunForked(60, body);
+    EXPECT_EQ(rc, 0) << "reencode " << reencode << ": 3 built; 4: another error; 5: not a dsc::Error; 128+: a signal";
+    EXPECT_FALSE(fs::exists(dir + "/t.beton"));
+  }
+  // --skip-invalid skips it, named, and stores the rest.
+  auto o = Opts();
+  o.skip_invalid = true;
+  auto rep = writer::Build(root, dir + "/s.beton", o);
+  EXPECT_EQ(rep.skipped, 1u);
+  EXPECT_EQ(Dataset(dir + "/s.beton").size(), TreeFiles(root).size() - 1);
+}
+
 TEST(Determinism, SameBytesForAnyThreadCountAndRun) {
   auto root = SubsetTree(40);
   auto dir = ScratchDir();

@@ -202,6 +202,8 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
       throw Error(item.where + ": not a readable JPEG: " + codec_.error());
     if (info.width > 65535 || info.height > 65535) throw Error(item.where + ": image larger than 65535 pixels on a side");
     CheckPixels(item.where, uint64_t(info.width), uint64_t(info.height), opt_.max_pixels);
+    if (std::string why; kernels::JpegShorterThanItsSize(item.bytes.data(), item.bytes.size(), info.width, info.height, &why))
+      throw Error(item.where + ": corrupt JPEG: " + why);
     w = info.width;
     h = info.height;
     channels = info.is_gray() ? 1 : 3;
