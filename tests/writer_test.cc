@@ -828,6 +828,56 @@ TEST(Errors, ATinyJpegClaimingAHugeImageIsRefusedFromItsHeader) {
   EXPECT_EQ(Dataset(dir + "/s.beton").size(), TreeFiles(root).size() - 1);
 }
 
+// An allocation that fails inside libjpeg is the machine failing, not the image: it stops the build
+// even with --skip-invalid (libjpeg's "Insufficient memory" was a corrupt JPEG, and the build skipped a
+// valid image by the moment's memory).
+TEST(Errors, ACodecOutOfMemoryStopsTheBuildEvenWithSkipInvalid) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space: no address-space limit applies";
+#else
+  auto dir = ScratchDir();
+  const std::string root = dir + "/tree";
+  fs::create_directories(root + "/a");
+  // 8192x8192 of one colour: a small file whose coefficients (restart transcode) take ~192 MiB, far
+  // more than the free memory earlier tests may leave cached in this process.
+  const int side = 8192;
+  std::vector<uint8_t> rgb(size_t(side) * side * 3, 90);
+  tjhandle tj = tjInitCompress();
+  unsigned char* jpg = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(tj, rgb.data(), side, 0, side, TJPF_RGB, &jpg, &size, TJSAMP_420, 90, 0), 0);
+  WriteFile(root + "/a/big.jpg", jpg, size);
+  tjFree(jpg);
+  tjDestroy(tj);
+  rgb = {};
+  const std::string small = TreeFiles(SubsetTree(1))[0].first;
+  fs::copy_file(small, root + "/a/small.jpg");
+  auto build = [&](const std::string& out) {
+    writer::BuildOptions o = Opts();
+    o.threads = 1;
+    o.skip_invalid = true;
+    return writer::Build(root, out, o);
+  };
+  ASSERT_EQ(build(dir + "/free.beton").skipped, 0u);  // both images are valid
+  const int rc = RunForked(60, [&] {
+    if (!LimitAddressSpace(24 << 20)) return 99;
+    try {
+      const auto rep = build(dir + "/t.beton");
+      return rep.skipped ? 3 : 6;  // built: skipped the valid image (the defect), or the limit did not bite
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      const bool named = m.find("big.jpg: out of memory") != std::string::npos;
+      if (!named) std::fprintf(stderr, "said: %s\n", e.what());
+      return named ? 0 : 4;
+    } catch (...) {
+      return 5;
+    }
+  });
+  EXPECT_EQ(rc, 0) << "3: the valid image skipped; 4: another error; 5: not a dsc::Error; 6: the limit did not bite";
+  EXPECT_FALSE(fs::exists(dir + "/t.beton"));
+#endif
+}
+
 TEST(Determinism, SameBytesForAnyThreadCountAndRun) {
   auto root = SubsetTree(40);
   auto dir = ScratchDir();

@@ -103,6 +103,18 @@ bool Encoder::Transform(int* w, int* h) {
   return changed;
 }
 
+// A codec's error text, as the sample's error, unless it says an allocation failed: libjpeg,
+// TurboJPEG, libpng and zstd report that as text, and it is the machine failing (stopping the build
+// even with --skip-invalid, as bad_alloc does), not the sample. libjpeg said "corrupt JPEG:
+// Insufficient memory (case 4)" and --skip-invalid skipped a valid image under memory pressure.
+[[noreturn]] static void ThrowCodecError(const std::string& where, const char* what, const std::string& why) {
+  for (const char* oom : {"Insufficient memory", "Memory allocation failure", "Out of memory", "out of memory",
+                          "Allocation error"}) {
+    if (why.find(oom) != std::string::npos) throw EnvironmentError(where + ": out of memory (" + why + ")");
+  }
+  throw Error(where + ": " + what + ": " + why);
+}
+
 void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out) {
   const uint8_t* px = rgb_.data();
   if (channels == 1) {  // rgb_ holds a grayscale image expanded to RGB; keep one channel
@@ -114,10 +126,10 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     // libjpeg directly (TurboJPEG 2.1 has no restart option), set up as tjCompress2 sets itself up.
     kernels::RestartResult r;
     if (!restart_.Encode(px, w, h, channels, opt_.quality, subsampling_, policy_, &out->payload, &r))
-      throw Error(where + ": JPEG encode failed: " + restart_.error());
+      ThrowCodecError(where, "JPEG encode failed", restart_.error());
     SetRestart(r, Encoded::kReencoded, out);
   } else if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload)) {
-    throw Error(where + ": JPEG encode failed: " + codec_.error());
+    ThrowCodecError(where, "JPEG encode failed", codec_.error());
   } else {
     SetRestart(kernels::RestartResult(), Encoded::kReencoded, out);
   }
@@ -155,7 +167,7 @@ void Encoder::StoreRaw(int w, int h, bool zstd, const std::string& where, Encode
   }
   out->payload.resize(ZSTD_compressBound(n));
   size_t r = ZSTD_compress(out->payload.data(), out->payload.size(), rgb_.data(), n, opt_.zstd_level);
-  if (ZSTD_isError(r)) throw Error(where + ": zstd compression failed: " + ZSTD_getErrorName(r));
+  if (ZSTD_isError(r)) ThrowCodecError(where, "zstd compression failed", ZSTD_getErrorName(r));
   out->payload.resize(r);
   out->encoding = uint8_t(Encoding::kRawZstd);
 }
@@ -196,10 +208,10 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     if (PngSize(item.bytes, &pw, &ph)) CheckPixels(item.where, pw, ph, opt_.max_pixels);
     std::string err;
     if (!kernels::DecodePngRGB(item.bytes.data(), item.bytes.size(), opt_.max_pixels, &rgb_, &w, &h, &err))
-      throw Error(item.where + ": corrupt PNG: " + err);
+      ThrowCodecError(item.where, "corrupt PNG", err);
   } else {
     if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info))
-      throw Error(item.where + ": not a readable JPEG: " + codec_.error());
+      ThrowCodecError(item.where, "not a readable JPEG", codec_.error());
     if (info.width > 65535 || info.height > 65535) throw Error(item.where + ": image larger than 65535 pixels on a side");
     CheckPixels(item.where, uint64_t(info.width), uint64_t(info.height), opt_.max_pixels);
     if (std::string why; kernels::JpegShorterThanItsSize(item.bytes.data(), item.bytes.size(), info.width, info.height, &why))
@@ -212,7 +224,7 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     // entropy-decodes every scan with warnings as errors, which proves the data as a decode does.
     if (!must_change && !Transforms(w, h) && (enc == "default" || enc == "jpeg") && opt_.restart_enabled()) {
       if (!restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &transcoded))
-        throw Error(item.where + ": corrupt JPEG: " + restart_.error());
+        ThrowCodecError(item.where, "corrupt JPEG", restart_.error());
       tried_transcode = true;
       if (transcoded.interval > 0) {
         out->width = uint16_t(w);
@@ -223,7 +235,7 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     rgb_.resize(size_t(w) * h * 3);
     // Decoding every source JPEG proves it is readable before it is stored, even when passed through.
     if (!codec_.DecodeRGB(item.bytes.data(), item.bytes.size(), info, rgb_.data()))
-      throw Error(item.where + ": corrupt JPEG: " + codec_.error());
+      ThrowCodecError(item.where, "corrupt JPEG", codec_.error());
   }
   must_change |= Transform(&w, &h);
   out->width = uint16_t(w);
@@ -236,7 +248,7 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
   if (pass_through_ok) {
     if (opt_.restart_enabled() && !tried_transcode &&
         !restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &transcoded))
-      throw Error(item.where + ": corrupt JPEG: " + restart_.error());
+      ThrowCodecError(item.where, "corrupt JPEG", restart_.error());
     if (transcoded.interval == 0) out->payload = item.bytes;
     StoreTranscoded(transcoded, channels, out);
   } else {
