@@ -229,6 +229,88 @@ bool JpegDecoder::DecodePlanes(JpegPlanes* out) {
   return true;
 }
 
+bool JpegDecoder::DecodePlanesGroup(const uint8_t* head, size_t head_size, const uint8_t* const* bodies,
+                                    const size_t* body_sizes, int n) {
+  group_n_ = 0;
+  auto refuse = [&](const char* why) {
+    error_ = std::string("not decodable as a group: ") + why;
+    return false;
+  };
+  if (n < 1) return refuse("no image");
+  // The header's markers: one SOF0/SOF1, no DRI, and the SOS header ending it.
+  size_t pos = 2, sof = 0, sos = 0;
+  if (head_size < 4 || head[0] != 0xFF || head[1] != 0xD8) return refuse("no SOI");
+  while (!sos) {
+    if (pos + 4 > head_size || head[pos] != 0xFF) return refuse("malformed header");
+    const uint8_t m = head[pos + 1];
+    if (m == 0xFF) {
+      ++pos;
+      continue;
+    }
+    const size_t len = size_t(head[pos + 2]) << 8 | head[pos + 3];
+    if (len < 2 || pos + 2 + len > head_size) return refuse("malformed header");
+    if (m == 0xDD) return refuse("a restart interval of its own");
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+      if ((m != 0xC0 && m != 0xC1) || sof) return refuse("not baseline Huffman");
+      sof = pos;
+    }
+    if (m == 0xDA) sos = pos;
+    pos += 2 + len;
+  }
+  if (!sof || pos != head_size) return refuse("header not SOF ... SOS");
+  const uint8_t* f = head + sof;
+  const size_t sof_len = size_t(f[2]) << 8 | f[3];
+  const int comps = sof_len >= 8 ? f[9] : 0;
+  if (sof_len < 8 || f[4] != 8 || (comps != 1 && comps != 3) || sof_len != 8 + 3 * size_t(comps)) return refuse("not 8-bit gray or YCbCr");
+  if (head[sos + 4] != comps) return refuse("not one scan of every component");
+  const int h = f[5] << 8 | f[6], w = f[7] << 8 | f[8];
+  int hmax = 1, vmax = 1;
+  for (int c = 0; c < comps; ++c) {
+    const int hs = f[11 + 3 * c] >> 4, vs = f[11 + 3 * c] & 15;
+    if (c > 0 ? hs != 1 || vs != 1 : hs < 1 || hs > 2 || vs < 1 || vs > 2 || (comps == 1 && (hs != 1 || vs != 1)))
+      return refuse("sampling other than luma 1 or 2, chroma 1");
+    hmax = std::max(hmax, hs), vmax = std::max(vmax, vs);
+  }
+  if (w < 1 || h < 1) return refuse("no size");
+  const int mcu_w = 8 * hmax, mcu_h = 8 * vmax;
+  const int mcus = (w + mcu_w - 1) / mcu_w * ((h + mcu_h - 1) / mcu_h), padded_h = (h + mcu_h - 1) / mcu_h * mcu_h;
+  if (mcus > kGroupMaxMcus) return refuse("images too large");
+  if (int64_t(n) * padded_h > 65500) return refuse("too many images");  // libjpeg's largest dimension
+  // SOI..SOF with the stacked height, the rest of the header with a DRI of one image's MCUs before
+  // SOS, then each body without its EOI and with RSTn after it, and one EOI.
+  std::vector<uint8_t>& o = group_stream_;
+  o.assign(head, head + sof + 5);
+  const int tall = n * padded_h;
+  o.push_back(uint8_t(tall >> 8));
+  o.push_back(uint8_t(tall & 0xFF));
+  o.insert(o.end(), head + sof + 7, head + sos);
+  const uint8_t dri[6] = {0xFF, 0xDD, 0, 4, uint8_t(mcus >> 8), uint8_t(mcus & 0xFF)};
+  o.insert(o.end(), dri, dri + 6);
+  o.insert(o.end(), head + sos, head + head_size);
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* b = bodies[i];
+    const size_t k = body_sizes[i];
+    if (k < 2 || b[k - 2] != 0xFF || b[k - 1] != 0xD9) return refuse("a body that does not end in EOI");
+    o.insert(o.end(), b, b + k - 2);
+    o.push_back(0xFF);
+    o.push_back(i + 1 < n ? uint8_t(0xD0 + i % 8) : uint8_t(0xD9));
+  }
+  int tw, th;
+  if (!ReadHeader(o.data(), o.size(), &tw, &th)) return false;
+  if (!CanDecodePlanes()) return refuse("planes not decodable");
+  if (!DecodePlanes(&group_tall_)) return false;
+  group_w_ = w, group_h_ = h, group_padded_h_ = padded_h, group_n_ = n;
+  return true;
+}
+
+JpegPlanes JpegDecoder::GroupPlanes(int i) const {
+  JpegPlanes p = group_tall_;
+  p.height = group_h_;
+  for (int c = 0; c < p.components; ++c)
+    p.plane[c] += size_t(i) * size_t(group_padded_h_ >> p.vshift[c]) * p.stride[c];
+  return p;
+}
+
 size_t JpegDecoder::StreamPosition() const {
   if (s_->next_piece == 0) return 0;
   size_t before = 0;
