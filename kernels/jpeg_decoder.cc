@@ -135,6 +135,13 @@ bool JpegDecoder::ReadPieces(const uint8_t* a, size_t na, const uint8_t* b, size
   jpeg_decompress_struct* c = &s_->cinfo;
   DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   jpeg_abort_decompress(c);
+  // The last image's modules are freed now, but libjpeg-turbo 2.1's jpeg_skip_scanlines with merged
+  // upsampling (4:2:0 / 4:2:2, box upsampling) reads and writes cinfo->cconvert, which that mode never
+  // sets: after a 4:4:4, gray or fancy-upsampled image it wrote into the freed colour converter (heap
+  // corruption: batches that differed from run to run, a valid sample failing as "bad Huffman code").
+  // A decoder that has decoded nothing has these null, and libjpeg checks for that.
+  c->cconvert = nullptr;
+  c->cquantize = nullptr;
   c->raw_data_out = FALSE;
   s_->pieces[0] = {a, na};
   s_->pieces[1] = {b, nb};
