@@ -1017,6 +1017,7 @@ class Pipeline {
     BatchBuffer* b = WritableBuffer(s, to - from, len);
     if (!b) return;
     const uint64_t b0 = opt_.tracer || tuner_ ? NowNs() : 0;
+    proc->PrepareChunk(&plan_.samples[k * opt_.batch_size + from], to - from, st);  // small JPEGs decoded together
     for (uint32_t j = from; j < to; ++j) {
       if (j + kPrefetchAhead < to) PrefetchEntry(k, j + kPrefetchAhead);
       const uint64_t c0 = timed ? NowNs() : 0;

@@ -62,8 +62,77 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   throw ds_.Unreadable(index);
 }
 
+void SampleProcessor::PrepareChunk(const uint32_t* samples, size_t n, StageStats* st) {
+  chunk_.assign(samples, samples + n);
+  chunk_slot_.assign(n, -1);
+  chunk_next_ = 0;
+  if (twin_ || spec_.crop != kernels::CropMode::kNone || out_.fancy_upsampling || n < 2) return;
+  const uint64_t t0 = stats_ ? NowNs() : 0;
+  int members = 0;
+  bool finished = false;
+  try {
+    finished = mmap_guard::RunGuarded([&] { members = DecodeGroup(); });
+  } catch (const std::exception&) {  // out of memory, say: each sample's own decode meets it too
+  }
+  if (!finished) group_jpeg_.reset();  // a fault left it mid-decode; Process names the sample
+  if (!finished || members == 0) {
+    chunk_slot_.assign(n, -1);
+    return;
+  }
+  if (stats_ && st) {
+    const uint64_t t1 = NowNs();
+    st->decode_ns += t1 - t0;
+    if (tracer_) tracer_->Add(track_, "decode group", t0, t1);  // its samples' own decode spans are empty
+  }
+}
+
+int SampleProcessor::DecodeGroup() {
+  int members = 0, table = -1;
+  group_bytes_.clear();
+  group_sizes_.clear();
+  group_channels_.clear();
+  for (size_t i = 0; i < chunk_.size() && size_t(members) < kMaxGroupImages; ++i) {
+    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
+    const format::IndexEntry& e = parts.entry;
+    // What Process would decode through DecodePlanes: a JPEG of the output's size under the pixel
+    // limit, here one whose header is the file's shared table set (the same bytes for every member).
+    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || !parts.head.size || e.width != out_.width ||
+        e.height != out_.height || uint64_t(e.width) * e.height > out_.max_pixels ||
+        group_bytes_.size() + parts.body.size > kMaxGroupBytes)
+      continue;
+    if (table < 0) {
+      table = e.jpeg_table;
+      group_head_.assign(parts.head.data, parts.head.data + parts.head.size);
+    } else if (e.jpeg_table != table) {
+      continue;
+    }
+    group_bytes_.insert(group_bytes_.end(), parts.body.data, parts.body.data + parts.body.size);
+    group_sizes_.push_back(parts.body.size);
+    group_channels_.push_back(e.channels);
+    chunk_slot_[i] = members++;
+  }
+  if (members < 2) return 0;
+  group_bodies_.resize(size_t(members));
+  for (size_t m = 0, at = 0; m < size_t(members); at += group_sizes_[m++]) group_bodies_[m] = group_bytes_.data() + at;
+  if (!group_jpeg_) group_jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  if (!group_jpeg_->DecodePlanesGroup(group_head_.data(), group_head_.size(), group_bodies_.data(), group_sizes_.data(),
+                                      members) ||
+      group_jpeg_->group_width() != int(out_.width) || group_jpeg_->group_height() != int(out_.height))
+    return 0;
+  // A member whose index says another channel count is left to Process, which reports it.
+  for (int& slot : chunk_slot_)
+    if (slot >= 0 && group_channels_[size_t(slot)] != group_jpeg_->group_components()) slot = -1;
+  return members;
+}
+
 void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
                                        kernels::SampleParams* applied, uint8_t* fallback) {
+  // Decoded by PrepareChunk with the chunk's others, when this is the sample it expects next.
+  int grouped = -1;
+  if (chunk_next_ < chunk_.size()) {
+    if (chunk_[chunk_next_] == index) grouped = chunk_slot_[chunk_next_++];
+    else chunk_.clear();  // not the prepared order: every sample decoded alone
+  }
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
   const format::IndexEntry& e = parts.entry;
@@ -132,6 +201,13 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       break;
     }
     case format::Encoding::kJpeg: {
+      if (grouped >= 0) {  // the planes DecodePlanes would give (PrepareChunk checked what Process checks below)
+        const uint64_t t2 = stats_ ? NowNs() : 0;
+        WritePlanes(params, group_jpeg_->GroupPlanes(grouped), dst);
+        kernels::StreamFence();
+        if (stats_) Account(st, t0, t1, t2, p.size);
+        return;
+      }
       int w, h;
       if (!jpeg_->ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
         throw fail("corrupt JPEG: " + jpeg_->error());

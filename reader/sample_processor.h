@@ -47,6 +47,14 @@ class SampleProcessor {
   // any other is decoded and *fallback says why (Batch::fallback).
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr);
+  // Called before Process of a batch chunk's samples, with them in the order Process will take them:
+  // decodes together the small JPEGs among them that share the file's JPEG header (no crop, box
+  // upsampling: kernels::JpegDecoder::DecodePlanesGroup, about 1.9x the per-image decode on CIFAR-10),
+  // and Process then writes those planes instead of decoding. The bytes delivered are the same; when
+  // the group cannot be decoded (damaged data, a fault in the mapping) every sample is left to Process,
+  // which names a damaged one as before. At most kMaxGroupImages images and kMaxGroupBytes of payload.
+  static constexpr size_t kMaxGroupImages = 256, kMaxGroupBytes = 4 << 20;
+  void PrepareChunk(const uint32_t* samples, size_t n, StageStats* stats);
   // The per-thread staging scratch with OutputFormat::twin, else nullptr.
   TwinStageWorker* twin() { return twin_.get(); }
   // With a crop transform: sample `index`'s crop as Process draws and decodes it (for the GPU
@@ -63,6 +71,8 @@ class SampleProcessor {
  private:
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                         kernels::SampleParams* applied, uint8_t* fallback);
+  // PrepareChunk's work, in a guarded region: the group's members; 0 when there is no group.
+  int DecodeGroup();
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
   // WriteRows for an image of the output's size whose row ty is row_at(ty).
   template <typename RowAt>
@@ -92,6 +102,16 @@ class SampleProcessor {
   std::vector<uint8_t> resized_, resample_scratch_;  // crop modes: the resized image, the resampler's rows
   kernels::ResampleAxis axis_h_, axis_v_;
   std::unique_ptr<TwinStageWorker> twin_;  // OutputFormat::twin
+  // PrepareChunk: the chunk's samples in Process order, each one's image in the group (-1: decoded
+  // alone), the next to come; the group's header, bodies (copied: a pread's scratch is reused) and
+  // decoder (its own, so that a sample decoded alone in between does not overwrite the group's planes).
+  std::vector<uint32_t> chunk_;
+  std::vector<int> chunk_slot_;
+  size_t chunk_next_ = 0;
+  std::vector<uint8_t> group_head_, group_bytes_, group_channels_;
+  std::vector<size_t> group_sizes_;
+  std::vector<const uint8_t*> group_bodies_;
+  std::unique_ptr<kernels::JpegDecoder> group_jpeg_;
 };
 
 }  // namespace dsc

@@ -132,6 +132,7 @@ class Pool {
         }
         const size_t bytes = c->work->sample_bytes();
         constexpr uint32_t kPrefetchAhead = 4;  // the samples are shuffled: their index entries lie anywhere
+        it->second.proc->PrepareChunk(c->samples + p.from, p.to - p.from, nullptr);  // as the loader's threads
         for (uint32_t i = p.from; i < p.to && !c->cancelled.load(); ++i) {
           if (i + kPrefetchAhead < p.to) c->ds->PrefetchEntry(c->samples[i + kPrefetchAhead]);
           kernels::SampleParams sp;
