@@ -878,6 +878,26 @@ TEST(Errors, ACodecOutOfMemoryStopsTheBuildEvenWithSkipInvalid) {
 #endif
 }
 
+// cjpeg writes valid JPEGs with sampling factors TurboJPEG 2.1 cannot decode (4x2 luma, mixed
+// chroma): the build named them "not a readable JPEG" with TurboJPEG's words; it says what is wrong.
+TEST(Errors, AJpegOfUnsupportedSamplingIsNamedAsSuch) {
+  auto dir = ScratchDir();
+  fs::create_directories(dir + "/tree/a");
+  std::string ppm = "P6\n24 16\n255\n";
+  for (int i = 0; i < 24 * 16 * 3; ++i) ppm += char(i * 7 % 251);
+  WriteFile(dir + "/in.ppm", ppm.data(), ppm.size());
+  std::string out;
+  ASSERT_EQ(RunShell("cjpeg -sample 4x2 " + dir + "/in.ppm > " + dir + "/tree/a/x.jpg 2>&1", &out), 0) << out;
+  try {
+    writer::Build(dir + "/tree", dir + "/t.beton", Opts());
+    ADD_FAILURE() << "built";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("x.jpg: a JPEG with chroma sampling factors TurboJPEG cannot decode"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/t.beton"));
+}
+
 TEST(Determinism, SameBytesForAnyThreadCountAndRun) {
   auto root = SubsetTree(40);
   auto dir = ScratchDir();

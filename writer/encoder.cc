@@ -210,8 +210,14 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     if (!kernels::DecodePngRGB(item.bytes.data(), item.bytes.size(), opt_.max_pixels, &rgb_, &w, &h, &err))
       ThrowCodecError(item.where, "corrupt PNG", err);
   } else {
-    if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info))
+    if (!codec_.ReadHeader(item.bytes.data(), item.bytes.size(), &info)) {
+      // A valid JPEG whose chroma sampling TurboJPEG 2.1 does not decode (cjpeg -sample 4x2, mixed
+      // chroma factors): say so rather than call it unreadable.
+      if (codec_.error().find("Could not determine subsampling type") != std::string::npos)
+        throw Error(item.where + ": a JPEG with chroma sampling factors TurboJPEG cannot decode (4:4:4, 4:2:2, 4:2:0, "
+                    "4:4:0, 4:1:1 and gray are supported); re-encode it, e.g. with cjpeg -sample 2x2");
       ThrowCodecError(item.where, "not a readable JPEG", codec_.error());
+    }
     if (info.width > 65535 || info.height > 65535) throw Error(item.where + ": image larger than 65535 pixels on a side");
     CheckPixels(item.where, uint64_t(info.width), uint64_t(info.height), opt_.max_pixels);
     if (std::string why; kernels::JpegShorterThanItsSize(item.bytes.data(), item.bytes.size(), info.width, info.height, &why))
