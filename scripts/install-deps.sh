@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pil
       libjpeg-turbo-progs           # cjpeg/jpegtran: unusual-JPEG fixtures for the input matrix
+      valgrind                      # libjpeg's own memory errors (it is not built with the sanitizers)
       libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libxxhash-dev libpng-dev libcxxopts-dev
       libgtest-dev libgmock-dev
       clang-14 libclang-rt-14-dev   # libFuzzer (scripts/fuzz.sh)
