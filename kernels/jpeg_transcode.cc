@@ -228,10 +228,16 @@ size_t ScanRestartMarkers(const uint8_t* d, size_t n, std::vector<uint32_t>* at)
   if (start == 0) return 0;
   const uint8_t* p = d + start;
   const uint8_t* end = d + n;
-  // In entropy-coded data a 0xFF is followed by 0x00 (stuffing), a RST marker or EOI; memchr makes the
-  // scan run at memory speed.
+  // In entropy-coded data a 0xFF is followed by 0x00 (stuffing), a fill 0xFF or a RST marker; any other
+  // marker (EOI, or the interval index's APP15 before it) ends the scan. memchr makes the scan run at
+  // memory speed.
   while (p + 1 < end && (p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, size_t(end - p - 1))))) {
-    if ((p[1] & 0xF8) == 0xD0) {
+    if (p[1] == 0xFF) {
+      ++p;
+      continue;
+    }
+    if (p[1] != 0x00 && (p[1] & 0xF8) != 0xD0) break;
+    if (p[1] != 0x00) {
       ++found;
       if (at) at->push_back(uint32_t(p - d));
     }

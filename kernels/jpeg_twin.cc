@@ -441,11 +441,78 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
   return ScanTwinEntropy(f, piece, piece_size, start, piece == head ? 0 : head_size, scan, copy);
 }
 
+const uint8_t* FindTwinIntervalIndex(const uint8_t* piece, size_t piece_size, size_t start, uint32_t n) {
+  if (n < 2 || n > kTwinIndexMaxIntervals) return nullptr;
+  const size_t seg = TwinIndexSegmentSize(n), len = seg - 2;
+  if (piece_size < start || piece_size - start < seg + 2) return nullptr;
+  const uint8_t* s = piece + piece_size - 2 - seg;
+  if (s[0] != 0xFF || s[1] != kTwinIndexMarker || s[2] != uint8_t(len >> 8) || s[3] != uint8_t(len & 0xFF) ||
+      std::memcmp(s + 4, kTwinIndexId, sizeof kTwinIndexId) != 0 || piece[piece_size - 2] != 0xFF ||
+      piece[piece_size - 1] != 0xD9)
+    return nullptr;
+  return s + 4 + sizeof kTwinIndexId;
+}
+
+namespace {
+// The scan's unit bounds up to scan->last_unit from the index `lens`: each interval must end on its
+// RSTn, the last one at the segment. false when they do not (the caller scans instead).
+bool IndexedScan(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start, const uint8_t* lens,
+                 TwinScan* scan) {
+  const uint32_t n = f.intervals, last = scan->last_unit < n - 1 ? scan->last_unit : n - 1;
+  const size_t seg = piece_size - 2 - TwinIndexSegmentSize(n);  // where the data must end
+  size_t s = start;
+  for (uint32_t k = 0; k <= last; ++k) {
+    const size_t e = s + (size_t(lens[2 * k]) | size_t(lens[2 * k + 1]) << 8);
+    __builtin_prefetch(piece + e + 4096);  // as the marker finder: the payload streams from memory
+    if (k + 1 < n ? e + 2 > seg || piece[e] != 0xFF || piece[e + 1] != 0xD0 + (k & 7) : e != seg) return false;
+    scan->unit_begin[k] = uint32_t(s - start);
+    scan->unit_end[k] = uint32_t(e - start);
+    s = e + 2;
+  }
+  scan->size = scan->unit_end[last];
+  scan->indexed = true;
+  return true;
+}
+}  // namespace
+
+bool AddTwinIntervalIndex(std::vector<uint8_t>* jpeg) {
+  const size_t size = jpeg->size();
+  if (size > 0xFFFFFFFFu) return false;
+  const uint32_t most = uint32_t(size / 2 + 2);
+  std::vector<uint32_t> begin(most), end(most);
+  TwinFrame f;
+  TwinScan scan;
+  scan.unit_begin = begin.data();
+  scan.unit_end = end.data();
+  if (ParseTwin(nullptr, 0, jpeg->data(), size, &f, nullptr, &scan, most).status != kTwinOk) return false;
+  const uint32_t n = f.intervals;
+  if (!f.restart_interval || n < 2 || n > kTwinIndexMaxIntervals) return false;
+  const size_t start = size_t(scan.data - jpeg->data());
+  if (FindTwinIntervalIndex(jpeg->data(), size, start, n)) return false;  // has one already
+  if (start + end[n - 1] + 2 != size || (*jpeg)[size - 2] != 0xFF || (*jpeg)[size - 1] != 0xD9) return false;
+  std::vector<uint8_t> seg(TwinIndexSegmentSize(n));
+  const size_t len = seg.size() - 2;
+  seg[0] = 0xFF, seg[1] = kTwinIndexMarker, seg[2] = uint8_t(len >> 8), seg[3] = uint8_t(len & 0xFF);
+  std::memcpy(seg.data() + 4, kTwinIndexId, sizeof kTwinIndexId);
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t bytes = end[k] - begin[k];
+    if (bytes > 0xFFFF || (k + 1 < n && begin[k + 1] != end[k] + 2)) return false;
+    seg[12 + 2 * k] = uint8_t(bytes & 0xFF), seg[13 + 2 * k] = uint8_t(bytes >> 8);
+  }
+  jpeg->insert(jpeg->end() - 2, seg.begin(), seg.end());
+  return true;
+}
+
 TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t piece_size, size_t start,
                                 size_t base, TwinScan* scan, uint8_t* copy) {
   scan->data = piece + start;
+  scan->indexed = false;
   size_t i = start;
   if (copy) std::memcpy(copy, piece + start, piece_size - start);
+  // The index, when the payload has one: no scan (a header check, last_unit 0, reads one interval anyway).
+  if (scan->last_unit > 0 && f.restart_interval && piece_size <= 0xFFFFFFFFu)
+    if (const uint8_t* lens = FindTwinIntervalIndex(piece, piece_size, start, f.intervals))
+      if (IndexedScan(f, piece, piece_size, start, lens, scan)) return TwinParseResult();
   uint32_t unit = 0;
   scan->unit_begin[0] = 0;
   size_t end = piece_size;

@@ -460,6 +460,8 @@ struct TwinScan {
   // Set by the caller: the scan stops once this unit's end is found (a crop needs no later interval,
   // and, like the CPU path's interval assembly, does not check them); `size` then ends there.
   uint32_t last_unit = ~uint32_t(0);
+  // Set by the scan: the bounds came from the payload's interval index (no marker search).
+  bool indexed = false;
 };
 
 struct TwinParseResult {
@@ -491,6 +493,26 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
 // give the same list.
 size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
+
+// ---- The interval index (docs/format.md "Restart-indexed JPEG payloads") ---------------------------
+// dsc build ends a restart-marked payload with an APP15 segment, right before EOI: "DSCIDX\0", a version
+// byte (1), then each restart interval's entropy-coded length in bytes (u16, little-endian), markers
+// excluded. ScanTwinEntropy takes interval bounds from it instead of scanning for markers, after checking
+// that each bound lands on its RSTn (a segment that does not fit is ignored and the bytes are scanned).
+// Decoders that do not know it skip it as any APPn.
+constexpr uint8_t kTwinIndexMarker = 0xEF;  // APP15
+constexpr uint8_t kTwinIndexId[8] = {'D', 'S', 'C', 'I', 'D', 'X', 0, 1};
+constexpr uint32_t kTwinIndexMaxIntervals = (65535 - 2 - 8) / 2;  // a segment's length field is 16 bits
+// The segment's bytes for n intervals, marker and length included.
+constexpr size_t TwinIndexSegmentSize(uint32_t n) { return 2 + 2 + 8 + 2 * size_t(n); }
+
+// Inserts the segment before the final EOI of a whole JPEG when the twin parses it and it has 2 to
+// kTwinIndexMaxIntervals restart intervals, each under 64 KiB, each marker right after its data (no
+// fill bytes), and EOI right after the last; returns whether it did (false leaves *jpeg as it was).
+bool AddTwinIntervalIndex(std::vector<uint8_t>* jpeg);
+// The first length's byte when piece[start, piece_size) (entropy data from its first byte to the
+// payload's end) ends with the segment for n intervals and then EOI; else nullptr.
+const uint8_t* FindTwinIntervalIndex(const uint8_t* piece, size_t piece_size, size_t start, uint32_t n);
 
 // Sets which components the decode upsamples with libjpeg's fancy filter when `fancy` (TurboJPEG
 // without TJFLAG_FASTUPSAMPLE): as libjpeg-turbo chooses, the h2v1 and h2v2 components of an image whose

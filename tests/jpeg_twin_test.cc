@@ -16,6 +16,8 @@
 #include <set>
 
 #include "kernels/cpu.h"
+#include "kernels/jpeg_codec.h"
+#include "kernels/jpeg_transcode.h"
 #include "kernels/jpeg_twin.h"
 #include "kernels/jpeg_twin_batch.h"
 #include "reader/dataset.h"
@@ -380,6 +382,134 @@ TEST(JpegTwin, PhotosWithRestartIntervalsSequentialAndSplit) {
     split_units += (seq.h + 7) / 8;
   }
   EXPECT_GT(split_units, 1000u);
+}
+
+// The bounds of a payload's restart intervals: from the interval index dsc build appends
+// (kernels::AddTwinIntervalIndex), and from a marker scan of the same payload without it.
+struct Bounds {
+  kernels::TwinParseResult r;
+  kernels::TwinFrame f;
+  std::vector<uint32_t> begin, end;
+  size_t data = 0, size = 0;
+  bool indexed = false;
+};
+Bounds ScanBounds(const std::vector<uint8_t>& jpeg, uint32_t last_unit = ~uint32_t(0)) {
+  Bounds b;
+  const uint32_t most = uint32_t(jpeg.size() / 2 + 2);
+  b.begin.assign(most, 0);
+  b.end.assign(most, 0);
+  kernels::TwinScan scan;
+  scan.unit_begin = b.begin.data();
+  scan.unit_end = b.end.data();
+  scan.last_unit = last_unit;
+  b.r = kernels::ParseTwin(nullptr, 0, jpeg.data(), jpeg.size(), &b.f, nullptr, &scan, most);
+  b.data = size_t(scan.data - jpeg.data());
+  b.size = scan.size;
+  b.indexed = scan.indexed;
+  const uint32_t n = std::min(b.f.intervals, last_unit == ~uint32_t(0) ? b.f.intervals : last_unit + 1);
+  b.begin.resize(n);
+  b.end.resize(n);
+  return b;
+}
+
+TEST(JpegTwin, IntervalIndexGivesTheBoundsAMarkerScanFinds) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  size_t indexed = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const Payload p = ds.ReadPayload(i, &scratch);
+    const std::vector<uint8_t> whole(p.data, p.data + p.size);
+    const std::string name = "photo " + std::to_string(i);
+    const Bounds with = ScanBounds(whole);
+    ASSERT_EQ(with.r.status, kernels::kTwinOk) << name;
+    const uint32_t n = with.f.intervals;
+    const uint8_t* lens = kernels::FindTwinIntervalIndex(whole.data(), whole.size(), with.data, n);
+    if (n < 2) {  // no restart markers: nothing to index
+      EXPECT_EQ(lens, nullptr) << name;
+      continue;
+    }
+    ASSERT_NE(lens, nullptr) << name << ": " << n << " intervals, no index";
+    ASSERT_TRUE(with.indexed) << name;
+    ++indexed;
+    // The same payload without the segment (what a build before the index wrote).
+    std::vector<uint8_t> plain(whole);
+    const size_t seg = kernels::TwinIndexSegmentSize(n);
+    plain.erase(plain.end() - 2 - long(seg), plain.end() - 2);
+    // Independent of the twin: the RST markers' positions (libjpeg-turbo's transcoder put them there).
+    std::vector<uint32_t> at;
+    ASSERT_EQ(kernels::ScanRestartMarkers(plain.data(), plain.size(), &at), n - 1) << name;
+    ASSERT_EQ(kernels::ScanRestartMarkers(whole.data(), whole.size(), nullptr), n - 1) << name << ": the index read as markers";
+    size_t from = kernels::JpegPrefixLength(plain.data(), plain.size());
+    for (uint32_t k = 0; k < n; ++k) {
+      const size_t to = k + 1 < n ? at[k] : plain.size() - 2;
+      ASSERT_EQ(size_t(lens[2 * k] | lens[2 * k + 1] << 8), to - from) << name << " interval " << k;
+      from = to + 2;
+    }
+    const Bounds without = ScanBounds(plain);
+    ASSERT_FALSE(without.indexed);
+    EXPECT_EQ(with.begin, without.begin) << name;
+    EXPECT_EQ(with.end, without.end) << name;
+    EXPECT_EQ(with.size, without.size) << name;
+    // A crop's scan, up to an interval in the middle.
+    const Bounds half = ScanBounds(whole, n / 2), half_plain = ScanBounds(plain, n / 2);
+    ASSERT_TRUE(half.indexed);
+    EXPECT_EQ(half.end, half_plain.end) << name;
+    EXPECT_EQ(half.size, half_plain.size) << name;
+    // Decoders that do not know the segment skip it.
+    std::vector<uint8_t> a, b;
+    int w, h, w2, h2;
+    ASSERT_TRUE(Turbo(whole, &a, &w, &h)) << name;
+    ASSERT_TRUE(Turbo(plain, &b, &w2, &h2)) << name;
+    ASSERT_TRUE(a == b) << name;
+    // The writer's step adds exactly this segment, and only once.
+    std::vector<uint8_t> again(plain);
+    ASSERT_TRUE(kernels::AddTwinIntervalIndex(&again)) << name;
+    EXPECT_TRUE(again == whole) << name;
+    EXPECT_FALSE(kernels::AddTwinIntervalIndex(&again)) << name;
+    // A length that does not match the data: ignored, the bytes are scanned.
+    std::vector<uint8_t> wrong(whole);
+    const size_t k = (i * 7) % n, len_at = size_t(lens - whole.data()) + 2 * k;
+    wrong[len_at] = uint8_t(wrong[len_at] + 1);
+    const Bounds scanned = ScanBounds(wrong);
+    EXPECT_FALSE(scanned.indexed) << name << " interval " << k;
+    EXPECT_EQ(scanned.end, without.end) << name;
+  }
+  EXPECT_GT(indexed, 400u);
+}
+
+TEST(JpegTwin, IntervalIndexOnlyWhereItDescribesTheBytes) {
+  ASSERT_FALSE(PhotoFile().empty());
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  const Payload p = ds.ReadPayload(0, &scratch);
+  std::vector<uint8_t> plain(p.data, p.data + p.size);
+  const Bounds b = ScanBounds(plain);
+  ASSERT_GE(b.f.intervals, 2u);
+  plain.erase(plain.end() - 2 - long(kernels::TwinIndexSegmentSize(b.f.intervals)), plain.end() - 2);
+  // A fill byte before a marker: the lengths would not lead from one interval to the next.
+  std::vector<uint8_t> fill(plain);
+  fill.insert(fill.begin() + long(b.data + b.end[0]), 0xFF);
+  ASSERT_EQ(ScanBounds(fill).r.status, kernels::kTwinOk);
+  const std::vector<uint8_t> before = fill;
+  EXPECT_FALSE(kernels::AddTwinIntervalIndex(&fill));
+  EXPECT_TRUE(fill == before);
+  // Without restart markers, and when something other than EOI follows the data.
+  const std::vector<uint8_t> none = Transcode(plain, Recode::kRestart, 0);
+  ASSERT_FALSE(none.empty());
+  std::vector<uint8_t> copy(none);
+  EXPECT_FALSE(kernels::AddTwinIntervalIndex(&copy));
+  std::vector<uint8_t> com(plain);
+  const uint8_t comment[] = {0xFF, 0xFE, 0x00, 0x04, 'h', 'i'};
+  com.insert(com.end() - 2, comment, comment + sizeof comment);
+  ASSERT_EQ(ScanBounds(com).r.status, kernels::kTwinOk);
+  EXPECT_FALSE(kernels::AddTwinIntervalIndex(&com));
+  // A damaged identifier: not an index.
+  std::vector<uint8_t> idx(plain);
+  ASSERT_TRUE(kernels::AddTwinIntervalIndex(&idx));
+  idx[idx.size() - 2 - kernels::TwinIndexSegmentSize(b.f.intervals) + 5] ^= 1;
+  EXPECT_EQ(kernels::FindTwinIntervalIndex(idx.data(), idx.size(), b.data, b.f.intervals), nullptr);
+  EXPECT_FALSE(ScanBounds(idx).indexed);
 }
 
 // All sampling layouts the twin supports, at odd sizes (partial MCUs, odd chroma edges), with and
