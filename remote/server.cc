@@ -34,6 +34,10 @@ namespace {
 
 // Processors (and their scratch) a decode thread keeps, one per recent spec.
 constexpr size_t kProcessorsPerThread = 4;
+// Samples a decode thread takes at once: a request split evenly among the threads, in pieces of at most
+// this many (small JPEGs in one piece are decoded as one group, SampleProcessor::PrepareChunk; a
+// cancelled call stops after the piece in hand).
+constexpr uint32_t kMaxPiece = 64;
 
 // Constant-time comparison: the time taken does not tell how much of a guess was right.
 bool SameToken(const std::string& a, const std::string& b) {
@@ -82,7 +86,7 @@ class Pool {
 
   // Runs the call's samples and returns when all are done (or skipped after cancellation).
   void Run(Call* c, uint32_t count, const std::function<bool()>& cancelled) {
-    const uint32_t per = std::max<uint32_t>(1, std::min<uint32_t>(8, (count + uint32_t(size()) - 1) / uint32_t(size())));
+    const uint32_t per = std::max<uint32_t>(1, std::min<uint32_t>(kMaxPiece, (count + uint32_t(size()) - 1) / uint32_t(size())));
     {
       std::lock_guard<std::mutex> l(mu_);
       for (uint32_t f = 0; f < count; f += per) {
