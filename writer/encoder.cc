@@ -129,7 +129,6 @@ void Encoder::EncodeJpeg(int w, int h, int channels, const std::string& where, E
     if (!restart_.Encode(px, w, h, channels, opt_.quality, subsampling_, policy_, &out->payload, &r))
       ThrowCodecError(where, "JPEG encode failed", restart_.error());
     SetRestart(r, Encoded::kReencoded, out);
-    if (r.interval) kernels::AddTwinIntervalIndex(&out->payload);
   } else if (!codec_.Encode(px, w, h, channels, opt_.quality, subsampling_, &out->payload)) {
     ThrowCodecError(where, "JPEG encode failed", codec_.error());
   } else {
@@ -145,12 +144,12 @@ void Encoder::SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* 
   out->restart = r.interval ? how : uint8_t(Encoded::kNoRestart);
   out->restart_interval = r.interval;
   out->mcus_per_row = r.mcus_per_row;
+  // The interval index lets a crop or the GPU stager skip the marker scan (docs/format.md).
+  if (r.interval) kernels::AddTwinIntervalIndex(&out->payload);
 }
 
 void Encoder::StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out) {
   SetRestart(r, Encoded::kTranscoded, out);
-  // The interval index lets a crop or the GPU stager skip the marker scan (docs/format.md).
-  if (r.interval) kernels::AddTwinIntervalIndex(&out->payload);
   out->encoding = uint8_t(Encoding::kJpeg);
   // The stored stream keeps the source's components (a lossless transcode, or the bytes as they
   // were): --subsampling applies only when encoding, so the index says the source's count.

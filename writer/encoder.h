@@ -66,6 +66,7 @@ class Encoder {
   void StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out);
   void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);
   void StoreRaw(int w, int h, bool zstd, const std::string& where, Encoded* out);
+  // Records how out->payload (final by now) got restart markers, and appends its interval index.
   static void SetRestart(const kernels::RestartResult& r, uint8_t how, Encoded* out);
 
   EncodeOptions opt_;
