@@ -18,9 +18,84 @@ void NormalizePlaneRowScalar(const uint8_t* in, size_t w, float* out, float scal
   for (size_t x = 0; x < w; ++x) out[reverse ? w - 1 - x : x] = Normalize(in[x], scale, bias);
 }
 
+void InterleaveRowScalar(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse) {
+  for (size_t x = 0; x < w; ++x) {
+    const size_t s = reverse ? w - 1 - x : x;
+    rgb[3 * x] = r[s];
+    rgb[3 * x + 1] = g[s];
+    rgb[3 * x + 2] = b[s];
+  }
+}
+
+void MirrorRgbRowScalar(const uint8_t* in, size_t w, uint8_t* out) {
+  for (size_t x = 0; x < w; ++x)
+    for (size_t c = 0; c < 3; ++c) out[3 * x + c] = in[3 * (w - 1 - x) + c];
+}
+
 #if defined(__x86_64__)
 
 namespace {
+
+// A permutation of 48 bytes held in three 16-byte blocks, as byte shuffles: output block j is the OR
+// of the three input blocks each shuffled by mask[j][k] (lanes that come from another block are -1,
+// which pshufb turns to zero). Sixteen RGB pixels are 48 bytes, so interleaving 16 pixels of three
+// planes and mirroring 16 pixels are each one such permutation.
+struct Shuffle48 {
+  alignas(16) int8_t mask[3][3][16];
+};
+
+enum class Move { kInterleave, kInterleaveReversed, kMirror };
+
+constexpr Shuffle48 MakeShuffle48(Move move) {
+  Shuffle48 s{};
+  for (int o = 0; o < 48; ++o) {
+    const int pixel = o / 3, channel = o % 3;
+    int block = 0, lane = 0;  // where output byte o comes from
+    switch (move) {
+      case Move::kInterleave: block = channel, lane = pixel; break;
+      case Move::kInterleaveReversed: block = channel, lane = 15 - pixel; break;
+      case Move::kMirror: block = (3 * (15 - pixel) + channel) / 16, lane = (3 * (15 - pixel) + channel) % 16; break;
+    }
+    for (int k = 0; k < 3; ++k) s.mask[o / 16][k][o % 16] = int8_t(k == block ? lane : -1);
+  }
+  return s;
+}
+
+constexpr Shuffle48 kInterleave = MakeShuffle48(Move::kInterleave);
+constexpr Shuffle48 kInterleaveReversed = MakeShuffle48(Move::kInterleaveReversed);
+constexpr Shuffle48 kMirror = MakeShuffle48(Move::kMirror);
+
+__attribute__((target("avx2"))) inline void Permute48(__m128i a, __m128i b, __m128i c, const Shuffle48& s, uint8_t* out) {
+  for (int j = 0; j < 3; ++j) {
+    const auto* m = reinterpret_cast<const __m128i*>(s.mask[j]);
+    const __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, _mm_load_si128(m)), _mm_shuffle_epi8(b, _mm_load_si128(m + 1))),
+                                   _mm_shuffle_epi8(c, _mm_load_si128(m + 2)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * j), v);
+  }
+}
+
+inline __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+__attribute__((target("avx2"))) void InterleaveRowAvx2(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w,
+                                                        uint8_t* rgb, bool reverse) {
+  size_t x = 0;
+  for (; x + 16 <= w; x += 16) {  // output pixels x..x+15
+    const size_t s = reverse ? w - 16 - x : x;
+    Permute48(Load16(r + s), Load16(g + s), Load16(b + s), reverse ? kInterleaveReversed : kInterleave, rgb + 3 * x);
+  }
+  // The rest: output pixels x..w-1 are source pixels x..w-1, or w-1-x..0 reversed.
+  if (reverse) InterleaveRowScalar(r, g, b, w - x, rgb + 3 * x, true);
+  else InterleaveRowScalar(r + x, g + x, b + x, w - x, rgb + 3 * x, false);
+}
+
+__attribute__((target("avx2"))) void MirrorRgbRowAvx2(const uint8_t* in, size_t w, uint8_t* out) {
+  size_t x = 0;
+  for (; x + 16 <= w; x += 16) {  // output pixels x..x+15 are input pixels w-1-x..w-16-x
+    const uint8_t* p = in + 3 * (w - 16 - x);
+    Permute48(Load16(p), Load16(p + 16), Load16(p + 32), kMirror, out + 3 * x);
+  }
+  MirrorRgbRowScalar(in, w - x, out + 3 * x);  // output pixels x..w-1 are input pixels w-1-x..0
+}
 
 __attribute__((target("avx2"))) inline __m128i Pack8(__m256i v) {
   // 8 int32 in 0..255 -> 8 bytes in the low half.
@@ -92,6 +167,16 @@ void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, flo
   NormalizePlaneRowScalar(in, w, out, scale, bias, reverse);
 }
 
+void InterleaveRow(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse) {
+  if (UseAvx2()) return InterleaveRowAvx2(r, g, b, w, rgb, reverse);
+  InterleaveRowScalar(r, g, b, w, rgb, reverse);
+}
+
+void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out) {
+  if (UseAvx2()) return MirrorRgbRowAvx2(in, w, out);
+  MirrorRgbRowScalar(in, w, out);
+}
+
 #else
 
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
@@ -102,6 +187,12 @@ void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, siz
 void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse) {
   NormalizePlaneRowScalar(in, w, out, scale, bias, reverse);
 }
+
+void InterleaveRow(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse) {
+  InterleaveRowScalar(r, g, b, w, rgb, reverse);
+}
+
+void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out) { MirrorRgbRowScalar(in, w, out); }
 
 #endif
 

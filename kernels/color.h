@@ -29,4 +29,13 @@ void ColorConvertRowScalar(const uint8_t* y, const uint8_t* cb, const uint8_t* c
 void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse);
 void NormalizePlaneRowScalar(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse);
 
+// Planar rows -> one interleaved RGB row: rgb[3x + c] = plane_c[x] (plane_c[w - 1 - x] with reverse),
+// plane_0..2 = r, g, b. The uint8 (NHWC) output of a JPEG decoded to planes, flipped or not.
+void InterleaveRow(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse);
+void InterleaveRowScalar(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse);
+
+// An interleaved RGB row mirrored: out[3x + c] = in[3(w - 1 - x) + c]. in and out must not overlap.
+void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out);
+void MirrorRgbRowScalar(const uint8_t* in, size_t w, uint8_t* out);
+
 }  // namespace dsc::kernels

@@ -48,6 +48,7 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
     spec_.normalize = false;
   }
   row_.resize(size_t(out.width) * 3);
+  mirrored_.resize(size_t(out.width) * 3);
   if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling);
 }
 
@@ -364,30 +365,31 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
         cut_to = t;
       }
     }
-    for (size_t c = 0; c < 3; ++c) {
-      uint8_t* row = out_rgb + c * w;
-      if (!inside) {
-        std::memset(row, spec_.fill[c], w);
-      } else {
-        std::memset(row, spec_.fill[c], size_t(lo));
-        std::memset(row + hi, spec_.fill[c], size_t(ow - hi));
-        std::memcpy(row + lo, src_rgb + c * w + (lo - shift), size_t(hi - lo));
-      }
-      if (cut_to > cut_from) std::memset(row + cut_from, spec_.fill[c], size_t(cut_to - cut_from));
-      if (planar_out) {
-        float* o = reinterpret_cast<float*>(dst) + c * plane + size_t(y) * w;
-        kernels::NormalizePlaneRow(row, w, o, out_.scale[c], out_.bias[c], mirror);
+    // The output row's three planes: the converted row itself unless it is shifted or cut.
+    const uint8_t* planes = src_rgb;
+    if (!inside || shift != 0 || cut_to > cut_from) {
+      planes = out_rgb;
+      for (size_t c = 0; c < 3; ++c) {
+        uint8_t* row = out_rgb + c * w;
+        if (!inside) {
+          std::memset(row, spec_.fill[c], w);
+        } else {
+          std::memset(row, spec_.fill[c], size_t(lo));
+          std::memset(row + hi, spec_.fill[c], size_t(ow - hi));
+          std::memcpy(row + lo, src_rgb + c * w + (lo - shift), size_t(hi - lo));
+        }
+        if (cut_to > cut_from) std::memset(row + cut_from, spec_.fill[c], size_t(cut_to - cut_from));
       }
     }
-    if (!planar_out) {
-      uint8_t* rgb = row_.data();
-      for (size_t x = 0; x < w; ++x) {
-        rgb[3 * x] = out_rgb[x];
-        rgb[3 * x + 1] = out_rgb[w + x];
-        rgb[3 * x + 2] = out_rgb[2 * w + x];
-      }
-      if (mirror) EmitMirroredRow(rgb, y, dst);
-      else EmitRow(rgb, y, dst);
+    if (planar_out) {
+      for (size_t c = 0; c < 3; ++c)
+        kernels::NormalizePlaneRow(planes + c * w, w, reinterpret_cast<float*>(dst) + c * plane + size_t(y) * w,
+                                   out_.scale[c], out_.bias[c], mirror);
+    } else {  // interleaved (and mirrored) once, straight into a uint8 batch
+      const bool direct = out_.dtype == DType::kUint8;
+      uint8_t* rgb = direct ? dst + size_t(y) * w * 3 : row_.data();
+      kernels::InterleaveRow(planes, planes + w, planes + 2 * w, w, rgb, mirror);
+      if (!direct) EmitRow(rgb, y, dst);
     }
   }
 }
@@ -466,11 +468,12 @@ void SampleProcessor::EmitMirroredRow(const uint8_t* rgb, int y, uint8_t* dst) {
     kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias, /*reverse=*/true);
     return;
   }
-  uint8_t* row = row_.data();  // reversed in the row buffer (rgb may already be it)
-  if (rgb != row) std::memcpy(row, rgb, w * 3);
-  for (size_t a = 0, b = w - 1; a < b; ++a, --b)
-    for (int c = 0; c < 3; ++c) std::swap(row[a * 3 + c], row[b * 3 + c]);
-  EmitRow(row, y, dst);
+  if (out_.dtype == DType::kUint8) {  // straight into the batch
+    kernels::MirrorRgbRow(rgb, w, dst + size_t(y) * w * 3);
+    return;
+  }
+  kernels::MirrorRgbRow(rgb, w, mirrored_.data());  // rgb may be row_
+  EmitRow(mirrored_.data(), y, dst);
 }
 
 void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {

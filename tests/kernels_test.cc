@@ -146,6 +146,38 @@ TEST(Color, Avx2RowsEqualScalar) {
   }
 }
 
+TEST(Color, InterleaveAndMirrorRowsFollowTheirDefinitions) {
+  // The scalar references against the definitions, and the dispatched rows (AVX2 where the CPU has
+  // it) against the references, at widths around the 16-pixel vector step.
+  std::mt19937 rng(5);
+  for (size_t w : {1u, 2u, 15u, 16u, 17u, 31u, 32u, 33u, 48u, 224u, 227u}) {
+    std::vector<uint8_t> planes(3 * w), rgb(3 * w);
+    for (auto& v : planes) v = uint8_t(rng());
+    for (auto& v : rgb) v = uint8_t(rng());
+    const uint8_t *r = planes.data(), *g = r + w, *b = g + w;
+    for (bool rev : {false, true}) {
+      std::vector<uint8_t> ref(3 * w), fast(3 * w + 1, 0xA5);  // one guard byte past the row
+      InterleaveRowScalar(r, g, b, w, ref.data(), rev);
+      for (size_t x = 0; x < w; ++x) {
+        const size_t s = rev ? w - 1 - x : x;
+        ASSERT_EQ(ref[3 * x], r[s]);
+        ASSERT_EQ(ref[3 * x + 1], g[s]);
+        ASSERT_EQ(ref[3 * x + 2], b[s]);
+      }
+      InterleaveRow(r, g, b, w, fast.data(), rev);
+      ASSERT_EQ(std::vector<uint8_t>(fast.begin(), fast.end() - 1), ref) << "w=" << w << " reverse=" << rev;
+      ASSERT_EQ(fast.back(), 0xA5) << "w=" << w;
+    }
+    std::vector<uint8_t> ref(3 * w), fast(3 * w + 1, 0xA5);
+    MirrorRgbRowScalar(rgb.data(), w, ref.data());
+    for (size_t x = 0; x < w; ++x)
+      for (size_t c = 0; c < 3; ++c) ASSERT_EQ(ref[3 * x + c], rgb[3 * (w - 1 - x) + c]);
+    MirrorRgbRow(rgb.data(), w, fast.data());
+    ASSERT_EQ(std::vector<uint8_t>(fast.begin(), fast.end() - 1), ref) << "w=" << w;
+    ASSERT_EQ(fast.back(), 0xA5) << "w=" << w;
+  }
+}
+
 TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {
   const int w = 9, h = 7;
   std::vector<uint8_t> img(w * h * 3);

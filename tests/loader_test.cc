@@ -186,31 +186,43 @@ TEST(Loader, FusedPathMatchesTheRgbPathForEveryOutputFormat) {
 }
 
 TEST(Loader, CifarAugmentationsMatchANaiveReference) {
-  LoaderOptions o = Uint8(LoaderOptions::CifarTrain());
-  o.batch_size = 64;
-  o.seed = 17;
-  Loader l(Built().jpg, o);
-  Dataset ds(Built().jpg);
-  for (const Batch& b : l.epoch(2)) {
-    for (uint32_t j = 0; j < b.size; ++j) {
-      const uint32_t idx = b.indices[j];
-      auto src = Decoded(ds, idx);  // box upsampling, the loader's default
-      kernels::CropRect rect;
-      kernels::SampleParams p;
-      kernels::MakeParams(o.augment, 32, 32, 17, 2, idx, &rect, &p);
-      const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
-      for (int y = 0; y < 32; ++y)
-        for (int x = 0; x < 32; ++x) {
-          // flip -> translate(fill) -> cutout(fill), written out naively
-          int sx = x - p.dx, sy = y - p.dy;
-          bool inside = sx >= 0 && sy >= 0 && sx < 32 && sy < 32;
-          if (p.flip) sx = 31 - sx;
-          bool cut = x >= p.cut_x && x < p.cut_x + 4 && y >= p.cut_y && y < p.cut_y + 4;
-          for (int c = 0; c < 3; ++c) {
-            uint8_t want = (inside && !cut) ? src[(size_t(sy) * 32 + sx) * 3 + c] : o.augment.fill[c];
-            ASSERT_EQ(got[(y * 32 + x) * 3 + c], want) << "sample " << idx << " " << x << "," << y;
-          }
+  // JPEG payloads take the fused path (planes to rows), raw ones the row path: both against the same
+  // naive flip / translate / cutout of the stored pixels.
+  for (const std::string& file : {Built().jpg, Built().raw}) {
+    SCOPED_TRACE(file);
+    const bool raw = file == Built().raw;
+    LoaderOptions o = Uint8(LoaderOptions::CifarTrain());
+    o.batch_size = 64;
+    o.seed = 17;
+    Loader l(file, o);
+    Dataset ds(file);
+    for (const Batch& b : l.epoch(2)) {
+      for (uint32_t j = 0; j < b.size; ++j) {
+        const uint32_t idx = b.indices[j];
+        std::vector<uint8_t> scratch, src;
+        if (raw) {  // the stored pixels themselves
+          Payload pl = ds.ReadPayload(idx, &scratch);
+          src.assign(pl.data, pl.data + pl.size);
+        } else {
+          src = Decoded(ds, idx);  // box upsampling, the loader's default
         }
+        kernels::CropRect rect;
+        kernels::SampleParams p;
+        kernels::MakeParams(o.augment, 32, 32, 17, 2, idx, &rect, &p);
+        const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
+        for (int y = 0; y < 32; ++y)
+          for (int x = 0; x < 32; ++x) {
+            // flip -> translate(fill) -> cutout(fill), written out naively
+            int sx = x - p.dx, sy = y - p.dy;
+            bool inside = sx >= 0 && sy >= 0 && sx < 32 && sy < 32;
+            if (p.flip) sx = 31 - sx;
+            bool cut = x >= p.cut_x && x < p.cut_x + 4 && y >= p.cut_y && y < p.cut_y + 4;
+            for (int c = 0; c < 3; ++c) {
+              uint8_t want = (inside && !cut) ? src[(size_t(sy) * 32 + sx) * 3 + c] : o.augment.fill[c];
+              ASSERT_EQ(got[(y * 32 + x) * 3 + c], want) << "sample " << idx << " " << x << "," << y;
+            }
+          }
+      }
     }
   }
 }
