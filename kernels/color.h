@@ -34,6 +34,27 @@ void NormalizePlaneRowScalar(const uint8_t* in, size_t w, float* out, float scal
 void InterleaveRow(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse);
 void InterleaveRowScalar(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t w, uint8_t* rgb, bool reverse);
 
+// One output row of a JPEG's planes as normalised float32 planes, in one pass (the fused path's
+// float32 NCHW row, reader/sample_processor.cc). Before mirroring, pixel x of the row is fill[c] where
+// x is outside [lo, hi) or inside [cut_from, cut_to), else source pixel x - shift:
+// YccToRgb(y[x - shift], cb[(x - shift) >> hshift], cr[(x - shift) >> hshift]). Then
+// out_c[mirror ? w - 1 - x : x] = Normalize(pixel_c, scale[c], bias[c]). The source pixels of
+// [lo, hi) must lie in the row (0 <= lo - shift, hi - shift <= w); lo == hi: a row of fill (y, cb and
+// cr unused). Streaming stores where the rows allow them.
+struct YccRow {
+  const uint8_t *y = nullptr, *cb = nullptr, *cr = nullptr;
+  int hshift = 0;  // 0 or 1
+  int w = 0;
+  int shift = 0, lo = 0, hi = 0, cut_from = 0, cut_to = 0;
+};
+void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
+                   float* r, float* g, float* b);
+void YccRowToFloatScalar(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3],
+                         bool mirror, float* r, float* g, float* b);
+// Whether YccRowToFloat has a vector path for rows of w pixels at hshift on this CPU (AVX-512, w a
+// multiple of 16): elsewhere converting the row and normalising its planes is faster.
+bool YccRowToFloatIsFast(size_t w, int hshift);
+
 // An interleaved RGB row mirrored: out[3x + c] = in[3(w - 1 - x) + c]. in and out must not overlap.
 void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out);
 void MirrorRgbRowScalar(const uint8_t* in, size_t w, uint8_t* out);

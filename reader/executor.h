@@ -32,6 +32,9 @@ struct RemoteContext {
   // The most samples one of this loader's requests carries: with the output size, it bounds the reply
   // an executor accepts (a worker cannot make the loader receive more).
   uint32_t max_request_samples = kMaxRemoteRequestSamples;
+  // The loader finishes the samples (ChunkTask::sink) and takes them in any SampleForm: an executor
+  // may ask for planes. Without it every sample comes as `options` says.
+  bool planes = false;
   uint64_t run_fingerprint = 0;                 // RunIdentity, for logs
 };
 
@@ -40,14 +43,32 @@ struct BytePiece {
   size_t size = 0;
 };
 
+// How a deferred sample travels (ChunkTask::sink). kRgb: its uint8 RGB rows at the output size, as
+// the deferring processor writes them. The others only where the executor was asked for planes
+// (RemoteContext::planes) and the sample is a JPEG of the output's size that the loader's own threads
+// would decode to planes (no crop, box upsampling): the decoder's planes, each w x h plane's rows one
+// after another, Y then Cb then Cr at the chroma size ceil(w / 2^h) x ceil(h / 2^v); the loader
+// converts them as its fused path does. Same bytes in the batch, half of RGB's on the wire at 4:2:0.
+enum class SampleForm : uint8_t {
+  kRgb = 0,
+  kGray = 1,     // one plane: luma
+  kYcc444 = 2,   // the four YCbCr forms are kYcc444 + hshift + 2 x vshift of the chroma planes
+  kYcc422 = 3,
+  kYcc440 = 4,
+  kYcc420 = 5,
+};
+constexpr uint8_t kSampleForms = 6;
+// The bytes of a w x h sample in form f (f < kSampleForms).
+size_t SampleFormBytes(SampleForm f, uint32_t w, uint32_t h);
+
 // Takes a chunk's samples as they arrive (ChunkTask::sink).
 class SampleSink {
  public:
   virtual ~SampleSink() = default;
-  // Sample j of the chunk (each once, in any order): its 3 x width x height x dtype bytes in order
-  // across n pieces (one, or several when a sample is split between receive buffers), valid only
-  // during the call.
-  virtual void Take(uint32_t j, const BytePiece* pieces, size_t n) = 0;
+  // Sample j of the chunk (each once, in any order): its SampleFormBytes(form, width, height) bytes in
+  // order across n pieces (one, or several when a sample is split between receive buffers), valid
+  // only during the call.
+  virtual void Take(uint32_t j, SampleForm form, const BytePiece* pieces, size_t n) = 0;
 };
 
 

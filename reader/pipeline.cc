@@ -1082,6 +1082,7 @@ class Pipeline {
     c.width = width_;
     c.height = height_;
     c.max_request_samples = uint32_t(std::min<uint64_t>(kMaxRemoteRequestSamples, remote_chunks_ * chunk_size()));
+    c.planes = wire_uint8_;
     c.run_fingerprint = RunIdentity::Of(ds_, opt_).Fingerprint();
     return c;
   }
@@ -1292,7 +1293,8 @@ class Pipeline {
     const uint32_t from;
     std::string error;  // the first sample that could not be finished
 
-    void Take(uint32_t j, const BytePiece* pieces, size_t n) override {
+    void Take(uint32_t j, SampleForm form, const BytePiece* pieces, size_t n) override {
+      if (form != SampleForm::kRgb) return TakePlanes(j, form, pieces, n);
       const size_t row = size_t(3) * d->width;
       d->rows.resize(d->height);
       d->bounce.resize(row * d->height);
@@ -1321,6 +1323,30 @@ class Pipeline {
       try {
         d->finish->FinishDeferredRows(t->samples[j], d->seed, d->epoch, d->rows.data(),
                                       b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
+
+    // Planes are read in one piece: a sample split between receive buffers is gathered first.
+    void TakePlanes(uint32_t j, SampleForm form, const BytePiece* pieces, size_t n) {
+      const size_t size = SampleFormBytes(form, d->width, d->height);
+      const uint8_t* bytes = n == 1 && pieces[0].size == size ? pieces[0].data : nullptr;
+      if (!bytes) {
+        d->bounce.resize(size);
+        size_t at = 0;
+        for (size_t i = 0; i < n && at < size; at += std::min(size - at, pieces[i].size), ++i)
+          std::memcpy(d->bounce.data() + at, pieces[i].data, std::min(size - at, pieces[i].size));
+        if (at != size) {
+          if (error.empty()) error = "internal: a remote sample of fewer bytes than its planes";
+          return;
+        }
+        bytes = d->bounce.data();
+      }
+      if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
+      try {
+        d->finish->FinishDeferredPlanes(t->samples[j], d->seed, d->epoch, form, bytes,
+                                        b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
       } catch (const std::exception& e) {
         if (error.empty()) error = e.what();
       }

@@ -36,6 +36,40 @@ uint64_t NowNs() {
 }
 }  // namespace
 
+size_t SampleFormBytes(SampleForm f, uint32_t w, uint32_t h) {
+  const size_t plane = size_t(w) * h;
+  if (f == SampleForm::kRgb) return 3 * plane;
+  if (f == SampleForm::kGray) return plane;
+  const int k = int(f) - int(SampleForm::kYcc444), hs = k & 1, vs = k >> 1;
+  return plane + 2 * (size_t((w + (1u << hs) - 1) >> hs) * ((h + (1u << vs) - 1) >> vs));
+}
+
+SampleForm PackPlanes(const kernels::JpegPlanes& jp, uint32_t w, uint32_t h, uint8_t* out) {
+  const SampleForm form = jp.components == 1 ? SampleForm::kGray
+                                             : SampleForm(int(SampleForm::kYcc444) + jp.hshift[1] + 2 * jp.vshift[1]);
+  for (int c = 0; c < jp.components; ++c) {
+    const size_t cw = (w + (1u << jp.hshift[c]) - 1) >> jp.hshift[c], ch = (h + (1u << jp.vshift[c]) - 1) >> jp.vshift[c];
+    for (size_t y = 0; y < ch; ++y, out += cw) std::memcpy(out, jp.plane[c] + y * jp.stride[c], cw);
+  }
+  return form;
+}
+
+kernels::JpegPlanes ViewPlanes(SampleForm form, const uint8_t* bytes, uint32_t w, uint32_t h) {
+  kernels::JpegPlanes jp;
+  jp.width = int(w);
+  jp.height = int(h);
+  jp.components = form == SampleForm::kGray ? 1 : 3;
+  const int k = form == SampleForm::kGray ? 0 : int(form) - int(SampleForm::kYcc444);
+  for (int c = 0; c < jp.components; ++c) {
+    jp.hshift[c] = c ? k & 1 : 0;
+    jp.vshift[c] = c ? k >> 1 : 0;
+    jp.stride[c] = (w + (1u << jp.hshift[c]) - 1) >> jp.hshift[c];
+    jp.plane[c] = bytes;
+    bytes += jp.stride[c] * ((h + (1u << jp.vshift[c]) - 1) >> jp.vshift[c]);
+  }
+  return jp;
+}
+
 SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& spec, const OutputFormat& out, bool stats,
                                  Tracer* tracer, uint32_t track, bool defer)
     : ds_(ds), spec_(spec), full_(spec), defer_(defer), out_(out), stats_(stats || tracer), tracer_(tracer), track_(track),
@@ -55,8 +89,12 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
 
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
-                              kernels::SampleParams* applied, uint8_t* fallback) {
-  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback); })) return;
+                              kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form) {
+  if (form) {
+    if (!defer_) throw Error("internal: planes asked of a processor that does not defer");
+    *form = SampleForm::kRgb;
+  }
+  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
   // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
   ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
@@ -127,7 +165,7 @@ int SampleProcessor::DecodeGroup() {
 }
 
 void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
-                                       kernels::SampleParams* applied, uint8_t* fallback) {
+                                       kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form) {
   // Decoded by PrepareChunk with the chunk's others, when this is the sample it expects next.
   int grouped = -1;
   if (chunk_next_ < chunk_.size()) {
@@ -204,7 +242,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     case format::Encoding::kJpeg: {
       if (grouped >= 0) {  // the planes DecodePlanes would give (PrepareChunk checked what Process checks below)
         const uint64_t t2 = stats_ ? NowNs() : 0;
-        WritePlanes(params, group_jpeg_->GroupPlanes(grouped), dst);
+        EmitPlanes(params, group_jpeg_->GroupPlanes(grouped), dst, form);
         kernels::StreamFence();
         if (stats_) Account(st, t0, t1, t2, p.size);
         return;
@@ -220,7 +258,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
         kernels::JpegPlanes planes;
         if (!jpeg_->DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_->error());
         const uint64_t t2 = stats_ ? NowNs() : 0;
-        WritePlanes(params, planes, dst);
+        EmitPlanes(params, planes, dst, form);
         kernels::StreamFence();
         if (stats_) Account(st, t0, t1, t2, p.size);
         return;
@@ -317,6 +355,25 @@ void SampleProcessor::FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t
   kernels::StreamFence();
 }
 
+void SampleProcessor::FinishDeferredPlanes(uint64_t index, uint64_t seed, uint64_t epoch, SampleForm form,
+                                           const uint8_t* bytes, uint8_t* dst, kernels::SampleParams* applied) {
+  if (defer_ || form == SampleForm::kRgb || uint8_t(form) >= kSampleForms)
+    throw Error("internal: FinishDeferredPlanes on a deferring processor or for RGB rows");
+  const format::IndexEntry e = ds_.entry(index);
+  kernels::CropRect rect;
+  kernels::SampleParams params;
+  kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
+  if (applied) *applied = params;
+  WritePlanes(params, ViewPlanes(form, bytes, out_.width, out_.height), dst);
+  kernels::StreamFence();
+}
+
+void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& jp, uint8_t* dst,
+                                 SampleForm* form) {
+  if (form) *form = PackPlanes(jp, out_.width, out_.height, dst);
+  else WritePlanes(p, jp, dst);
+}
+
 void SampleProcessor::Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes) {
   const uint64_t t3 = NowNs();
   st->read_ns += t1 - t0;
@@ -341,20 +398,13 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   const bool mirror = p.flip != 0;
   const int shift = mirror ? -p.dx : p.dx;  // see WriteRows: a flipped row is built mirrored
   const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
+  // float32 NCHW from YCbCr: each row converted, shifted, cut and normalised in one pass where the CPU
+  // has a vector path for it (kernels::YccRowToFloat); else converted, assembled, then normalised.
+  const bool fused = planar_out && jp.components == 3 && kernels::YccRowToFloatIsFast(w, jp.hshift[1]);
   for (int y = 0; y < oh; ++y) {
     const int ty = y - p.dy;
     const bool inside = ty >= 0 && ty < oh;
-    if (inside) {
-      const uint8_t* Y = jp.plane[0] + size_t(ty) * jp.stride[0];
-      if (jp.components == 3) {
-        const uint8_t* cb = jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1];
-        const uint8_t* cr = jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2];
-        kernels::ColorConvertRow(Y, cb, cr, w, jp.hshift[1], src_rgb, src_rgb + w, src_rgb + 2 * w);
-      } else {
-        for (int c = 0; c < 3; ++c) std::memcpy(src_rgb + c * w, Y, w);
-      }
-    }
-    const int lo = shift > 0 ? shift : 0, hi = shift < 0 ? ow + shift : ow;
+    const int lo = inside ? (shift > 0 ? shift : 0) : 0, hi = inside ? (shift < 0 ? ow + shift : ow) : 0;
     int cut_from = 0, cut_to = 0;
     if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
       cut_from = p.cut_x;
@@ -363,6 +413,31 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
         const int f = ow - cut_to, t = ow - cut_from;
         cut_from = f;
         cut_to = t;
+      }
+    }
+    const uint8_t *Y = nullptr, *cb = nullptr, *cr = nullptr;
+    if (inside) {
+      Y = jp.plane[0] + size_t(ty) * jp.stride[0];
+      if (jp.components == 3) {
+        cb = jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1];
+        cr = jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2];
+      }
+    }
+    if (fused) {
+      kernels::YccRow q;
+      q.y = Y, q.cb = cb, q.cr = cr;
+      q.hshift = jp.hshift[1];
+      q.w = ow;
+      q.shift = shift, q.lo = lo, q.hi = hi, q.cut_from = cut_from, q.cut_to = cut_to;
+      float* row = reinterpret_cast<float*>(dst) + size_t(y) * w;
+      kernels::YccRowToFloat(q, spec_.fill, out_.scale, out_.bias, mirror, row, row + plane, row + 2 * plane);
+      continue;
+    }
+    if (inside) {
+      if (jp.components == 3) {
+        kernels::ColorConvertRow(Y, cb, cr, w, jp.hshift[1], src_rgb, src_rgb + w, src_rgb + 2 * w);
+      } else {
+        for (int c = 0; c < 3; ++c) std::memcpy(src_rgb + c * w, Y, w);
       }
     }
     // The output row's three planes: the converted row itself unless it is shifted or cut.

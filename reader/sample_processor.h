@@ -12,6 +12,7 @@
 #include "kernels/resample.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
+#include "reader/executor.h"
 #include "reader/loader.h"
 
 namespace dsc {
@@ -31,6 +32,12 @@ struct OutputFormat {
 
 class TwinStageWorker;  // reader/gpu_stage.h
 
+// SampleForm (reader/executor.h) <-> planes. PackPlanes writes a w x h image's decoded planes (its
+// size: the planes path takes only images of the output's size) in their form's layout and returns
+// the form; ViewPlanes gives the planes of such bytes, pointing into them.
+SampleForm PackPlanes(const kernels::JpegPlanes& planes, uint32_t w, uint32_t h, uint8_t* out);
+kernels::JpegPlanes ViewPlanes(SampleForm form, const uint8_t* bytes, uint32_t w, uint32_t h);
+
 class SampleProcessor {
  public:
   // With `defer`, only decoding and crop/resize happen here (see LoaderOptions::defer_augment).
@@ -44,9 +51,11 @@ class SampleProcessor {
   // are no longer readable (file truncated while open: reader/mmap_guard.h).
   // `applied` receives the sample's parameters (see Batch::params). With `fallback` (a processor
   // made with OutputFormat::twin), a payload the GPU decoder takes is left undecoded (*fallback = 0);
-  // any other is decoded and *fallback says why (Batch::fallback).
+  // any other is decoded and *fallback says why (Batch::fallback). With `form` (a deferring processor
+  // only: remote workers), a sample that decodes to planes is written to `dst` as its planes
+  // (SampleForm, reader/executor.h) and *form says which; any other sample as RGB rows, *form = kRgb.
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
-               kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr);
+               kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr, SampleForm* form = nullptr);
   // Called before Process of a batch chunk's samples, with them in the order Process will take them:
   // decodes together the small JPEGs among them that share the file's JPEG header (no crop, box
   // upsampling: kernels::JpegDecoder::DecodePlanesGroup, about 1.9x the per-image decode on CIFAR-10),
@@ -67,10 +76,14 @@ class SampleProcessor {
   // reply's rows stay in the receive buffers. Not for a deferring processor.
   void FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* const* rows, uint8_t* dst,
                           kernels::SampleParams* applied = nullptr);
+  // The same for a sample that came as planes: `bytes` holds its SampleFormBytes(form, width, height)
+  // (form is not kRgb), as Process wrote them. Same bytes as Process.
+  void FinishDeferredPlanes(uint64_t index, uint64_t seed, uint64_t epoch, SampleForm form, const uint8_t* bytes,
+                            uint8_t* dst, kernels::SampleParams* applied = nullptr);
 
  private:
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
-                        kernels::SampleParams* applied, uint8_t* fallback);
+                        kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form);
   // PrepareChunk's work, in a guarded region: the group's members; 0 when there is no group.
   int DecodeGroup();
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
@@ -79,6 +92,8 @@ class SampleProcessor {
   void WriteRowsAt(const kernels::SampleParams& p, RowAt row_at, uint8_t* dst);
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
+  // Decoded planes into dst: packed as they are when the caller takes planes (`form`), else WritePlanes.
+  void EmitPlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst, SampleForm* form);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
   void MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect, const kernels::SampleParams& params,
                          kernels::TwinCropInput* in) const;

@@ -24,6 +24,7 @@ class SampleWork {
   size_t sample_bytes() const { return sample_bytes_; }  // one output image
   uint32_t width() const { return format_.width; }
   uint32_t height() const { return format_.height; }
+  bool defers() const { return defer_; }  // its processors write the deferred form
 
  private:
   kernels::AugmentSpec augment_;

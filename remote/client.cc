@@ -127,6 +127,7 @@ class GrpcExecutor : public RemoteExecutor {
   GrpcExecutor(const std::string& address, const RemoteOptions& o, const RemoteContext& c)
       : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), ctx_(c) {
     ToSpec(c.options, c.width, c.height, &spec_);
+    spec_.set_planes(c.planes);
   }
 
   const std::string& address() const override { return address_; }
@@ -294,7 +295,12 @@ class GrpcExecutor : public RemoteExecutor {
     uint64_t images_size = 0;
     std::string sample_error;
     const size_t sample_bytes = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype);
-    const size_t want = sample_bytes * t.count;
+    size_t want = sample_bytes * t.count;
+    std::vector<uint8_t>& forms = Forms();  // each sample's SampleForm when the reply has them
+    forms.clear();
+    auto bytes_of = [&](uint32_t j) {
+      return forms.empty() ? sample_bytes : SampleFormBytes(SampleForm(forms[j]), t.width, t.height);
+    };
     while (!r.done()) {
       uint64_t key, n;
       if (!r.Varint(&key)) return bad("truncated field key");
@@ -330,7 +336,17 @@ class GrpcExecutor : public RemoteExecutor {
             }))
           return bad("truncated params");
         got_params = true;
-      } else if (field == 5) {
+      } else if (field == 5) {  // planes were asked for only where a sink finishes the samples
+        if (!spec_.planes() || !t.sink || got_images) return bad("sample forms not asked for");
+        if (n != t.count) return bad("forms of " + std::to_string(n) + " bytes");
+        if (!r.Take(n, [&](const uint8_t* p, size_t k) { return forms.insert(forms.end(), p, p + k), true; }))
+          return bad("truncated forms");
+        want = 0;
+        for (uint32_t j = 0; j < t.count; ++j) {
+          if (forms[j] >= kSampleForms) return bad("sample form " + std::to_string(forms[j]));
+          want += bytes_of(j);
+        }
+      } else if (field == 6) {
         if (images_size != want) return bad("images of " + std::to_string(images_size) + " bytes, expected " + std::to_string(want));
         if (!compressed) {
           if (n != want) return bad("images of " + std::to_string(n) + " bytes");
@@ -340,17 +356,18 @@ class GrpcExecutor : public RemoteExecutor {
             ok = r.Take(n, [&](const uint8_t* p, size_t k) { return std::memcpy(out, p, k), out += k, true; });
           } else {  // each sample to the sink where it lies in the slices (they live as long as r)
             uint32_t j = 0;
-            size_t fill = 0;
+            size_t fill = 0, size = t.count ? bytes_of(0) : 0;
             std::vector<BytePiece> pieces;
             ok = r.Take(n, [&](const uint8_t* p, size_t k) {
               while (k) {
-                const size_t c = std::min(k, sample_bytes - fill);
+                const size_t c = std::min(k, size - fill);
                 pieces.push_back({p, c});
                 fill += c, p += c, k -= c;
-                if (fill == sample_bytes) {
-                  t.sink->Take(j++, pieces.data(), pieces.size());
+                if (fill == size) {
+                  t.sink->Take(j, forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), pieces.data(), pieces.size());
                   pieces.clear();
                   fill = 0;
+                  if (++j < t.count) size = bytes_of(j);
                 }
               }
               return true;
@@ -370,9 +387,9 @@ class GrpcExecutor : public RemoteExecutor {
             return true;
           });
           if (!ok || out.pos != want) return bad("bad zstd frame");
-          for (uint32_t j = 0; t.sink && j < t.count; ++j) {
-            const BytePiece whole{t.images + j * sample_bytes, sample_bytes};
-            t.sink->Take(j, &whole, 1);
+          for (size_t j = 0, at = 0; t.sink && j < t.count; at += bytes_of(uint32_t(j++))) {
+            const BytePiece whole{t.images + at, bytes_of(uint32_t(j))};
+            t.sink->Take(uint32_t(j), forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), &whole, 1);
           }
         }
         got_images = true;
@@ -386,6 +403,12 @@ class GrpcExecutor : public RemoteExecutor {
     }
     if (!got_images || !got_params) return bad("missing images or params");
     return RunResult::kOk;
+  }
+
+  // A reply's sample forms, kept per calling thread (Run is called by several at once).
+  static std::vector<uint8_t>& Forms() {
+    thread_local std::vector<uint8_t> forms;
+    return forms;
   }
 
   // One decompression context per calling thread (Run is called by several at once).

@@ -57,6 +57,7 @@ struct Call {
   const uint32_t* samples = nullptr;
   uint8_t* images = nullptr;
   uint8_t* params = nullptr;
+  uint8_t* forms = nullptr;  // spec.planes: each sample's SampleForm
   std::atomic<bool> cancelled{false};
   std::mutex mu;
   std::condition_variable cv;
@@ -140,12 +141,15 @@ class Pool {
         for (uint32_t i = p.from; i < p.to && !c->cancelled.load(); ++i) {
           if (i + kPrefetchAhead < p.to) c->ds->PrefetchEntry(c->samples[i + kPrefetchAhead]);
           kernels::SampleParams sp;
+          SampleForm form = SampleForm::kRgb;
           try {
-            it->second.proc->Process(c->samples[i], c->seed, c->epoch, c->images + bytes * i, nullptr, &sp);
+            it->second.proc->Process(c->samples[i], c->seed, c->epoch, c->images + bytes * i, nullptr, &sp, nullptr,
+                                     c->forms ? &form : nullptr);
           } catch (const std::exception& e) {
             if (error.empty()) error = e.what();
           }
           PutParams(sp, c->params + kParamBytes * i);
+          if (c->forms) c->forms[i] = uint8_t(form);
         }
       }
       std::lock_guard<std::mutex> l(c->mu);
@@ -323,7 +327,7 @@ class WorkerService final : public Worker::Service {
   }
 
   // A ProcessReply in protobuf's wire format, fields in number order: a small head (compressed,
-  // images_size, sample_error, params, the images field's key and length), then the images slice.
+  // images_size, sample_error, params, forms, the images field's key and length), then the images slice.
   // Written while its memory is still counted (Admit / Leave).
   grpc::Status DoProcess(grpc::ServerContext* ctx, const ProcessRequest* req,
                          grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
@@ -399,8 +403,13 @@ class WorkerService final : public Worker::Service {
       }
       c.images = const_cast<uint8_t*>(images.begin());
     }
-    std::vector<uint8_t> params(size_t(kParamBytes) * count);
+    std::vector<uint8_t> params(size_t(kParamBytes) * count), forms;
     c.params = params.data();
+    // Planes only where the request's processors defer (the finishing client's uint8 form).
+    if (req->spec().planes() && work->defers()) {
+      forms.resize(count);
+      c.forms = forms.data();
+    }
     pool_.Run(&c, count, [&] { return ctx->IsCancelled(); });
     if (c.cancelled.load()) {
       std::lock_guard<std::mutex> l(mu_);
@@ -413,6 +422,19 @@ class WorkerService final : public Worker::Service {
       const grpc::Slice one(head);
       return send(&one, 1);
     }
+    uint64_t sent_bytes = image_bytes;
+    if (c.forms) {  // each sample's form, packed: a sample never grows, so each moves down or stays
+      const uint32_t w = work->width(), h = work->height();
+      uint64_t at = 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const size_t size = SampleFormBytes(SampleForm(forms[i]), w, h);
+        if (at != uint64_t(work->sample_bytes()) * i) std::memmove(c.images + at, c.images + uint64_t(work->sample_bytes()) * i, size);
+        at += size;
+      }
+      sent_bytes = at;
+      if (req->compress()) raw.resize(size_t(at));
+      else images = images.sub(0, size_t(at));
+    }
     if (req->compress()) {
       grpc::Slice z(ZSTD_compressBound(raw.size()));
       const size_t n = ZSTD_compress(const_cast<uint8_t*>(z.begin()), z.size(), raw.data(), raw.size(), 1);
@@ -420,9 +442,10 @@ class WorkerService final : public Worker::Service {
       images = z.sub(0, n);
       PutVarintField(1, 1, &head);
     }
-    PutVarintField(2, image_bytes, &head);
+    PutVarintField(2, sent_bytes, &head);
     PutBytesField(4, params.data(), params.size(), &head);
-    PutVarint((5 << 3) | 2, &head);
+    if (c.forms) PutBytesField(5, forms.data(), forms.size(), &head);
+    PutVarint((6 << 3) | 2, &head);
     PutVarint(images.size(), &head);
     const grpc::Slice parts[2] = {grpc::Slice(head), images};
     const grpc::Status st = send(parts, 2);

@@ -11,7 +11,7 @@
 
 namespace dsc::remote {
 
-constexpr uint32_t kProtocol = 1;
+constexpr uint32_t kProtocol = 2;  // 2: sample forms (ProcessReply.forms)
 constexpr size_t kParamBytes = 4 * 8 + 5 * 4;  // one kernels::SampleParams on the wire
 constexpr uint32_t kMaxRequestSamples = kMaxRemoteRequestSamples;  // per ProcessRequest (reader/executor.h)
 constexpr const char* kTokenKey = "dsc-token";  // call metadata

@@ -178,6 +178,76 @@ TEST(Color, InterleaveAndMirrorRowsFollowTheirDefinitions) {
   }
 }
 
+TEST(Color, YccRowToFloatFollowsItsDefinition) {
+  // The scalar reference against the generic path it replaces (convert the row, assemble it shifted
+  // with fill and cutout, normalise each plane, mirrored or not), and the dispatched row (AVX-512 at
+  // widths of 16k where the CPU has it) against the reference: every float bit for bit, a guard past
+  // the row, 64-byte aligned rows (streaming stores) and misaligned ones, source rows allocated at
+  // their exact size.
+  std::mt19937 rng(17);
+  const uint8_t fill[3] = {7, 128, 250};
+  const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
+  int fast_rows = 0;
+  for (int w : {16, 17, 32, 33, 48, 224}) {
+    for (int hshift : {0, 1}) {
+      const int cw = (w + (1 << hshift) - 1) >> hshift;
+      std::vector<uint8_t> y(static_cast<size_t>(w)), cb(static_cast<size_t>(cw)), cr(static_cast<size_t>(cw));
+      for (int t = 0; t < 60; ++t) {
+        for (auto& v : y) v = uint8_t(rng());
+        for (auto& v : cb) v = uint8_t(rng());
+        for (auto& v : cr) v = uint8_t(rng());
+        YccRow q;
+        q.w = w;
+        q.hshift = hshift;
+        const bool inside = t % 10 != 9;
+        q.shift = int(rng() % 11) - 5;
+        if (inside) {
+          q.y = y.data(), q.cb = cb.data(), q.cr = cr.data();
+          q.lo = std::max(q.shift, 0);
+          q.hi = std::min(w, w + q.shift);
+        }
+        if (t % 3) {
+          q.cut_from = int(rng() % unsigned(w));
+          q.cut_to = std::min(w, q.cut_from + 1 + int(rng() % 20));
+        }
+        const bool mirror = t % 2;
+        // The generic path, from the other references.
+        std::vector<uint8_t> conv(3 * size_t(w)), row(3 * size_t(w));
+        ColorConvertRowScalar(y.data(), cb.data(), cr.data(), size_t(w), hshift, conv.data(), conv.data() + w,
+                              conv.data() + 2 * w);
+        std::vector<float> want(3 * size_t(w));
+        for (int c = 0; c < 3; ++c) {
+          for (int x = 0; x < w; ++x) {
+            const bool src = x >= q.lo && x < q.hi && !(x >= q.cut_from && x < q.cut_to);
+            row[size_t(c * w + x)] = src ? conv[size_t(c * w + x - q.shift)] : fill[c];
+          }
+          NormalizePlaneRowScalar(row.data() + c * w, size_t(w), want.data() + c * w, scale[c], bias[c], mirror);
+        }
+        std::vector<float> ref(3 * size_t(w));
+        YccRowToFloatScalar(q, fill, scale, bias, mirror, ref.data(), ref.data() + w, ref.data() + 2 * w);
+        ASSERT_EQ(std::memcmp(ref.data(), want.data(), ref.size() * sizeof(float)), 0) << "w=" << w << " t=" << t;
+        for (size_t misalign : {0u, 1u}) {
+          const size_t stride = (size_t(w) + 16 + 15) / 16 * 16;  // rows 64-byte aligned, with a guard
+          float* out = static_cast<float*>(std::aligned_alloc(64, 3 * stride * sizeof(float)));
+          for (size_t i = 0; i < 3 * stride; ++i) out[i] = -99.f;
+          float* r = out + misalign;
+          YccRowToFloat(q, fill, scale, bias, mirror, r, r + stride, r + 2 * stride);
+          for (int c = 0; c < 3; ++c) {
+            EXPECT_EQ(std::memcmp(r + c * stride, ref.data() + c * w, size_t(w) * sizeof(float)), 0)
+                << "w=" << w << " hshift=" << hshift << " t=" << t << " channel " << c << " misalign " << misalign;
+            EXPECT_EQ(r[c * stride + size_t(w)], -99.f) << "guard, w=" << w;
+          }
+          std::free(out);
+        }
+        fast_rows += YccRowToFloatIsFast(size_t(w), hshift);
+      }
+    }
+  }
+  if (UseAvx512()) {
+    EXPECT_EQ(fast_rows, 4 * 2 * 60);  // w = 16, 32, 48, 224 at both shifts
+  }
+}
+
 TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {
   const int w = 9, h = 7;
   std::vector<uint8_t> img(w * h * 3);

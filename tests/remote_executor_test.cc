@@ -43,12 +43,13 @@ struct Behaviour {
   DType asked = DType::kFloat32;  // the dtype the loader asked this worker for
   bool asked_deferred = false;
   std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0}, busy{0};
+  std::atomic<int> plane_samples{0};  // handed to the loader as planes
 };
 
 class FakeExecutor : public RemoteExecutor {
  public:
   FakeExecutor(std::string address, const RemoteContext& c, Behaviour* b)
-      : address_(std::move(address)), ds_(c.path), options_(c.options), b_(b) {
+      : address_(std::move(address)), ds_(c.path), options_(c.options), planes_(c.planes), b_(b) {
     b->asked = c.options.dtype;
     b->asked_deferred = c.options.defer_augment;
   }
@@ -92,12 +93,18 @@ class FakeExecutor : public RemoteExecutor {
     if (b_->sample_error) return *why = "sample " + std::to_string(t.samples[0]) + ": fake damage", RunResult::kSampleError;
     const SampleWork work(options_, t.width, t.height);  // as a worker: the request's output size
     auto proc = work.NewProcessor(ds_, false);
+    // As dsc serve: planes (where a sample decodes to them) when the loader takes them.
+    std::vector<SampleForm> forms(t.count, SampleForm::kRgb);
+    const bool planes = planes_ && t.sink;
     for (uint32_t i = 0; i < t.count; ++i)
-      proc->Process(t.samples[i], t.seed, t.epoch, t.images + size_t(i) * work.sample_bytes(), nullptr, &t.params[i]);
+      proc->Process(t.samples[i], t.seed, t.epoch, t.images + size_t(i) * work.sample_bytes(), nullptr, &t.params[i],
+                    nullptr, planes ? &forms[i] : nullptr);
     if (t.sink) {  // in reverse, as a sink may see them in any order; every other sample in pieces
-      const size_t n = work.sample_bytes(), row = size_t(3) * t.width;
+      const size_t row = size_t(3) * t.width;
       for (uint32_t i = t.count; i-- > 0;) {
-        const uint8_t* p = t.images + size_t(i) * n;
+        const size_t n = SampleFormBytes(forms[i], t.width, t.height);
+        b_->plane_samples += forms[i] != SampleForm::kRgb;
+        const uint8_t* p = t.images + size_t(i) * work.sample_bytes();
         std::vector<BytePiece> pieces;
         if (i % 2 == 0) {
           pieces.push_back({p, n});
@@ -106,7 +113,7 @@ class FakeExecutor : public RemoteExecutor {
           for (size_t c = 0; c + 1 < std::size(cuts); ++c)
             if (cuts[c + 1] > cuts[c] && cuts[c + 1] <= n) pieces.push_back({p + cuts[c], cuts[c + 1] - cuts[c]});
         }
-        t.sink->Take(i, pieces.data(), pieces.size());
+        t.sink->Take(i, forms[i], pieces.data(), pieces.size());
       }
     }
     b_->served += int(t.count);
@@ -123,6 +130,7 @@ class FakeExecutor : public RemoteExecutor {
   std::string address_;
   Dataset ds_;
   LoaderOptions options_;
+  bool planes_;  // RemoteContext::planes
   Behaviour* b_;
 };
 
@@ -365,6 +373,9 @@ TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
       EXPECT_EQ(a.asked, uint8_wire ? DType::kUint8 : c.dtype);
       EXPECT_EQ(a.asked_deferred, uint8_wire);
       EXPECT_GT(a.served, 0);
+      // CIFAR's JPEGs (4:2:0, no crop) come as planes wherever the loader finishes them; a crop's as rows.
+      if (uint8_wire && c.o.augment.crop == kernels::CropMode::kNone) EXPECT_EQ(a.plane_samples, a.served);
+      else EXPECT_EQ(a.plane_samples, 0);
     }
   }
 }
