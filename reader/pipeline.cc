@@ -1082,7 +1082,7 @@ class Pipeline {
     c.width = width_;
     c.height = height_;
     c.max_request_samples = uint32_t(std::min<uint64_t>(kMaxRemoteRequestSamples, remote_chunks_ * chunk_size()));
-    c.planes = wire_uint8_;
+    c.planes = wire_uint8_ && opt_.remote.planes;
     c.run_fingerprint = RunIdentity::Of(ds_, opt_).Fingerprint();
     return c;
   }

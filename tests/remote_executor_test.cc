@@ -336,7 +336,8 @@ std::vector<std::string> ResizedDigests(const LoaderOptions& o) {
 
 // Float outputs travel as uint8 in the deferred form and the loader finishes them: the same batches
 // (params included) as a local run, for every layout and dtype, with and without a crop, and after
-// set_output_size; with ship_uint8 off, workers are asked for the finished bytes.
+// set_output_size, as RGB rows or (RemoteOptions::planes) as planes handed over in pieces; with
+// ship_uint8 off, workers are asked for the finished bytes.
 TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
   LoaderOptions crop = LoaderOptions::ImagenetTrain();
   crop.augment.out_w = crop.augment.out_h = 24;
@@ -359,22 +360,26 @@ TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
     local.seed = 7;
     local.threads = 2;
     const auto want = ResizedDigests(local);
-    for (bool ship : {true, false}) {
+    for (int mode : {0, 1, 2}) {  // finished floats; uint8 RGB rows; uint8 with planes where they apply
+      const bool ship = mode > 0, planes = mode == 2;
       SCOPED_TRACE(std::to_string(int(c.dtype)) + (c.layout == Layout::kNCHW ? " NCHW" : " NHWC") +
-                   (c.o.augment.crop == kernels::CropMode::kNone ? "" : " crop") + (ship ? " ship_uint8" : ""));
+                   (c.o.augment.crop == kernels::CropMode::kNone ? "" : " crop") + (ship ? " ship_uint8" : "") +
+                   (planes ? " planes" : ""));
       Behaviour a;
       LoaderOptions o = WithFakes({&a}, 0);
       o.augment = local.augment;
       o.dtype = c.dtype;
       o.layout = c.layout;
       o.remote.ship_uint8 = ship;
+      o.remote.planes = planes;
       EXPECT_EQ(ResizedDigests(o), want);
       const bool uint8_wire = ship && c.dtype != DType::kUint8;
       EXPECT_EQ(a.asked, uint8_wire ? DType::kUint8 : c.dtype);
       EXPECT_EQ(a.asked_deferred, uint8_wire);
       EXPECT_GT(a.served, 0);
-      // CIFAR's JPEGs (4:2:0, no crop) come as planes wherever the loader finishes them; a crop's as rows.
-      if (uint8_wire && c.o.augment.crop == kernels::CropMode::kNone) EXPECT_EQ(a.plane_samples, a.served);
+      // CIFAR's JPEGs (4:2:0, no crop) come as planes where they were asked for and the loader finishes
+      // them; a crop's as rows.
+      if (planes && uint8_wire && c.o.augment.crop == kernels::CropMode::kNone) EXPECT_EQ(a.plane_samples, a.served);
       else EXPECT_EQ(a.plane_samples, 0);
     }
   }

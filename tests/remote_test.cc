@@ -255,9 +255,10 @@ std::string MixedFormsFile() {
   return file;
 }
 
-// Float outputs of images the loader decodes to planes travel as the planes (half of RGB's bytes at
-// 4:2:0), each sample in its own form within one reply, plain and zstd-compressed: the batches equal
-// a local run's, and the wire carries less than RGB rows would.
+// With RemoteOptions::planes, float outputs of images the loader decodes to planes travel as the
+// planes (half of RGB's bytes at 4:2:0), each sample in its own form within one reply, plain and
+// zstd-compressed: the batches equal a local run's, and the wire carries less than RGB rows, which
+// travel without the option.
 TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
   const std::string mixed = MixedFormsFile();
   Worker a({Built().cifar, mixed, "--threads", "1"});
@@ -286,7 +287,15 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
         LoaderOptions local = Base();
         local.remote = RemoteOptions();
         const auto want = run(local, &n, &wire);
-        const auto got = run(Remote({&a}, 0), &n, &wire);
+        LoaderOptions rows = Remote({&a}, 0);
+        if (!compression) {  // without the option: RGB rows, 3,072 bytes and the parameters a sample
+          EXPECT_EQ(run(rows, &n, &wire), want);
+          EXPECT_GT(wire, n * (3072 + 52));
+          n = wire = 0;
+        }
+        LoaderOptions planes = rows;
+        planes.remote.planes = true;
+        const auto got = run(planes, &n, &wire);
         EXPECT_EQ(got, want);
         ASSERT_GT(n, 0u);
         // RGB rows are 3,072 bytes and the parameters 52 a sample. At 4:2:0 the planes are 1,536; the

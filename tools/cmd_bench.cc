@@ -220,6 +220,7 @@ int CmdBench(int argc, char** argv) {
       ("wire-compression", "with --remote: zstd the images on the wire")
       ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
       ("wire-finished", "with --remote: workers send float batches finished (default: uint8 after the crop, finished here)")
+      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes (fewer bytes, more CPU here)")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -307,6 +308,10 @@ int CmdBench(int argc, char** argv) {
     if (r.count("wire-finished")) {
       if (o.remote.addresses.empty()) throw Error("--wire-finished needs --remote");
       o.remote.ship_uint8 = false;
+    }
+    if (r.count("wire-planes")) {
+      if (o.remote.addresses.empty()) throw Error("--wire-planes needs --remote");
+      o.remote.planes = true;
     }
     digest = r.count("digest") > 0;
     const std::string decoder = r["decoder"].as<std::string>();
