@@ -80,6 +80,7 @@ class Loader:
         local_threads: int = ...,
         wire_compression: bool = ...,
         ship_uint8: bool = ...,
+        wire_planes: bool = ...,
         crop: Literal["none", "random_resized", "center"] = ...,
         out_size: Union[int, Tuple[int, int]] = ...,
         out_w: int = ...,
