@@ -47,6 +47,17 @@ void YccRowToFloatScalar(const YccRow& q, const uint8_t fill[3], const float sca
   }
 }
 
+void YccRowToRgbScalar(const YccRow& q, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
+  for (int x = 0; x < q.w; ++x) {
+    uint8_t* px = rgb + 3 * (mirror ? q.w - 1 - x : x);
+    px[0] = fill[0], px[1] = fill[1], px[2] = fill[2];
+    if (x >= q.lo && x < q.hi && !(x >= q.cut_from && x < q.cut_to)) {
+      const int s = x - q.shift;
+      YccToRgb(q.y[s], q.cb[s >> q.hshift], q.cr[s >> q.hshift], &px[0], &px[1], &px[2]);
+    }
+  }
+}
+
 #if defined(__x86_64__)
 
 namespace {
@@ -173,8 +184,58 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_* (see resample.cc)
 #endif
-// 16 output pixels a step (w % 16 == 0). Source bytes are read with masked loads that stop at the
-// row's ends; lanes that are fill take it by a blend after the conversion.
+// YccRow's pixels 16 at a time with AVX-512 (w % 16 == 0): which lanes of a step take a source pixel,
+// and their colours as int32 in 0..255 (other lanes hold some colour, replaced by the caller's fill).
+// Source bytes are read with masked loads that stop at the row's ends.
+struct YccSteps {
+  __m512i pair[2], c128, half, zero, v255, kr, kgb, kgr, kb;
+  int cw;
+
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) explicit YccSteps(const YccRow& q) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // Chroma sample of lane i at hshift 1, relative to the first: (i + parity of the first pixel) / 2.
+    pair[0] = _mm512_srli_epi32(lane, 1);
+    pair[1] = _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), 1);
+    c128 = _mm512_set1_epi32(128), half = _mm512_set1_epi32(32768), zero = _mm512_setzero_si512();
+    v255 = _mm512_set1_epi32(255);
+    kr = _mm512_set1_epi32(91881), kgb = _mm512_set1_epi32(-22554), kgr = _mm512_set1_epi32(-46802);
+    kb = _mm512_set1_epi32(116130);
+    cw = (q.w + (1 << q.hshift) - 1) >> q.hshift;
+  }
+  // Lanes [from, to) of a step starting at `at`, as a mask (an empty range gives 0).
+  static __mmask16 Span(int at, int from, int to) {
+    const int a = std::max(0, from - at), e = std::min(16, to - at);
+    return e > a ? __mmask16(((1u << e) - 1) & ~((1u << a) - 1)) : __mmask16(0);
+  }
+  // The lanes of the step at output pixel ox that take a source pixel (not fill, not cut).
+  static __mmask16 Take(const YccRow& q, int ox) {
+    __mmask16 take = Span(ox, q.lo, q.hi);
+    if (q.cut_to > q.cut_from) take &= __mmask16(~Span(ox, q.cut_from, q.cut_to));
+    return take;
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __m512i rgb[3]) const {
+    const int s = ox - q.shift;                  // the source pixel of lane 0
+    const int c0 = s >> q.hshift;                // its chroma sample (s may be negative: arithmetic shift)
+    const uintptr_t ys = reinterpret_cast<uintptr_t>(q.y) + uintptr_t(intptr_t(s));
+    const uintptr_t co = uintptr_t(intptr_t(c0));
+    const __m512i Y = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(Span(s, 0, q.w), reinterpret_cast<const void*>(ys)));
+    const __mmask16 cin = Span(c0, 0, cw);
+    __m512i CB = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cb) + co)));
+    __m512i CR = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cr) + co)));
+    if (q.hshift) {
+      CB = _mm512_permutexvar_epi32(pair[s & 1], CB);
+      CR = _mm512_permutexvar_epi32(pair[s & 1], CR);
+    }
+    CB = _mm512_sub_epi32(CB, c128);
+    CR = _mm512_sub_epi32(CR, c128);
+    rgb[0] = _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kr, CR), half), 16));
+    rgb[1] = _mm512_add_epi32(
+        Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kgb, CB), half), _mm512_mullo_epi32(kgr, CR)), 16));
+    rgb[2] = _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kb, CB), half), 16));
+    for (int c = 0; c < 3; ++c) rgb[c] = _mm512_min_epi32(_mm512_max_epi32(rgb[c], zero), v255);
+  }
+};
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(const YccRow& q, const uint8_t fill[3],
                                                                               const float scale[3], const float bias[3],
                                                                               bool mirror, float* r, float* g, float* b) {
@@ -186,56 +247,40 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(co
     fl[c] = _mm512_set1_ps(Normalize(fill[c], scale[c], bias[c]));
   }
   const bool stream = ((reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(b)) & 63) == 0;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i reverse = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  // Chroma sample of lane i at hshift 1, relative to the first: (i + parity of the first pixel) / 2.
-  const __m512i pair[2] = {_mm512_srli_epi32(lane, 1), _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), 1)};
-  const __m512i c128 = _mm512_set1_epi32(128), half = _mm512_set1_epi32(32768), zero = _mm512_setzero_si512(),
-                v255 = _mm512_set1_epi32(255);
-  const __m512i kr = _mm512_set1_epi32(91881), kgb = _mm512_set1_epi32(-22554), kgr = _mm512_set1_epi32(-46802),
-                kb = _mm512_set1_epi32(116130);
-  const int w = q.w, cw = (w + (1 << q.hshift) - 1) >> q.hshift;
-  // Lanes [from, to) of a step starting at `at`, as a mask (an empty range gives 0).
-  auto span = [&](int at, int from, int to) -> __mmask16 {
-    const int a = std::max(0, from - at), e = std::min(16, to - at);
-    return e > a ? __mmask16(((1u << e) - 1) & ~((1u << a) - 1)) : __mmask16(0);
-  };
-  for (int ox = 0; ox < w; ox += 16) {
-    __mmask16 take = span(ox, q.lo, q.hi);
-    if (q.cut_to > q.cut_from) take &= __mmask16(~span(ox, q.cut_from, q.cut_to));
+  const YccSteps steps(q);
+  for (int ox = 0; ox < q.w; ox += 16) {
+    const __mmask16 take = YccSteps::Take(q, ox);
     __m512 v[3] = {fl[0], fl[1], fl[2]};
     if (take) {
-      const int s = ox - q.shift;                  // the source pixel of lane 0
-      const int c0 = s >> q.hshift;                // its chroma sample (s may be negative: arithmetic shift)
-      const uintptr_t ys = reinterpret_cast<uintptr_t>(q.y) + uintptr_t(intptr_t(s));
-      const uintptr_t co = uintptr_t(intptr_t(c0));
-      const __m512i Y = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(span(s, 0, w), reinterpret_cast<const void*>(ys)));
-      const __mmask16 cin = span(c0, 0, cw);
-      __m512i CB = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cb) + co)));
-      __m512i CR = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cr) + co)));
-      if (q.hshift) {
-        CB = _mm512_permutexvar_epi32(pair[s & 1], CB);
-        CR = _mm512_permutexvar_epi32(pair[s & 1], CR);
-      }
-      CB = _mm512_sub_epi32(CB, c128);
-      CR = _mm512_sub_epi32(CR, c128);
-      const __m512i rgb[3] = {
-          _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kr, CR), half), 16)),
-          _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kgb, CB), half),
-                                                                 _mm512_mullo_epi32(kgr, CR)),
-                                                16)),
-          _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kb, CB), half), 16))};
-      for (int c = 0; c < 3; ++c) {
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_min_epi32(_mm512_max_epi32(rgb[c], zero), v255));
-        v[c] = _mm512_mask_blend_ps(take, fl[c], _mm512_add_ps(_mm512_mul_ps(f, sc[c]), bi[c]));
-      }
+      __m512i rgb[3];
+      steps.Colours(q, ox, rgb);
+      for (int c = 0; c < 3; ++c)
+        v[c] = _mm512_mask_blend_ps(take, fl[c], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(rgb[c]), sc[c]), bi[c]));
     }
-    const int o = mirror ? w - ox - 16 : ox;
+    const int o = mirror ? q.w - ox - 16 : ox;
     for (int c = 0; c < 3; ++c) {
       const __m512 f = mirror ? _mm512_permutexvar_ps(reverse, v[c]) : v[c];
       if (stream) _mm512_stream_ps(out[c] + o, f);
       else _mm512_storeu_ps(out[c] + o, f);
     }
+  }
+}
+
+// The same steps packed to bytes and interleaved (mirrored: in reverse) with InterleaveRow's shuffles.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToRgbAvx512(const YccRow& q, const uint8_t fill[3],
+                                                                            bool mirror, uint8_t* rgb_out) {
+  const __m128i fl[3] = {_mm_set1_epi8(char(fill[0])), _mm_set1_epi8(char(fill[1])), _mm_set1_epi8(char(fill[2]))};
+  const YccSteps steps(q);
+  for (int ox = 0; ox < q.w; ox += 16) {
+    const __mmask16 take = YccSteps::Take(q, ox);
+    __m128i v[3] = {fl[0], fl[1], fl[2]};
+    if (take) {
+      __m512i rgb[3];
+      steps.Colours(q, ox, rgb);
+      for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm512_cvtepi32_epi8(rgb[c]));
+    }
+    Permute48(v[0], v[1], v[2], mirror ? kInterleaveReversed : kInterleave, rgb_out + 3 * (mirror ? q.w - ox - 16 : ox));
   }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -244,11 +289,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(co
 
 }  // namespace
 
-bool YccRowToFloatIsFast(size_t w, int hshift) { return w % 16 == 0 && hshift >= 0 && hshift <= 1 && UseAvx512(); }
+bool YccRowIsFast(size_t w, int hshift) { return w % 16 == 0 && hshift >= 0 && hshift <= 1 && UseAvx512(); }
+
+void YccRowToRgb(const YccRow& q, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
+  if (YccRowIsFast(size_t(q.w), q.hshift)) return YccRowToRgbAvx512(q, fill, mirror, rgb);
+  YccRowToRgbScalar(q, fill, mirror, rgb);
+}
 
 void YccRowToFloat(const YccRow& q, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
                    float* r, float* g, float* b) {
-  if (YccRowToFloatIsFast(size_t(q.w), q.hshift)) return YccRowToFloatAvx512(q, fill, scale, bias, mirror, r, g, b);
+  if (YccRowIsFast(size_t(q.w), q.hshift)) return YccRowToFloatAvx512(q, fill, scale, bias, mirror, r, g, b);
   YccRowToFloatScalar(q, fill, scale, bias, mirror, r, g, b);
 }
 
@@ -275,7 +325,9 @@ void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out) {
 
 #else
 
-bool YccRowToFloatIsFast(size_t, int) { return false; }
+bool YccRowIsFast(size_t, int) { return false; }
+
+void YccRowToRgb(const YccRow& q, const uint8_t fill[3], bool mirror, uint8_t* rgb) { YccRowToRgbScalar(q, fill, mirror, rgb); }
 
 void YccRowToFloat(const YccRow& q, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
                    float* r, float* g, float* b) {

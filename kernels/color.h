@@ -51,9 +51,13 @@ void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float scale[3
                    float* r, float* g, float* b);
 void YccRowToFloatScalar(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3],
                          bool mirror, float* r, float* g, float* b);
-// Whether YccRowToFloat has a vector path for rows of w pixels at hshift on this CPU (AVX-512, w a
-// multiple of 16): elsewhere converting the row and normalising its planes is faster.
-bool YccRowToFloatIsFast(size_t w, int hshift);
+// The same row as uint8 RGB, interleaved: rgb[3 (mirror ? w - 1 - x : x) + c] = pixel_c (the uint8
+// NHWC output, and the deferred form remote workers ship).
+void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb);
+void YccRowToRgbScalar(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb);
+// Whether YccRowToFloat and YccRowToRgb have a vector path for rows of w pixels at hshift on this CPU
+// (AVX-512, w a multiple of 16): elsewhere converting the row to planes first is faster.
+bool YccRowIsFast(size_t w, int hshift);
 
 // An interleaved RGB row mirrored: out[3x + c] = in[3(w - 1 - x) + c]. in and out must not overlap.
 void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out);

@@ -398,9 +398,10 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   const bool mirror = p.flip != 0;
   const int shift = mirror ? -p.dx : p.dx;  // see WriteRows: a flipped row is built mirrored
   const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
-  // float32 NCHW from YCbCr: each row converted, shifted, cut and normalised in one pass where the CPU
-  // has a vector path for it (kernels::YccRowToFloat); else converted, assembled, then normalised.
-  const bool fused = planar_out && jp.components == 3 && kernels::YccRowToFloatIsFast(w, jp.hshift[1]);
+  // From YCbCr: each row converted, shifted, cut and normalised (float32 NCHW) or interleaved (the
+  // others) in one pass where the CPU has a vector path for it (kernels::YccRowToFloat / YccRowToRgb);
+  // else converted to planes, assembled, then normalised or interleaved.
+  const bool fused = jp.components == 3 && kernels::YccRowIsFast(w, jp.hshift[1]);
   for (int y = 0; y < oh; ++y) {
     const int ty = y - p.dy;
     const bool inside = ty >= 0 && ty < oh;
@@ -429,8 +430,15 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
       q.hshift = jp.hshift[1];
       q.w = ow;
       q.shift = shift, q.lo = lo, q.hi = hi, q.cut_from = cut_from, q.cut_to = cut_to;
-      float* row = reinterpret_cast<float*>(dst) + size_t(y) * w;
-      kernels::YccRowToFloat(q, spec_.fill, out_.scale, out_.bias, mirror, row, row + plane, row + 2 * plane);
+      if (planar_out) {
+        float* row = reinterpret_cast<float*>(dst) + size_t(y) * w;
+        kernels::YccRowToFloat(q, spec_.fill, out_.scale, out_.bias, mirror, row, row + plane, row + 2 * plane);
+      } else if (out_.dtype == DType::kUint8) {  // straight into the batch
+        kernels::YccRowToRgb(q, spec_.fill, mirror, dst + size_t(y) * w * 3);
+      } else {
+        kernels::YccRowToRgb(q, spec_.fill, mirror, row_.data());
+        EmitRow(row_.data(), y, dst);
+      }
       continue;
     }
     if (inside) {

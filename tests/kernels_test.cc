@@ -178,12 +178,12 @@ TEST(Color, InterleaveAndMirrorRowsFollowTheirDefinitions) {
   }
 }
 
-TEST(Color, YccRowToFloatFollowsItsDefinition) {
-  // The scalar reference against the generic path it replaces (convert the row, assemble it shifted
-  // with fill and cutout, normalise each plane, mirrored or not), and the dispatched row (AVX-512 at
-  // widths of 16k where the CPU has it) against the reference: every float bit for bit, a guard past
-  // the row, 64-byte aligned rows (streaming stores) and misaligned ones, source rows allocated at
-  // their exact size.
+TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
+  // The scalar references against the generic path they replace (convert the row, assemble it shifted
+  // with fill and cutout, normalise each plane or interleave them, mirrored or not), and the
+  // dispatched rows (AVX-512 at widths of 16k where the CPU has it) against the references: every
+  // float bit for bit, a guard past the row, 64-byte aligned rows (streaming stores) and misaligned
+  // ones, source rows allocated at their exact size.
   std::mt19937 rng(17);
   const uint8_t fill[3] = {7, 128, 250};
   const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
@@ -239,7 +239,16 @@ TEST(Color, YccRowToFloatFollowsItsDefinition) {
           }
           std::free(out);
         }
-        fast_rows += YccRowToFloatIsFast(size_t(w), hshift);
+        // The uint8 row: the scalar reference against the generic path's interleave of the assembled
+        // planes, the dispatched row against the reference, a guard byte past it.
+        std::vector<uint8_t> want8(3 * size_t(w)), ref8(3 * size_t(w)), fast8(3 * size_t(w) + 1, 0xA5);
+        InterleaveRowScalar(row.data(), row.data() + w, row.data() + 2 * w, size_t(w), want8.data(), mirror);
+        YccRowToRgbScalar(q, fill, mirror, ref8.data());
+        ASSERT_EQ(ref8, want8) << "w=" << w << " t=" << t;
+        YccRowToRgb(q, fill, mirror, fast8.data());
+        EXPECT_EQ(std::vector<uint8_t>(fast8.begin(), fast8.end() - 1), ref8) << "w=" << w << " hshift=" << hshift << " t=" << t;
+        EXPECT_EQ(fast8.back(), 0xA5) << "w=" << w;
+        fast_rows += YccRowIsFast(size_t(w), hshift);
       }
     }
   }

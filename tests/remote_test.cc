@@ -199,6 +199,25 @@ TEST(Remote, BenchNamesRemoteWorkersAsTheBound) {
   EXPECT_NE(out.find("\"remote_share\": 1,"), std::string::npos) << out;
 }
 
+// Two epochs of `file`: each epoch's digest after its batches' params; the remote workers' samples and
+// wire bytes are added to *samples and *wire. With `resize`, epoch 1 is at 16x20 (set_output_size).
+std::vector<std::string> TwoEpochs(const std::string& file, const LoaderOptions& o, uint64_t* samples, uint64_t* wire,
+                                   bool resize = false) {
+  Loader l(file, o);
+  std::vector<std::string> d;
+  for (uint64_t e = 0; e < 2; ++e) {
+    if (e == 1 && resize) l.set_output_size(16, 20);
+    BatchDigest g;
+    for (const Batch& b : l.epoch(e)) {
+      g.Add(b);
+      d.emplace_back(reinterpret_cast<const char*>(b.params), b.size * sizeof(kernels::SampleParams));
+    }
+    d.push_back(g.Hex());
+  }
+  for (const auto& w : l.remote_stats()) *samples += w.samples, *wire += w.wire_bytes;
+  return d;
+}
+
 // CIFAR-size images in every form a sample travels in (reader/executor.h SampleForm): JPEGs at 4:2:0
 // (as stored), gray, 4:4:4, 4:2:2 and 4:4:0 (re-encoded with TurboJPEG), and PNGs (raw payloads, RGB
 // rows), interleaved so that every reply mixes them.
@@ -270,18 +289,7 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
           o.dtype = dtype;
           o.layout = dtype == DType::kFloat16 ? Layout::kNHWC : Layout::kNCHW;
           o.remote.compression = compression;
-          Loader l(file, o);
-          std::vector<std::string> d;
-          for (uint64_t e = 0; e < 2; ++e) {
-            BatchDigest g;
-            for (const Batch& b : l.epoch(e)) {
-              g.Add(b);
-              d.emplace_back(reinterpret_cast<const char*>(b.params), b.size * sizeof(kernels::SampleParams));
-            }
-            d.push_back(g.Hex());
-          }
-          for (const auto& w : l.remote_stats()) *samples += w.samples, *wire += w.wire_bytes;
-          return d;
+          return TwoEpochs(file, o, samples, wire);
         };
         uint64_t n = 0, wire = 0;
         LoaderOptions local = Base();
@@ -320,19 +328,7 @@ TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
     o.augment = LoaderOptions::ImagenetTrain().augment;
     o.augment.out_w = o.augment.out_h = 24;
     o.augment.cutout = 6;
-    Loader l(Built().cifar, o);
-    std::vector<std::string> d;
-    for (uint64_t e = 0; e < 2; ++e) {
-      if (e == 1) l.set_output_size(16, 20);
-      BatchDigest g;
-      for (const Batch& b : l.epoch(e)) {
-        g.Add(b);
-        d.emplace_back(reinterpret_cast<const char*>(b.params), b.size * sizeof(kernels::SampleParams));
-      }
-      d.push_back(g.Hex());
-    }
-    for (const auto& w : l.remote_stats()) *samples += w.samples, *wire += w.wire_bytes;
-    return d;
+    return TwoEpochs(Built().cifar, o, samples, wire, /*resize=*/true);
   };
   uint64_t n = 0, wire = 0;
   LoaderOptions local = Base();
