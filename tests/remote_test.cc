@@ -320,6 +320,113 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
   }
 }
 
+// A worker whose replies are whatever `reply` makes of the request's sample count.
+class ScriptedReplies final : public remote::Worker::Service {
+ public:
+  std::function<void(uint32_t, remote::ProcessReply*)> reply;
+  grpc::Status Hello(grpc::ServerContext*, const remote::HelloRequest*, remote::HelloReply* r) override {
+    r->set_protocol(remote::kProtocol);
+    r->set_dsc_version(remote::DscVersion());
+    r->set_jpeg_version(remote::JpegVersion());
+    r->set_threads(1);
+    r->set_max_samples(remote::kMaxRequestSamples);
+    return grpc::Status::OK;
+  }
+  grpc::Status Process(grpc::ServerContext*, const remote::ProcessRequest* q, remote::ProcessReply* r) override {
+    reply(uint32_t(q->samples_size()), r);
+    return grpc::Status::OK;
+  }
+};
+
+// Sample forms from a worker are checked before any sample reaches the loader: an unknown form, a
+// count that is not the request's, forms the loader did not ask for, or images of another size than
+// the forms add up to are a malformed reply (the chunk goes elsewhere); well-formed planes reach the
+// sink at their own sizes.
+TEST(Remote, MalformedSampleFormsAreRefused) {
+  ScriptedReplies service;
+  grpc::ServerBuilder sb;
+  int port = 0;
+  sb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  sb.RegisterService(&service);
+  const auto server = sb.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+  struct Sink final : SampleSink {
+    std::vector<std::pair<SampleForm, size_t>> got;
+    void Take(uint32_t, SampleForm form, const BytePiece* pieces, size_t n) override {
+      size_t size = 0;
+      for (size_t i = 0; i < n; ++i) size += pieces[i].size;
+      got.emplace_back(form, size);
+    }
+  };
+  constexpr uint32_t kCount = 4;
+  const size_t planes420 = 32 * 32 + 2 * 16 * 16;
+  // A reply of kCount samples with these forms and this many image bytes.
+  auto make = [&](const std::string& forms, size_t images) {
+    return [forms, images](uint32_t count, remote::ProcessReply* r) {
+      r->set_images_size(images);
+      r->set_params(std::string(size_t(count) * remote::kParamBytes, '\0'));
+      r->set_forms(forms);
+      r->set_images(std::string(images, '\x80'));
+    };
+  };
+  auto run = [&](bool planes, std::string* why, Sink* sink) {
+    LoaderOptions o = Base();
+    o.dtype = DType::kUint8;  // the deferred form, as the loader asks for it
+    o.layout = Layout::kNHWC;
+    o.defer_augment = true;
+    RemoteContext ctx;
+    ctx.path = Built().cifar;
+    ctx.options = o;
+    ctx.width = ctx.height = 32;
+    ctx.max_request_samples = kCount;
+    ctx.planes = planes;
+    const auto ex = remote::Connector()("127.0.0.1:" + std::to_string(port), o.remote, ctx);
+    if (ex->Connect(10000, why) != ConnectResult::kReady) return RunResult::kRetry;
+    std::vector<uint32_t> samples = {0, 1, 2, 3};
+    std::vector<uint8_t> images(size_t(kCount) * 3 * 32 * 32);
+    std::vector<kernels::SampleParams> params(kCount);
+    ChunkTask t;
+    t.samples = samples.data();
+    t.count = kCount;
+    t.width = t.height = 32;
+    t.images = images.data();
+    t.params = params.data();
+    t.sink = sink;
+    return ex->Run(t, 20000, why);
+  };
+  const std::string ycc420(kCount, char(SampleForm::kYcc420));
+  struct Bad {
+    std::function<void(uint32_t, remote::ProcessReply*)> reply;
+    bool planes;
+    std::string says;
+  };
+  const Bad bad[] = {
+      {make(std::string(kCount - 1, char(SampleForm::kYcc420)) + char(7), 3 * planes420 + 3072), true, "sample form 7"},
+      {make(ycc420.substr(1), 3 * planes420), true, "forms of 3 bytes"},
+      {make(ycc420, kCount * planes420), false, "sample forms not asked for"},
+      {make(ycc420, kCount * 3072), true, "images of 12288 bytes, expected 6144"},
+  };
+  for (const Bad& b : bad) {
+    service.reply = b.reply;
+    std::string why;
+    Sink sink;
+    EXPECT_EQ(run(b.planes, &why, &sink), RunResult::kRetry) << b.says;
+    EXPECT_NE(why.find("malformed reply (" + b.says), std::string::npos) << why;
+    EXPECT_TRUE(sink.got.empty()) << b.says;
+  }
+  // Mixed forms, well formed: each sample at its own size, in order.
+  const std::string mixed = {char(SampleForm::kYcc420), char(SampleForm::kRgb), char(SampleForm::kGray),
+                             char(SampleForm::kYcc422)};
+  service.reply = make(mixed, planes420 + 3072 + 1024 + 2048);
+  std::string why;
+  Sink sink;
+  ASSERT_EQ(run(true, &why, &sink), RunResult::kOk) << why;
+  const std::vector<std::pair<SampleForm, size_t>> want = {
+      {SampleForm::kYcc420, planes420}, {SampleForm::kRgb, 3072}, {SampleForm::kGray, 1024}, {SampleForm::kYcc422, 2048}};
+  EXPECT_EQ(sink.got, want);
+  server->Shutdown();
+}
+
 // A crop preset with float32 output, resized between epochs (set_output_size): batches travel as
 // uint8 (a quarter of the float bytes) and equal a local run's, params included.
 TEST(Remote, CropPresetResizedShipsUint8AndEqualsLocal) {
