@@ -36,19 +36,24 @@ uint64_t NowNs() {
 }
 }  // namespace
 
+namespace {
+// Samples of a sampled plane along n pixels: ceil(n / 2^shift), as libjpeg sizes them.
+size_t Sampled(uint32_t n, int shift) { return (size_t(n) + (size_t(1) << shift) - 1) >> shift; }
+}  // namespace
+
 size_t SampleFormBytes(SampleForm f, uint32_t w, uint32_t h) {
   const size_t plane = size_t(w) * h;
   if (f == SampleForm::kRgb) return 3 * plane;
   if (f == SampleForm::kGray) return plane;
-  const int k = int(f) - int(SampleForm::kYcc444), hs = k & 1, vs = k >> 1;
-  return plane + 2 * (size_t((w + (1u << hs) - 1) >> hs) * ((h + (1u << vs) - 1) >> vs));
+  const int k = int(f) - int(SampleForm::kYcc444);
+  return plane + 2 * Sampled(w, k & 1) * Sampled(h, k >> 1);
 }
 
 SampleForm PackPlanes(const kernels::JpegPlanes& jp, uint32_t w, uint32_t h, uint8_t* out) {
   const SampleForm form = jp.components == 1 ? SampleForm::kGray
                                              : SampleForm(int(SampleForm::kYcc444) + jp.hshift[1] + 2 * jp.vshift[1]);
   for (int c = 0; c < jp.components; ++c) {
-    const size_t cw = (w + (1u << jp.hshift[c]) - 1) >> jp.hshift[c], ch = (h + (1u << jp.vshift[c]) - 1) >> jp.vshift[c];
+    const size_t cw = Sampled(w, jp.hshift[c]), ch = Sampled(h, jp.vshift[c]);
     for (size_t y = 0; y < ch; ++y, out += cw) std::memcpy(out, jp.plane[c] + y * jp.stride[c], cw);
   }
   return form;
@@ -63,9 +68,9 @@ kernels::JpegPlanes ViewPlanes(SampleForm form, const uint8_t* bytes, uint32_t w
   for (int c = 0; c < jp.components; ++c) {
     jp.hshift[c] = c ? k & 1 : 0;
     jp.vshift[c] = c ? k >> 1 : 0;
-    jp.stride[c] = (w + (1u << jp.hshift[c]) - 1) >> jp.hshift[c];
+    jp.stride[c] = Sampled(w, jp.hshift[c]);
     jp.plane[c] = bytes;
-    bytes += jp.stride[c] * ((h + (1u << jp.vshift[c]) - 1) >> jp.vshift[c]);
+    bytes += jp.stride[c] * Sampled(h, jp.vshift[c]);
   }
   return jp;
 }
