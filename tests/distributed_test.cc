@@ -1,6 +1,8 @@
 // dsc train on two ranks over loopback (c10d Gloo): the ranks stay identical step by step, together they
 // train on exactly the one-rank run's global batches, the loss falls, a checkpoint resumes on another
-// rank count, and a rank that dies makes the other fail with a clear error within the time-out.
+// rank count, and a rank that dies makes the other fail with a clear error within the time-out. A
+// backend named with --dist-backend (Gloo; NCCL on a GPU where built with it) on one rank trains as no
+// group does. Built when dsc train has Gloo or NCCL (DSC_HAVE_GLOO / DSC_HAVE_NCCL, 0 or 1).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -15,6 +17,7 @@
 #include <regex>
 #include <sstream>
 
+#include "reader/gpu.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
 
@@ -61,7 +64,12 @@ std::string Common(const std::string& extra = "", const std::string& size = " --
   return "train " + Built().train + " --test " + Built().test + size + " --lr 0.2 --test-limit 200 --seed 5" + extra;
 }
 
+// The two-rank tests run on the CPU over Gloo (a build against PyTorch's pip wheels has NCCL alone).
+#define NEEDS_GLOO() \
+  if (!DSC_HAVE_GLOO) GTEST_SKIP() << "this dsc train has no c10d Gloo (its libtorch ships no gloo headers)"
+
 TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
+  NEEDS_GLOO();
   auto dir = ScratchDir();
   std::string out;
   // 16 steps: two epochs of 8 global batches of 128.
@@ -92,6 +100,7 @@ TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
 }
 
 TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
+  NEEDS_GLOO();
   auto dir = ScratchDir();
   std::string out;
   const std::string small = " --limit 512 --batch-size 64 --test-limit 100";  // 8 steps
@@ -110,6 +119,7 @@ TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
 // parameters. Now each step's loss, averaged over the ranks, is the one-rank loss of the global batch
 // (up to BatchNorm's per-rank statistics).
 TEST(Distributed, ARankWithOnlyPaddingAddsNothingAndTheLossIsTheGlobalMean) {
+  NEEDS_GLOO();
   auto dir = ScratchDir();
   std::string out;
   const std::string size = " --limit 300 --batch-size 256 --test-limit 100";
@@ -137,6 +147,7 @@ TEST(Distributed, ARankWithOnlyPaddingAddsNothingAndTheLossIsTheGlobalMean) {
 
 // The launcher passes SIGTERM (a scheduler's stop) on to its ranks; they used to train on, orphaned.
 TEST(Distributed, StoppingTheLauncherStopsEveryRank) {
+  NEEDS_GLOO();
   auto dir = ScratchDir();
   const std::string script = "unset RANK; " + std::string(DSC_BINARY) + " " + Common(" --epochs 4 --nproc 2 --step-log " + dir + "/s") +
                              " > " + dir + "/out 2>&1 & launcher=$!; "
@@ -166,6 +177,7 @@ uint16_t FreePort() {
 double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 TEST(Distributed, ADeadRankFailsTheOthersWithinTheTimeout) {
+  NEEDS_GLOO();
   auto dir = ScratchDir();
   const int timeout = 20;
   // Two ranks started by hand, as torchrun would; rank 1 is killed (SIGKILL) once it has logged step 2.
@@ -190,6 +202,71 @@ TEST(Distributed, ADeadRankFailsTheOthersWithinTheTimeout) {
               out.substr(out.rfind("dsc train:") == std::string::npos ? 0 : out.rfind("dsc train:")).c_str());
   EXPECT_LT(end - killed, timeout + 10.0) << "rank 0 outlived its time-out: " << out;
   EXPECT_LT(ReadSteps(dir + "/s.rank0").size(), 8u) << "rank 0 went on training alone";
+}
+
+// A backend named with --dist-backend is formed on one rank too, so a single GPU exercises NCCL: an
+// all-reduce over one rank is the identity and the loss scale W / real is the one-rank mean, so the
+// run must train exactly as without a group (on CUDA: as exactly as two group-less runs agree with each
+// other). A backend this build or machine lacks is a clear error before any training.
+TEST(Distributed, ANamedBackendOnOneRankTrainsAsWithoutAGroup) {
+  auto dir = ScratchDir();
+  std::string out;
+  const std::string small = " --limit 512 --batch-size 64 --test-limit 100 --epochs 1";  // 8 steps
+  auto train = [&](const std::string& name, const std::string& flags) {
+    EXPECT_EQ(RunDsc(Common(flags + " --step-log " + dir + "/" + name, small), &out), 0) << out;
+    return ReadSteps(dir + "/" + name + ".rank0");
+  };
+  EXPECT_EQ(RunDsc(Common(" --dist-backend nccl", small), &out), 2) << out;
+  EXPECT_NE(out.find("--dist-backend nccl needs --device cuda"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc(Common(" --dist-backend mpi", small), &out), 2) << out;
+  EXPECT_NE(out.find("unknown --dist-backend 'mpi'"), std::string::npos) << out;
+  std::string why;
+  const bool gpu = gpu::Available(&why);
+  if (!DSC_HAVE_NCCL || !gpu) {
+    EXPECT_NE(RunDsc(Common(" --device cuda --dist-backend nccl", small), &out), 0) << out;
+    EXPECT_NE(out.find(DSC_HAVE_NCCL ? "needs --device cuda and a usable GPU" : "built without c10d NCCL"), std::string::npos) << out;
+  }
+  struct Case {
+    const char* backend;
+    std::string device;
+  };
+  std::vector<Case> cases;
+  if (DSC_HAVE_GLOO) cases.push_back({"gloo", ""});
+  if (DSC_HAVE_NCCL && gpu) cases.push_back({"nccl", " --device cuda"});
+  if (cases.empty()) GTEST_SKIP() << "neither Gloo nor (NCCL and a GPU) here: " << why;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.backend);
+    const auto base = train(std::string(c.backend) + "-base", c.device + " --torch-threads 1");
+    const auto again = train(std::string(c.backend) + "-again", c.device + " --torch-threads 1");
+    const auto grouped = train(c.backend, c.device + " --torch-threads 1 --dist-backend " + c.backend);
+    EXPECT_NE(out.find(std::string("process group: ") + c.backend + ", 1 rank\n"), std::string::npos) << out;
+    ASSERT_EQ(base.size(), 8u);
+    ASSERT_EQ(grouped.size(), 8u);
+    ASSERT_EQ(again.size(), 8u);
+    bool reproducible = true;
+    for (uint64_t k = 1; k <= 8; ++k) reproducible = reproducible && base.at(k).checksum == again.at(k).checksum;
+    if (c.device.empty()) {
+      EXPECT_TRUE(reproducible) << "CPU training is not reproducible";
+    }
+    for (uint64_t k = 1; k <= 8; ++k) {
+      EXPECT_EQ(grouped.at(k).samples, base.at(k).samples) << "step " << k;
+      if (reproducible) {
+        EXPECT_EQ(grouped.at(k).checksum, base.at(k).checksum) << "a group of one changed the parameters at step " << k;
+        EXPECT_EQ(grouped.at(k).loss, base.at(k).loss) << "step " << k;
+      } else {  // nondeterministic GPU kernels: as close as the two group-less runs are
+        const double spread = std::abs(base.at(k).loss - again.at(k).loss);
+        EXPECT_LE(std::abs(grouped.at(k).loss - base.at(k).loss), std::max(4 * spread, 1e-3 * std::abs(base.at(k).loss)))
+            << "step " << k;
+      }
+    }
+    std::printf("%s on one rank: %s the group-less run's parameters%s\n", c.backend, reproducible ? "bit-identical to" : "close to",
+                reproducible ? "" : " (the device's training is not bit-reproducible)");
+  }
+  // NCCL refuses two ranks on one GPU: said before any training, not as NCCL's "invalid usage".
+  if (DSC_HAVE_NCCL && gpu && gpu::DeviceCount() == 1 && !std::getenv("CUDA_VISIBLE_DEVICES")) {
+    EXPECT_NE(RunDsc(Common(" --device cuda --dist-backend nccl --nproc 2", small), &out), 0) << out;
+    EXPECT_NE(out.find("which NCCL refuses"), std::string::npos) << out;
+  }
 }
 
 }  // namespace

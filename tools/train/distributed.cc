@@ -8,15 +8,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
+#include <exception>
+
 #include <torch/utils.h>  // NoGradGuard
+#include <torch/version.h>
 #if DSC_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if DSC_HAVE_NCCL
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL  // the header's guard; the torch_cuda target may define it already
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -73,26 +83,57 @@ DistEnv ReadDistEnv() {
 struct Distributed::Group {
   c10::intrusive_ptr<c10d::Store> store;
 #if DSC_HAVE_GLOO
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#endif
+#if DSC_HAVE_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
 };
 
+const char* BackendName(CommBackend b) { return b == CommBackend::kNccl ? "nccl" : "gloo"; }
+
+bool BuiltWith(CommBackend b) {
+  return b == CommBackend::kNccl ? DSC_HAVE_NCCL != 0 : DSC_HAVE_GLOO != 0;
+}
+
 namespace {
-// PyTorch's pip wheels ship no gloo headers, so a dsc train built against one runs single-rank only.
-[[noreturn, maybe_unused]] void NoGloo(const std::string& where) {
-  throw Error(where + ": this dsc train was built without c10d Gloo (its libtorch has no gloo/ headers): "
-              "multi-rank training needs a libtorch that ships them (Debian's libtorch-dev with libgloo-dev)");
+// PyTorch's pip wheels ship no gloo headers; Debian's CPU-only libtorch has no NCCL.
+[[noreturn]] void NotBuilt(CommBackend b, const std::string& where) {
+  if (b == CommBackend::kGloo)
+    throw Error(where + ": this dsc train was built without c10d Gloo (its libtorch has no gloo/ headers): "
+                "multi-rank training on the CPU needs a libtorch that ships them (Debian's libtorch-dev with libgloo-dev)" +
+                std::string(DSC_HAVE_NCCL ? "; on GPUs use --device cuda (NCCL)" : ""));
+  throw Error(where + ": this dsc train was built without c10d NCCL (it needs a CUDA libtorch with "
+              "ProcessGroupNCCL.hpp and nccl.h, such as PyTorch's pip wheels)");
 }
 }  // namespace
 
-Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env), timeout_(timeout) {
-  if (env_.world_size == 1) return;
+CommBackend ChooseBackend(const std::string& flag, bool cuda, bool gpu_shared) {
+  if (flag == "gloo") {
+    if (!BuiltWith(CommBackend::kGloo)) NotBuilt(CommBackend::kGloo, "--dist-backend gloo");
+    return CommBackend::kGloo;
+  }
+  if (flag == "nccl") {
+    if (!BuiltWith(CommBackend::kNccl)) NotBuilt(CommBackend::kNccl, "--dist-backend nccl");
+    if (!cuda) throw Error("--dist-backend nccl needs --device cuda and a usable GPU (NCCL reduces CUDA tensors)");
+    if (gpu_shared)
+      throw Error("--dist-backend nccl: local ranks would share a GPU, which NCCL refuses (one GPU per rank); "
+                  "start at most as many local ranks as there are GPUs");
+    return CommBackend::kNccl;
+  }
+  if (flag != "auto") throw Error("unknown --dist-backend '" + flag + "': auto, gloo or nccl");
+  if (cuda && BuiltWith(CommBackend::kNccl) && !gpu_shared) return CommBackend::kNccl;
+  // Sharing GPUs on a build with NCCL alone: Gloo is named in the error the group then gives.
+  return CommBackend::kGloo;
+}
+
+Distributed::Distributed(const DistEnv& env, const DistOptions& options)
+    : env_(env), options_(options), timeout_(options.timeout) {
+  if (env_.world_size == 1 && !options_.group_of_one) return;
   g_ = std::make_unique<Group>();
   const std::string where = "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + " (store " +
                             env_.master_addr + ":" + std::to_string(env_.master_port) + ")";
-#if !DSC_HAVE_GLOO
-  NoGloo(where);
-#else
+  if (!BuiltWith(options_.backend)) NotBuilt(options_.backend, where);
   try {
     c10d::TCPStoreOptions so;
     so.port = env_.master_port;
@@ -103,59 +144,143 @@ Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout) 
     so.waitWorkers = false;
     so.timeout = timeout_;
     g_->store = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
-    // Gloo binds its device to one interface: GLOO_SOCKET_IFNAME as torch honours it, `lo` when the
-    // rendezvous is on loopback (all ranks on this machine), else the interface of this host's name.
-    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    else if (IsLoopback(env_.master_addr))
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
-    else
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    g_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g_->store, env_.rank, env_.world_size, opts);
+#if DSC_HAVE_NCCL
+    if (options_.backend == CommBackend::kNccl) {
+      // Communicators are made at the first collective, on the device of its tensors (the caller's GPU).
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout_;  // the watchdog's limit for a collective
+      g_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(g_->store, env_.rank, env_.world_size, opts);
+    }
+#endif
+#if DSC_HAVE_GLOO
+    if (options_.backend == CommBackend::kGloo) {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+      // Gloo binds its device to one interface: GLOO_SOCKET_IFNAME as torch honours it, `lo` when the
+      // rendezvous is on loopback (all ranks on this machine), else the interface of this host's name.
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else if (IsLoopback(env_.master_addr))
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
+      else
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      g_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(g_->store, env_.rank, env_.world_size, opts);
+    }
+#endif
   } catch (const std::exception& e) {
-    throw Error(where + ": cannot form the process group within " + Seconds(timeout_) + ": " + Why(e));
+    throw Error(where + ": cannot form the " + BackendName(options_.backend) + " process group within " + Seconds(timeout_) + ": " +
+                Why(e));
+  }
+}
+
+Distributed::~Distributed() {
+#if DSC_HAVE_NCCL && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+  // As destroy_process_group: pending NCCL work finishes before the communicators go. Not while an
+  // error unwinds (a dead peer's collective would never finish); the process is ending then anyway.
+  if (g_ && g_->nccl && std::uncaught_exceptions() == 0) {
+    try {
+      g_->nccl->shutdown();
+    } catch (const std::exception&) {
+    }
   }
 #endif
 }
 
-Distributed::~Distributed() = default;
-
-void Distributed::AllReduce(const char* what, torch::Tensor t) {
-  std::vector<at::Tensor> ts{std::move(t)};
+// The tensor is on the group's device: the caller's GPU for NCCL, the CPU or a GPU for Gloo.
+void Distributed::Collective(const char* what, Op op, torch::Tensor& t) {
+  std::vector<at::Tensor> ts{t};
   try {
-#if DSC_HAVE_GLOO
-    g_->pg->allreduce(ts)->wait(timeout_);
-#else
-    NoGloo(what);
+#if DSC_HAVE_NCCL
+    if (g_->nccl) {
+      auto work = op == Op::kAllReduce ? g_->nccl->allreduce(ts) : g_->nccl->broadcast(ts);
+      work->wait();  // the current stream waits for the NCCL stream; no host sync
+      return;
+    }
 #endif
+#if DSC_HAVE_GLOO
+    if (g_->gloo) {
+      auto work = op == Op::kAllReduce ? g_->gloo->allreduce(ts) : g_->gloo->broadcast(ts);
+      work->wait(timeout_);
+      return;
+    }
+#endif
+    NotBuilt(options_.backend, what);
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed (a peer rank exited or did not answer within " +
                 Seconds(timeout_) + "): " + Why(e));
   }
 }
 
+namespace {
+// Parameters [i, end) of one bucket: consecutive ones of i's dtype up to `bucket_bytes` (at least one).
+size_t BucketEnd(const std::vector<torch::Tensor>& ts, size_t i, size_t bucket_bytes) {
+  size_t j = i, bytes = 0;
+  while (j < ts.size() && ts[j].scalar_type() == ts[i].scalar_type() && (j == i || bytes + size_t(ts[j].nbytes()) <= bucket_bytes))
+    bytes += size_t(ts[j++].nbytes());
+  return j;
+}
+}  // namespace
+
+bool Distributed::Viewed(const std::vector<torch::Tensor>& params) const {
+  if (params.size() != params_.size() || buckets_.empty()) return false;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const torch::Tensor& g = params[k].grad();
+    if (params[k].data_ptr() != params_[k] || !g.defined() || g.data_ptr() != views_[k].data_ptr()) return false;
+  }
+  return true;
+}
+
+void Distributed::ZeroGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes) {
+  torch::NoGradGuard no_grad;
+  if (params.size() != params_.size() || buckets_.empty() ||
+      !std::equal(params.begin(), params.end(), params_.begin(), [](const torch::Tensor& p, const void* q) { return p.data_ptr() == q; })) {
+    buckets_.clear();
+    views_.clear();
+    params_.clear();
+    for (size_t i = 0; i < params.size();) {
+      const size_t j = BucketEnd(params, i, bucket_bytes);
+      int64_t n = 0;
+      for (size_t k = i; k < j; ++k) n += params[k].numel();
+      buckets_.push_back({torch::empty({n}, params[i].options()), i, j});
+      int64_t off = 0;
+      for (size_t k = i; k < j; ++k) {
+        views_.push_back(buckets_.back().flat.narrow(0, off, params[k].numel()).view(params[k].sizes()));
+        params_.push_back(params[k].data_ptr());
+        off += params[k].numel();
+      }
+      i = j;
+    }
+  }
+  for (auto& b : buckets_) b.flat.zero_();
+  for (size_t k = 0; k < params.size(); ++k)
+    if (!params[k].grad().defined() || params[k].grad().data_ptr() != views_[k].data_ptr()) params[k].mutable_grad() = views_[k];
+}
+
 void Distributed::AverageGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes) {
   if (!g_) return;
   const auto t0 = Clock::now();
   torch::NoGradGuard no_grad;
+  if (Viewed(params)) {  // backward accumulated into the buckets: reduce them in place
+    for (auto& b : buckets_) {
+      Collective("gradient all-reduce", Op::kAllReduce, b.flat);
+      b.flat.div_(double(env_.world_size));
+    }
+    comm_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    return;
+  }
   std::vector<torch::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) {
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // every rank reduces the same tensors
     grads.push_back(p.grad());
   }
-  size_t i = 0;
-  while (i < grads.size()) {
-    // One bucket: consecutive gradients of one dtype up to bucket_bytes (at least one gradient).
-    size_t j = i, bytes = 0;
-    while (j < grads.size() && grads[j].scalar_type() == grads[i].scalar_type() &&
-           (j == i || bytes + size_t(grads[j].nbytes()) <= bucket_bytes))
-      bytes += size_t(grads[j++].nbytes());
+  for (size_t i = 0; i < grads.size();) {
+    const size_t j = BucketEnd(grads, i, bucket_bytes);
     std::vector<torch::Tensor> flat;
     for (size_t k = i; k < j; ++k) flat.push_back(grads[k].reshape({-1}));
     torch::Tensor bucket = torch::cat(flat);
-    AllReduce("gradient all-reduce", bucket);
+    Collective("gradient all-reduce", Op::kAllReduce, bucket);
     bucket.div_(double(env_.world_size));
     int64_t off = 0;
     for (size_t k = i; k < j; ++k) {
@@ -177,20 +302,11 @@ void Distributed::BroadcastBuffers(const std::vector<torch::Tensor>& buffers) {
   for (auto& [type, list] : by_type) {
     std::vector<torch::Tensor> flat;
     for (const auto& b : list) flat.push_back(b.reshape({-1}));
-    std::vector<at::Tensor> ts{torch::cat(flat)};
-    try {
-#if DSC_HAVE_GLOO
-      g_->pg->broadcast(ts)->wait(timeout_);
-#else
-      NoGloo("buffer broadcast");
-#endif
-    } catch (const std::exception& e) {
-      throw Error("rank " + std::to_string(env_.rank) + ": buffer broadcast failed (a peer rank exited or did not answer within " +
-                  Seconds(timeout_) + "): " + Why(e));
-    }
+    torch::Tensor all = torch::cat(flat);
+    Collective("buffer broadcast", Op::kBroadcast, all);
     int64_t off = 0;
     for (auto& b : list) {
-      b.copy_(ts[0].narrow(0, off, b.numel()).view_as(b));
+      b.copy_(all.narrow(0, off, b.numel()).view_as(b));
       off += b.numel();
     }
   }
@@ -200,7 +316,9 @@ void Distributed::BroadcastBuffers(const std::vector<torch::Tensor>& buffers) {
 void Distributed::Sum(std::vector<double>* values) {
   if (!g_ || values->empty()) return;
   torch::Tensor t = torch::tensor(*values, torch::kDouble);
-  AllReduce("metric all-reduce", t);
+  if (options_.backend == CommBackend::kNccl) t = t.to(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options_.cuda_device)));
+  Collective("metric all-reduce", Op::kAllReduce, t);
+  t = t.cpu();
   for (size_t i = 0; i < values->size(); ++i) (*values)[i] = t[int64_t(i)].item<double>();
 }
 

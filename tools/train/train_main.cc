@@ -54,6 +54,7 @@ struct Config {
   bool wire_compression = false;
   int nproc = 0;               // --nproc: ranks to launch on this machine
   double dist_timeout = 60;    // seconds a collective waits for a silent peer
+  std::string dist_backend = "auto";
   std::string step_log;        // per-rank step records (tools/train/distributed.h)
   std::set<std::string> given;  // the flags named on the command line (a resume checks them)
 };
@@ -332,8 +333,8 @@ Checkpoint LoadCheckpointState(Config* c) {
 // the first visible one, CUDA_VISIBLE_DEVICES picks it). Made the current device before anything
 // touches a GPU, so libtorch's default stream and dsc's kernels run there and no rank makes a CUDA
 // context on another rank's GPU (restoring device 0 after a check would create one there).
-int PickCudaDevice(const DistEnv& env) {
-  bool shared = false;
+int PickCudaDevice(const DistEnv& env, bool* gpu_shared) {
+  bool& shared = *gpu_shared;
   const int count = gpu::DeviceCount();
   const int d = gpu::DeviceForLocalRank(env.local_rank, env.local_world_size, count,
                                         std::getenv("CUDA_VISIBLE_DEVICES") != nullptr, &shared);
@@ -411,9 +412,19 @@ int Run(Config c) {
   // (tools/train/amp.h). Per step the host waits only for LossScaler's inf/NaN flag (fp16 only); loss
   // figures are read once per epoch.
   const DistEnv env = ReadDistEnv();
-  Distributed dist(env, std::chrono::milliseconds(int64_t(c.dist_timeout * 1000)));
-  if (!dist.lead() && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
-    throw Error("cannot silence rank " + std::to_string(dist.rank()) + "'s output");
+  if (env.rank != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+    throw Error("cannot silence rank " + std::to_string(env.rank) + "'s output");
+  // The GPU first: NCCL's group needs it (and its communicators are made on it).
+  bool gpu_shared = false;
+  const int cuda_device = c.device == "cuda" ? PickCudaDevice(env, &gpu_shared) : 0;
+  const bool cuda = UseCuda(c, cuda_device);
+  DistOptions dopt;
+  dopt.timeout = std::chrono::milliseconds(int64_t(c.dist_timeout * 1000));
+  dopt.backend = ChooseBackend(c.dist_backend, cuda, gpu_shared);
+  dopt.cuda_device = cuda_device;
+  dopt.group_of_one = c.dist_backend != "auto";  // a named backend is formed, and exercised, on one rank too
+  Distributed dist(env, dopt);
+  if (dist.grouped()) std::printf("process group: %s, %d rank%s\n", BackendName(dist.backend()), dist.world_size(), dist.world_size() == 1 ? "" : "s");
   // Every rank traces its own trainer and loader: one file per rank, or they would overwrite each other.
   if (!c.trace.empty() && dist.world_size() > 1) c.trace += ".rank" + std::to_string(dist.rank());
   if (!c.steps_out.empty() && dist.world_size() > 1) c.steps_out += ".rank" + std::to_string(dist.rank());  // this rank's batches
@@ -432,8 +443,6 @@ int Run(Config c) {
   if (!c.step_log.empty()) output(c.step_log + ".rank" + std::to_string(dist.rank()), "--step-log");
   Checkpoint resume;
   if (!c.resume.empty()) resume = LoadCheckpointState(&c);
-  const int cuda_device = c.device == "cuda" ? PickCudaDevice(env) : 0;
-  const bool cuda = UseCuda(c, cuda_device);
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)) : torch::Device(torch::kCPU);
   const Precision precision = cuda ? ChoosePrecision(c.precision, gpu::ComputeCapability(cuda_device)) : Precision::kFloat32;
   if (cuda) std::printf("cuda: %s; %s\n", gpu::Describe(cuda_device).c_str(), PrecisionName(precision));
@@ -614,7 +623,8 @@ int Run(Config c) {
       }
       auto loss = (per_sample * keep).sum() * (double(dist.world_size()) / std::max(1.0, real));
       prof.Mark(Phase::kForward);
-      opt.zero_grad();
+      if (dist.grouped()) dist.ZeroGradients(weights);  // gradients as views of the all-reduce buckets
+      else opt.zero_grad();
       if (scaler) scaler->Scale(loss).backward();
       else loss.backward();
       dist.AverageGradients(weights);  // before unscaling: every rank checks and steps on the same gradients
@@ -782,6 +792,8 @@ int main(int argc, char** argv) {
       ("nproc", "start N ranks on this machine (else ranks come from torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
        "--batch-size is the global batch", cxxopts::value<int>()->default_value("0"))
       ("dist-timeout", "seconds a rank waits for a silent or dead peer before failing", cxxopts::value<double>()->default_value("60"))
+      ("dist-backend", "auto (NCCL for --device cuda where built with it and each rank has its own GPU, else Gloo), gloo or nccl; "
+       "a named one is formed on one rank too", cxxopts::value<std::string>()->default_value("auto"))
       ("step-log", "each rank writes PREFIX.rankR: per step its loss, parameter+buffer checksum and sample indices",
        cxxopts::value<std::string>()->default_value(""))
       ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
@@ -846,6 +858,10 @@ int main(int argc, char** argv) {
     if (!c.trace_steps.empty() && c.trace.empty()) throw cxxopts::exceptions::exception("--trace-steps needs --trace FILE");
     c.nproc = r["nproc"].as<int>();
     c.dist_timeout = r["dist-timeout"].as<double>();
+    c.dist_backend = r["dist-backend"].as<std::string>();
+    if (c.dist_backend != "auto" && c.dist_backend != "gloo" && c.dist_backend != "nccl")
+      throw cxxopts::exceptions::exception("unknown --dist-backend '" + c.dist_backend + "': auto, gloo or nccl");
+    if (c.dist_backend == "nccl" && c.device != "cuda") throw cxxopts::exceptions::exception("--dist-backend nccl needs --device cuda");
     c.step_log = r["step-log"].as<std::string>();
     if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout >= 0.001 && c.dist_timeout <= 1e6))
       throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout in [0.001, 1e6] seconds");
