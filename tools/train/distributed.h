@@ -70,7 +70,9 @@ class Distributed {
   // that are not ZeroGradients' views (it was not called, or something replaced them) are gathered
   // into buckets of `bucket_bytes` and scattered back.
   void AverageGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes = 25u << 20);
-  // Rank 0's buffers (BatchNorm running statistics) overwrite every other rank's, one broadcast per dtype.
+  // Rank 0's buffers (BatchNorm running statistics) overwrite every other rank's, one broadcast per
+  // dtype. The first call moves the buffers into one flat tensor per dtype (Tensor::set_), so later
+  // ones broadcast that tensor in place.
   void BroadcastBuffers(const std::vector<torch::Tensor>& buffers);
   // Element-wise sum over ranks, in place.
   void Sum(std::vector<double>* values);
@@ -102,6 +104,9 @@ class Distributed {
   std::vector<torch::Tensor> views_;
   std::vector<const void*> params_;  // the parameters they were made for (their data pointers)
   bool Viewed(const std::vector<torch::Tensor>& params) const;
+  // BroadcastBuffers' flat tensors (one per dtype) and where each buffer's data now is.
+  std::vector<torch::Tensor> buffer_flats_;
+  std::vector<const void*> buffer_ptrs_;
 };
 
 // Every rank's loader state united into one (LoaderState::Merge) on rank 0, for its checkpoint; other
