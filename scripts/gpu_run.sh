@@ -10,6 +10,8 @@
 #   DSC_SANITIZE=1 bash run.sh test   # also run the GPU tests under compute-sanitizer memcheck
 #   DSC_TARGETS="dsc dsc-train gpu_decode_test" bash run.sh build   # only these (default: all)
 #   DSC_SUITE=0 bash run.sh test      # the GPU test binaries only, not the rest of the unit suite
+#   bash run.sh build python          # `import dsc` built for the machine's python3 (pybind11 from pip),
+#                                     # its pytest suite run there (pin_memory pins with a GPU)
 #
 # Builds dsc with CUDA against the bundled Debian headers and libraries (deps/) and, for dsc train,
 # the PyTorch that `python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'` names (Debian's
@@ -25,7 +27,7 @@ RES=${OUT:-$B/results}
 EPOCHS=${DSC_EPOCHS:-4}
 JOBS=${DSC_JOBS:-$(nproc)}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build test bench train)
+[ ${#steps[@]} -eq 0 ] && steps=(build test bench train python)
 step() { echo "$(date -u +%T) $*" >>"$RES/steps.txt"; }
 want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 mkdir -p "$WORK" "$RES"
@@ -77,6 +79,9 @@ if want build; then
         -DCMAKE_PREFIX_PATH="$deps/usr;${torch_prefix}" -DCMAKE_CXX_FLAGS="$inc" -DCMAKE_C_FLAGS="$inc"
         -DPKG_CONFIG_EXECUTABLE="$pkgconfig" -DDSC_SHARED_DATA="$B/data"
         ${DSC_CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$DSC_CUDA_ARCHS})
+  # The Python module for the python3 that holds PyTorch, with pybind11's CMake files from pip.
+  pybind11_dir=$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null || true)
+  [ -n "$pybind11_dir" ] && args+=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
   if ! cmake "${args[@]}" >"$RES/build.log" 2>&1; then
     echo "configure with PyTorch failed; again without dsc train" >>"$RES/build.log"
     rm -rf "$build"
@@ -179,6 +184,21 @@ if want train; then
         --loader-threads "$(( JOBS > 4 ? JOBS - 2 : 2 ))" --json "$RES/train-nccl.json"
     fi
   } >"$RES/train.txt" 2>&1 || fail "dsc train (see train.txt)"
+fi
+
+if want python; then
+  step python
+  {
+    if ninja -C "$build" -j "$JOBS" dsc_python dsc_testdata dsc >>"$RES/build.log" 2>&1; then
+      ctest --test-dir "$build" -R "Python\." --output-on-failure 2>&1 | tail -40
+      # The test that needs a GPU, by name, with its verdict (ctest shows only failures).
+      (cd "$build" && PYTHONPATH=$build/python DSC_TESTDATA=$build/testdata DSC_BINARY=$dsc \
+        python3 -m pytest -q -p no:cacheprovider -rs "$SRC/python/tests/test_module.py" -k pin_memory 2>&1 | tail -8)
+    else
+      echo "no Python module here (pybind11 or python3-dev missing; see build.log)"
+    fi
+  } >"$RES/python.txt" 2>&1
+  grep -qE "tests failed|[0-9]+ failed" "$RES/python.txt" && fail "python (see python.txt)"
 fi
 
 step done

@@ -423,6 +423,26 @@ def test_pin_memory_without_cuda_warns_and_copies(small):
     assert loader.leased() == 0 and x.shape == (100, 3, 32, 32)
 
 
+
+def test_pin_memory_on_cuda_hands_out_pinned_copies(small):
+    """With a GPU: pinned, owned batches equal to copy=True's, and a non-blocking copy to the GPU
+    carries the same values (run on a GPU machine by scripts/gpu_run.sh)."""
+    path, _ = small
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA torch and a GPU")
+    pinned = dsc.Loader(path, preset="cifar-train", batch_size=100, seed=3, pin_memory=True, threads=2)
+    plain = dsc.Loader(path, preset="cifar-train", batch_size=100, seed=3, copy=True, threads=2)
+    n = 0
+    for (x, y), (rx, ry) in zip(pinned.epoch(1), plain.epoch(1)):
+        assert x.is_pinned() and y.is_pinned()
+        assert pinned.leased() == 0  # owned: no loader buffer is held for it
+        assert torch.equal(x, rx) and torch.equal(y, ry)
+        g = x.cuda(non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+        assert torch.equal(g.cpu(), rx)
+        n += 1
+    assert n == len(plain) == 10
+
 CHILD_WAIT = """
 import sys, dsc
 loader = dsc.Loader(sys.argv[1], preset="cifar-test", batch_size=100, threads=1, prefetch=0, max_leases=0)
