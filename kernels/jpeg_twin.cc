@@ -67,7 +67,20 @@ bool ValidHuffman(const uint8_t* counts, const uint8_t* vals, bool dc) {
   return true;
 }
 
-bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h) {
+// The lookup entries of n codes of one length, kSpan = 2^(kTwinLookBits - length) each: contiguous
+// runs. A constant span lets the compiler write them as whole vectors (length 9: eight codes a store);
+// a run loop of variable length, per code, was most of a photo's table build.
+template <int kSpan>
+inline void FillLookRuns(uint16_t* look, int length, const uint8_t* vals, int n) {
+  for (int i = 0; i < n; ++i) {
+    const uint16_t entry = uint16_t((length << 8) | vals[i]);
+    for (int j = 0; j < kSpan; ++j) look[i * kSpan + j] = entry;
+  }
+}
+
+}  // namespace
+
+bool BuildTwinHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h) {
   std::memset(h, 0, sizeof(*h));
   if (!ValidHuffman(counts, vals, dc)) return false;
   int total = 0;
@@ -76,17 +89,25 @@ bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffm
   h->count = uint16_t(total);
   int32_t code = 0;
   int k = 0;
+  static_assert(kTwinLookBits == 9, "the spans below");
   for (int l = 1; l <= 16; ++l) {
     const int n = counts[l - 1];
     h->valoffset[l] = k - code;
     h->maxcode[l] = n ? code + n - 1 : -1;
-    for (int i = 0; i < n && l <= kTwinLookBits; ++i) {
-      // Every kTwinLookBits-bit prefix starting with this code maps to it: a contiguous run (a
-      // plain loop over it vectorises; this was most of a photo's header parse).
-      const int span = 1 << (kTwinLookBits - l);
-      uint16_t* run = h->look + ((code + i) << (kTwinLookBits - l));
-      const uint16_t entry = uint16_t((l << 8) | vals[k + i]);
-      for (int j = 0; j < span; ++j) run[j] = entry;
+    if (n && l <= kTwinLookBits) {
+      // Every kTwinLookBits-bit prefix starting with one of these codes maps to it.
+      uint16_t* run = h->look + (code << (kTwinLookBits - l));
+      switch (l) {
+        case 1: FillLookRuns<256>(run, l, vals + k, n); break;
+        case 2: FillLookRuns<128>(run, l, vals + k, n); break;
+        case 3: FillLookRuns<64>(run, l, vals + k, n); break;
+        case 4: FillLookRuns<32>(run, l, vals + k, n); break;
+        case 5: FillLookRuns<16>(run, l, vals + k, n); break;
+        case 6: FillLookRuns<8>(run, l, vals + k, n); break;
+        case 7: FillLookRuns<4>(run, l, vals + k, n); break;
+        case 8: FillLookRuns<2>(run, l, vals + k, n); break;
+        default: FillLookRuns<1>(run, l, vals + k, n); break;
+      }
     }
     code += n;
     k += n;
@@ -96,6 +117,8 @@ bool BuildHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffm
   h->defined = 1;
   return true;
 }
+
+namespace {
 
 // The payload as one byte sequence over its two pieces.
 class Stream {
@@ -163,6 +186,11 @@ size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uin
 }
 
 namespace {
+// How far ahead the SIMD finders (and the index walk) prefetch: a page, because the hardware prefetcher
+// stops at 4 KiB page edges and a payload streams from memory (about 5% off a photo's staging; 2 and 4
+// pages were no better).
+constexpr size_t kMarkerPrefetch = 4096;
+
 #if defined(__x86_64__)
 // Appends base + each set bit of m (ascending) to out[k...]; out has two entries of slack.
 __attribute__((always_inline)) inline size_t PutBits(uint64_t m, size_t base, uint32_t* out, size_t k) {
@@ -186,9 +214,6 @@ __attribute__((target("avx2"))) inline uint64_t MarkerBits32(const uint8_t* d, s
                   ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(w, zero))));
 }
 
-// How far ahead the SIMD finders prefetch: a page, because the hardware prefetcher stops at 4 KiB page
-// edges and a payload streams from memory (about 5% off a photo's staging; 2 and 4 pages were no better).
-constexpr size_t kMarkerPrefetch = 4096;
 
 __attribute__((target("avx2,popcnt,bmi"))) size_t FindTwinMarkersAvx2(const uint8_t* d, size_t i, size_t e, size_t n,
                                                                       uint32_t* out) {
@@ -212,8 +237,52 @@ __attribute__((target("avx512f,avx512bw,popcnt,bmi"))) size_t FindTwinMarkersAvx
   }
   return k + FindTwinMarkersScalar(d, i, e, n, out + k);
 }
+
+// TwinCopy's loops. The destination is prefetched for writing a page ahead: the staging buffer's
+// lines are mostly not in cache, and waiting for them was most of the copy's time.
+constexpr size_t kCopyWriteAhead = 4096;
+
+__attribute__((target("avx512f"))) void CopyAvx512(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 256 <= n; i += 256) {
+    for (size_t l = 0; l < 256; l += 64) __builtin_prefetch(dst + i + kCopyWriteAhead + l, 1);
+    const __m512i a = _mm512_loadu_si512(src + i), b = _mm512_loadu_si512(src + i + 64);
+    const __m512i c = _mm512_loadu_si512(src + i + 128), d = _mm512_loadu_si512(src + i + 192);
+    _mm512_storeu_si512(dst + i, a);
+    _mm512_storeu_si512(dst + i + 64, b);
+    _mm512_storeu_si512(dst + i + 128, c);
+    _mm512_storeu_si512(dst + i + 192, d);
+  }
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(dst + i, _mm512_loadu_si512(src + i));
+  std::memcpy(dst + i, src + i, n - i);
+}
+__attribute__((target("avx2"))) void CopyAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    for (size_t l = 0; l < 128; l += 64) __builtin_prefetch(dst + i + kCopyWriteAhead + l, 1);
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  for (; i + 32 <= n; i += 32)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+  std::memcpy(dst + i, src + i, n - i);
+}
 #endif
 }  // namespace
+
+void TwinCopy(uint8_t* dst, const uint8_t* src, size_t n) {
+#if defined(__x86_64__)
+  if (UseAvx512()) return CopyAvx512(dst, src, n);
+  if (UseAvx2()) return CopyAvx2(dst, src, n);
+#endif
+  std::memcpy(dst, src, n);
+}
 
 size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out) {
 #if defined(__x86_64__)
@@ -224,6 +293,17 @@ size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t*
 }
 
 namespace {
+
+// TwinZigzag's table, built once: in ParseTwin's DQT loop the compiler rebuilt the function's local
+// table on the stack for every coefficient (a fifth of a header parse).
+struct ZigzagTable {
+  uint8_t natural[64];
+};
+const ZigzagTable kZigzag = [] {
+  ZigzagTable t{};
+  for (int k = 0; k < 64; ++k) t.natural[k] = uint8_t(TwinZigzag(k));
+  return t;
+}();
 
 TwinParseResult Fail(int reason, size_t offset) {
   TwinParseResult r;
@@ -315,7 +395,7 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
         bool ok;
         if (tables) {
           TwinHuffman* h = cls ? &tables->ac[id] : &tables->dc[id];
-          ok = BuildHuffman(counts, vals, cls == 0, h);
+          ok = BuildTwinHuffman(counts, vals, cls == 0, h);
           if (!ok) h->defined = 2;
         } else {
           ok = ValidHuffman(counts, vals, cls == 0);
@@ -333,7 +413,7 @@ TwinParseResult ParseTwin(const uint8_t* head, size_t head_size, const uint8_t* 
         if (!s.Read(q, prec ? 128 : 64)) return Fail(kReasonBadMarker, at);
         if (tables)
           for (int k = 0; k < 64; ++k)
-            tables->quant[id][TwinZigzag(k)] = prec ? uint16_t(q[2 * k] << 8 | q[2 * k + 1]) : q[k];
+            tables->quant[id][kZigzag.natural[k]] = prec ? uint16_t(q[2 * k] << 8 | q[2 * k + 1]) : q[k];
         quant_defined[id] = 1;
         if (tables) tables->quant_defined[id] = 1;
       }
@@ -461,9 +541,13 @@ bool IndexedScan(const TwinFrame& f, const uint8_t* piece, size_t piece_size, si
   const uint32_t n = f.intervals, last = scan->last_unit < n - 1 ? scan->last_unit : n - 1;
   const size_t seg = piece_size - 2 - TwinIndexSegmentSize(n);  // where the data must end
   size_t s = start;
+  // Every line up to a page ahead of the walk, once (the first page at the start): the payload streams
+  // from memory, and a prefetch per marker (one every ~2.5 lines) left the lines between to the copy.
+  uintptr_t ahead = reinterpret_cast<uintptr_t>(piece + start) & ~uintptr_t(63);
   for (uint32_t k = 0; k <= last; ++k) {
     const size_t e = s + (size_t(lens[2 * k]) | size_t(lens[2 * k + 1]) << 8);
-    __builtin_prefetch(piece + e + 4096);  // as the marker finder: the payload streams from memory
+    for (const uintptr_t to = reinterpret_cast<uintptr_t>(piece + e) + kMarkerPrefetch; ahead <= to; ahead += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
     if (k + 1 < n ? e + 2 > seg || piece[e] != 0xFF || piece[e + 1] != 0xD0 + (k & 7) : e != seg) return false;
     scan->unit_begin[k] = uint32_t(s - start);
     scan->unit_end[k] = uint32_t(e - start);
@@ -508,7 +592,7 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
   scan->data = piece + start;
   scan->indexed = false;
   size_t i = start;
-  if (copy) std::memcpy(copy, piece + start, piece_size - start);
+  if (copy) TwinCopy(copy, piece + start, piece_size - start);
   // The index, when the payload has one: no scan (a header check, last_unit 0, reads one interval anyway).
   if (scan->last_unit > 0 && f.restart_interval && piece_size <= 0xFFFFFFFFu)
     if (const uint8_t* lens = FindTwinIntervalIndex(piece, piece_size, start, f.intervals))

@@ -73,6 +73,11 @@ struct TwinHuffman {
   uint8_t defined;
 };
 
+// Builds a decodable table from a DHT table's 16 code counts (by length) and its symbols; false (and
+// *h zeroed) for a table libjpeg rejects: over 256 symbols, a DC symbol over 15, or too many codes of
+// a length. Host only (ParseTwin's).
+bool BuildTwinHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, TwinHuffman* h);
+
 // The tables a frame's components refer to, as they stand at the start of the scan.
 struct TwinTables {
   uint16_t quant[4][64];  // natural (row-major) order
@@ -493,6 +498,12 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
 // give the same list.
 size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
+
+// memcpy for the stager's payload bytes and arrays: vector loads and stores, the destination prefetched
+// for writing a page ahead. glibc's memcpy takes `rep movsb` for copies of a few KiB and up, which was
+// slower here (AMD Zen 5 VM: the vector loop took ~8% off a photo's staging, the write prefetch ~8%
+// more; bench/RESULTS.md session 25). Host only.
+void TwinCopy(uint8_t* dst, const uint8_t* src, size_t n);
 
 // ---- The interval index (docs/format.md "Restart-indexed JPEG payloads") ---------------------------
 // dsc build ends a restart-marked payload with an APP15 segment, right before EOI: "DSCIDX\0", a version

@@ -142,7 +142,7 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
     for (int row = plan.row0; row < plan.row1; ++row) {
       const uint32_t t0 = uint32_t(row) * per_row + uint32_t(plan.col0);
       const uint32_t from = scan.unit_begin[t0], to = scan.unit_end[t0 + w - 1];
-      std::memcpy(buf_ + at + off, scan.data + from, to - from);
+      TwinCopy(buf_ + at + off, scan.data + from, to - from);
       for (uint32_t c = 0; c < w; ++c, ++u) {
         TwinUnit t;
         t.image = uint32_t(images_.size());
@@ -207,9 +207,9 @@ bool TwinBatchStager::Finish() {
   const size_t cb = crops_.size() * sizeof(TwinCrop);
   const size_t images_at = h_->bytes_used, units_at = Align(images_at + ib), crops_at = Align(units_at + ub);
   if (crops_at + cb > cap_) return false;
-  std::memcpy(buf_ + images_at, images_.data(), ib);
-  std::memcpy(buf_ + units_at, units_.data(), ub);
-  if (cb) std::memcpy(buf_ + crops_at, crops_.data(), cb);
+  TwinCopy(buf_ + images_at, reinterpret_cast<const uint8_t*>(images_.data()), ib);
+  TwinCopy(buf_ + units_at, reinterpret_cast<const uint8_t*>(units_.data()), ub);
+  if (cb) TwinCopy(buf_ + crops_at, reinterpret_cast<const uint8_t*>(crops_.data()), cb);
   h_->images = uint32_t(images_.size());
   h_->units = uint32_t(units_.size());
   h_->crops = uint32_t(crops_.size());

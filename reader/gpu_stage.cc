@@ -30,14 +30,18 @@ struct TwinStageWorker::HeadCache {
   // across epochs (a header parse is ~5% of a photo's check + stage); a collision only costs a parse.
   static constexpr size_t kEntries = 1024;
   static_assert(kEntries == size_t(1) << 10, "At() takes the top 10 bits");
+  // A shared table set (sample 0): its bytes' address and size. A payload holding its own header
+  // (sample = index + 1): its body's address and size, and where its scan starts in the body.
   struct Entry {
     const uint8_t* head = nullptr;
     size_t size = 0;
+    uint64_t sample = 0;
+    size_t start = 0;
     kernels::TwinFrame frame;
   };
   std::vector<Entry> entries = std::vector<Entry>(kEntries);
-  Entry& At(const uint8_t* head) {
-    const uint64_t h = (uint64_t(reinterpret_cast<uintptr_t>(head)) >> 3) * 0x9E3779B97F4A7C15ull;
+  Entry& At(uint64_t key) {  // a set's address / 8, or a sample
+    const uint64_t h = key * 0x9E3779B97F4A7C15ull;
     return entries[size_t(h >> 54)];  // the top 10 bits
   }
 };
@@ -46,7 +50,7 @@ TwinStageWorker::TwinStageWorker(bool fancy) : heads_(std::make_unique<HeadCache
 TwinStageWorker::~TwinStageWorker() = default;
 
 uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
-                               const kernels::TwinCropInput* crop) {
+                               const kernels::TwinCropInput* crop, uint64_t sample) {
   if (format::Encoding(parts.entry.encoding) != format::Encoding::kJpeg) return Batch::kNotJpeg;
   const size_t most = parts.body.size / 2 + 2;  // as the stager bounds a scan's intervals
   if (begin_.size() < most) begin_.resize(most), end_.resize(most);
@@ -56,17 +60,28 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   scan.unit_end = end_.data();
   if (crop) scan.last_unit = 0;  // a crop's intervals are found when staging it: the header suffices here
   kernels::TwinParseResult r;
-  HeadCache::Entry* cached = parts.head.size ? &heads_->At(parts.head.data) : nullptr;
-  if (cached && cached->head == parts.head.data && cached->size == parts.head.size) {
-    // A shared table set parsed before (as the stager does within a batch): scan the body only.
+  // A shared set by its address (it lives as long as the dataset); a payload with its own header by
+  // its sample (its bytes may be read into scratch, at an address others share) and its bytes' place.
+  const bool own = !parts.head.size && sample != kNoSample;
+  HeadCache::Entry* cached = parts.head.size ? &heads_->At(uint64_t(reinterpret_cast<uintptr_t>(parts.head.data)) >> 3)
+                             : own           ? &heads_->At(sample)
+                                             : nullptr;
+  const uint8_t* key = own ? parts.body.data : parts.head.data;
+  const size_t key_size = own ? parts.body.size : parts.head.size;
+  const uint64_t key_sample = own ? sample + 1 : 0;
+  if (cached && cached->head == key && cached->size == key_size && cached->sample == key_sample) {
+    // Parsed before (as the stager does a shared set within a batch): scan the body only.
     frame = cached->frame;
-    r = kernels::ScanTwinEntropy(frame, parts.body.data, parts.body.size, 0, parts.head.size, &scan);
+    r = kernels::ScanTwinEntropy(frame, parts.body.data, parts.body.size, cached->start, parts.head.size, &scan);
   } else {
     r = kernels::ParseTwin(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &frame, nullptr,
                            &scan, uint32_t(most));
-    // Kept only when the head is the whole header (the scan starts where the body does).
-    if (cached && r.status == kernels::kTwinOk && scan.data == parts.body.data) {
-      cached->head = parts.head.data, cached->size = parts.head.size;
+    // Kept only when the scan lies in the body (after the whole shared head, or inside its own).
+    const bool in_body = own ? scan.data >= parts.body.data && scan.data < parts.body.data + parts.body.size
+                             : scan.data == parts.body.data;
+    if (cached && r.status == kernels::kTwinOk && in_body) {
+      cached->head = key, cached->size = key_size, cached->sample = key_sample;
+      cached->start = size_t(scan.data - parts.body.data);
       cached->frame = frame;
     }
   }

@@ -44,8 +44,11 @@ class TwinStageWorker {
   // Step 1: 0 when the GPU decoder takes the payload (a supported JPEG of exactly width x height,
   // the index's size, so its output fills its slot and no more; with `crop`, one whose crop the twin
   // does: kernels/jpeg_twin_crop.h), else the reason to decode it here.
+  // `sample`: the payload's index in the dataset, by which a payload with its own header (no shared
+  // set) is remembered across epochs; kNoSample: parsed every time.
+  static constexpr uint64_t kNoSample = ~uint64_t(0);
   uint8_t Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
-                const kernels::TwinCropInput* crop = nullptr);
+                const kernels::TwinCropInput* crop = nullptr, uint64_t sample = kNoSample);
 
   // Step 2's source of each sample's crop (batch position j): fills *in and returns true, or false
   // when the loader has no crop transform.
@@ -61,8 +64,9 @@ class TwinStageWorker {
   const std::vector<uint32_t>& left_for_cpu() const { return cpu_; }
 
  private:
-  // The frames of shared table sets Check has parsed, by the set's address (payloads sharing one skip
-  // the header parse; photos have a set each, so this spans epochs). Fixed size, direct-mapped.
+  // The frames of the headers Check has parsed, by a shared set's address or a payload's sample
+  // (payloads sharing one skip the header parse; photos have a header each, so this spans epochs).
+  // Fixed size, direct-mapped.
   struct HeadCache;
   std::unique_ptr<HeadCache> heads_;
   std::vector<uint32_t> begin_, end_;

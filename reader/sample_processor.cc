@@ -213,7 +213,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   if (fallback && twin_) {  // Decoder::kGpu: the batch's last worker stages what the GPU takes
     kernels::TwinCropInput crop;
     if (spec_.crop != kernels::CropMode::kNone) MakeTwinCropInput(e, rect, params, &crop);
-    *fallback = twin_->Check(parts, e.width, e.height, spec_.crop != kernels::CropMode::kNone ? &crop : nullptr);
+    *fallback = twin_->Check(parts, e.width, e.height, spec_.crop != kernels::CropMode::kNone ? &crop : nullptr, index);
     if (*fallback == 0) {
       if (stats_) {
         const uint64_t t2 = NowNs();

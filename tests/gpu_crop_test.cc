@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -298,6 +299,130 @@ TEST(GpuCrop, CheckRemembersTableSetsAndJudgesEachPayloadAsAFreshWorker) {
       staged += want == 0;
     }
   EXPECT_GT(staged, 2 * ds.size() * 9 / 10);  // all but the few photos without restart intervals
+}
+
+// The same, for payloads holding their own header (no shared set; the photos file's bodies copied with
+// their heads): the check remembers each by its sample, also when the bytes of every payload are
+// read into one buffer (as reads into scratch are), and a crop's check too. Each photo stands for
+// three samples: 1,500 of them collide in the 1,024 slots.
+TEST(GpuCrop, CheckRemembersOwnHeadersBySample) {
+  ASSERT_FALSE(Photos().empty());
+  Dataset ds(Photos());
+  std::vector<uint8_t> scratch;
+  std::vector<std::vector<uint8_t>> whole(ds.size());
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const Dataset::Parts p = ds.ReadPayloadParts(i, &scratch);
+    whole[i].assign(p.head.data, p.head.data + p.head.size);
+    whole[i].insert(whole[i].end(), p.body.data, p.body.data + p.body.size);
+  }
+  const kernels::AugmentSpec spec = LoaderOptions::ImagenetTest().augment;
+  TwinStageWorker warm, warm_shared;
+  std::vector<uint8_t> shared;  // one buffer for every payload, at one address
+  size_t largest = 0;
+  for (const auto& w : whole) largest = std::max(largest, w.size());
+  shared.reserve(largest);
+  size_t staged = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (uint64_t id = 0; id < 3 * ds.size(); ++id) {
+      const uint64_t i = id % ds.size();
+      Dataset::Parts parts = ds.ReadPayloadParts(i, &scratch);
+      parts.head = Payload{nullptr, 0};
+      parts.body = Payload{whole[i].data(), whole[i].size()};
+      const uint32_t w = parts.entry.width, h = parts.entry.height;
+      kernels::TwinCropInput in;
+      in.spec = &spec;
+      in.img_w = w;
+      in.img_h = h;
+      kernels::MakeParams(spec, w, h, 3, 0, i, &in.rect, &in.params);
+      kernels::CropDecodeMinSize(spec, w, h, in.rect, spec.out_w, spec.out_h, false, &in.min_w, &in.min_h);
+      TwinStageWorker fresh;
+      const uint8_t want = fresh.Check(parts, w, h, nullptr, id), want_crop = fresh.Check(parts, w, h, &in, id);
+      const std::string at = "pass " + std::to_string(pass) + " sample " + std::to_string(id);
+      ASSERT_EQ(warm.Check(parts, w, h, nullptr, id), want) << at;
+      ASSERT_EQ(warm.Check(parts, w, h, &in, id), want_crop) << at;
+      ASSERT_EQ(warm.Check(parts, w + 1, h, nullptr, id), kernels::kReasonBadMarker) << at;
+      shared.assign(whole[i].begin(), whole[i].end());  // within its capacity: not moved
+      parts.body = Payload{shared.data(), whole[i].size()};
+      ASSERT_EQ(warm_shared.Check(parts, w, h, &in, id), want_crop) << at << " (one buffer)";
+      staged += want == 0 && want_crop == 0;
+    }
+  EXPECT_GT(staged, 2 * 3 * ds.size() * 9 / 10);  // all but the few photos without restart intervals
+}
+
+// A crop staged from a payload's interval index (its walk prefetching every line, its bytes copied by
+// kernels::TwinCopy) equals the same payload staged without the index (a marker scan), byte for byte;
+// also when the index lies about the crop's first interval or about intervals before the crop (found
+// out by the walk's marker checks: scanned instead).
+TEST(GpuCrop, CropStagedFromTheIndexEqualsAMarkerScan) {
+  ASSERT_FALSE(Photos().empty());
+  Dataset ds(Photos());
+  std::vector<uint8_t> scratch, a(8 << 20), b(8 << 20);
+  size_t compared = 0, used_lies = 0, unused_lies = 0;
+  for (const kernels::AugmentSpec& spec : {LoaderOptions::ImagenetTrain().augment, LoaderOptions::ImagenetTest().augment})
+    for (uint64_t i = 0; i < ds.size(); i += 3) {
+      const std::string at = "sample " + std::to_string(i);
+      const Payload p = ds.ReadPayload(i, &scratch);
+      const std::vector<uint8_t> whole(p.data, p.data + p.size);
+      kernels::TwinFrame f;
+      kernels::TwinScan scan;
+      std::vector<uint32_t> ub(whole.size()), ue(whole.size());
+      scan.unit_begin = ub.data();
+      scan.unit_end = ue.data();
+      ASSERT_EQ(kernels::ParseTwin(nullptr, 0, whole.data(), whole.size(), &f, nullptr, &scan, uint32_t(ub.size())).status,
+                kernels::kTwinOk) << at;
+      const uint8_t* lens = kernels::FindTwinIntervalIndex(whole.data(), whole.size(), size_t(scan.data - whole.data()), f.intervals);
+      if (!lens) continue;  // no restart intervals
+      const size_t lens_at = size_t(lens - whole.data());
+      std::vector<uint8_t> plain(whole);
+      plain.erase(plain.end() - 2 - long(kernels::TwinIndexSegmentSize(f.intervals)), plain.end() - 2);
+      const format::IndexEntry e = ds.entry(i);
+      kernels::TwinCropInput in;
+      in.spec = &spec;
+      in.img_w = e.width;
+      in.img_h = e.height;
+      kernels::MakeParams(spec, e.width, e.height, 7, 0, i, &in.rect, &in.params);
+      kernels::CropDecodeMinSize(spec, e.width, e.height, in.rect, spec.out_w, spec.out_h, false, &in.min_w, &in.min_h);
+      kernels::TwinCropPlan plan;
+      if (kernels::PlanTwinCrop(in, f, &plan)) continue;  // a crop the CPU decodes
+      // Stages one payload into a zeroed buffer: the bytes the batch would copy to the device.
+      auto stage = [&](const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* buf) {
+        std::fill(buf->begin(), buf->end(), 0);
+        kernels::TwinBatchStager stager(buf->data(), buf->size(), 4, 1 << 16);
+        EXPECT_EQ(stager.Add(nullptr, 0, jpeg.data(), jpeg.size(), 0, &in).status, kernels::kTwinOk) << at;
+        EXPECT_TRUE(stager.Finish());
+        return size_t(stager.bytes_used());
+      };
+      auto expect_same = [&](const std::vector<uint8_t>& jpeg, const char* what) {
+        const size_t n = stage(jpeg, &a), want = stage(plain, &b);
+        ASSERT_EQ(n, want) << at << ": " << what;
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), n), 0) << at << ": " << what;
+      };
+      expect_same(whole, "indexed");
+      ++compared;
+      // Interval k one byte longer and k + 1 one shorter: k's end and k + 1's start move off their marker.
+      const uint32_t per_row = f.mcus_x / f.restart_interval;
+      const uint32_t t0 = uint32_t(plan.row0) * per_row + uint32_t(plan.col0);
+      auto lie = [&](uint32_t k) {
+        std::vector<uint8_t> w(whole);
+        const size_t l0 = lens_at + 2 * size_t(k), l1 = l0 + 2;
+        const uint32_t len0 = w[l0] | w[l0 + 1] << 8, len1 = w[l1] | w[l1 + 1] << 8;
+        if (len1 == 0 || len0 == 0xFFFF) return std::vector<uint8_t>();
+        w[l0] = uint8_t(len0 + 1), w[l0 + 1] = uint8_t((len0 + 1) >> 8);
+        w[l1] = uint8_t(len1 - 1), w[l1 + 1] = uint8_t((len1 - 1) >> 8);
+        return w;
+      };
+      if (t0 + 1 < f.intervals) {  // about the first used interval
+        const std::vector<uint8_t> w = lie(t0);
+        if (!w.empty()) expect_same(w, "a used interval's length off"), ++used_lies;
+      }
+      if (t0 >= 3) {  // about intervals 0 and 1, before the crop's first row's run and its marker
+        const std::vector<uint8_t> w = lie(0);
+        if (!w.empty()) expect_same(w, "an unused interval's length off"), ++unused_lies;
+      }
+    }
+  EXPECT_GT(compared, 250u);
+  EXPECT_GT(used_lies, 250u);
+  EXPECT_GT(unused_lies, 100u);
 }
 
 // Payloads without restart intervals cannot be cropped by intervals: decoded on the CPU, counted

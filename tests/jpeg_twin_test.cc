@@ -273,6 +273,105 @@ void ExpectFileEqual(const std::string& file, size_t* count, bool fancy = false)
 
 // ---- Tests ------------------------------------------------------------------------------------------
 
+// The table build as it was (a run loop per code): the reference for kernels::BuildTwinHuffman.
+bool ReferenceHuffman(const uint8_t* counts, const uint8_t* vals, bool dc, kernels::TwinHuffman* h) {
+  std::memset(h, 0, sizeof(*h));
+  int total = 0, maxlen = 0;
+  for (int l = 1; l <= 16; ++l) total += counts[l - 1], maxlen = counts[l - 1] ? l : maxlen;
+  if (total > 256) return false;
+  for (int i = 0; dc && i < total; ++i)
+    if (vals[i] > 15) return false;
+  for (int32_t l = 1, code = 0; l <= maxlen; ++l, code <<= 1)
+    if ((code += counts[l - 1]) >= (int32_t(1) << l)) return false;
+  std::memcpy(h->vals, vals, size_t(total));
+  h->count = uint16_t(total);
+  int32_t code = 0;
+  for (int l = 1, k = 0; l <= 16; ++l) {
+    const int n = counts[l - 1];
+    h->valoffset[l] = k - code;
+    h->maxcode[l] = n ? code + n - 1 : -1;
+    for (int i = 0; i < n && l <= kernels::kTwinLookBits; ++i)
+      for (int j = 0; j < 1 << (kernels::kTwinLookBits - l); ++j)
+        h->look[((code + i) << (kernels::kTwinLookBits - l)) + j] = uint16_t((l << 8) | vals[k + i]);
+    code = (code + n) << 1;
+    k += n;
+  }
+  h->maxcode[17] = 0x7FFFFFFF;
+  h->defined = 1;
+  return true;
+}
+
+// BuildTwinHuffman's tables (whole vector runs per code length) equal the reference's byte for byte:
+// every DHT table of the photos, and random ones with codes of every length 1..16, full or not, and
+// tables libjpeg rejects.
+TEST(JpegTwin, HuffmanTablesEqualTheReferenceBuild) {
+  ASSERT_FALSE(PhotoFile().empty());
+  auto expect_same = [](const uint8_t* counts, const uint8_t* vals, bool dc, const std::string& what) {
+    kernels::TwinHuffman a, b;
+    std::memset(&a, 0xA5, sizeof a);
+    const bool ok = kernels::BuildTwinHuffman(counts, vals, dc, &a);
+    ASSERT_EQ(ok, ReferenceHuffman(counts, vals, dc, &b)) << what;
+    ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what;
+  };
+  Dataset ds(PhotoFile());
+  std::vector<uint8_t> scratch;
+  size_t tables = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const Payload p = ds.ReadPayload(i, &scratch);
+    for (size_t at = 2; at + 4 <= p.size && p.data[at] == 0xFF && p.data[at + 1] != 0xDA;) {
+      const size_t len = size_t(p.data[at + 2]) << 8 | p.data[at + 3];
+      for (size_t q = at + 4; p.data[at + 1] == 0xC4 && q + 17 <= at + 2 + len;) {
+        int total = 0;
+        for (int l = 0; l < 16; ++l) total += p.data[q + 1 + size_t(l)];
+        expect_same(p.data + q + 1, p.data + q + 17, (p.data[q] >> 4) == 0, "photo " + std::to_string(i));
+        ++tables;
+        q += 17 + size_t(total);
+      }
+      at += 2 + len;
+    }
+  }
+  EXPECT_GE(tables, 4 * ds.size() * 9 / 10);
+  std::mt19937 rng(13);
+  for (int t = 0; t < 20000; ++t) {
+    uint8_t counts[16] = {}, vals[256];
+    // Codes handed out length by length from what the shorter ones leave (the all-ones code reserved
+    // unless the table is to be rejected).
+    const bool overfull = t % 10 == 0;
+    int64_t room = 2;
+    int total = 0;
+    for (int l = 1; l <= 16 && total < 256; ++l, room *= 2) {
+      const int64_t most = std::min<int64_t>({room - (overfull ? 0 : 1), 256 - total, 255});
+      const int n = most <= 0 || rng() % 3 == 0 ? 0 : int(rng() % uint32_t(most + 1));
+      counts[l - 1] = uint8_t(n);
+      total += n;
+      room -= n;
+    }
+    const bool dc = t % 4 == 0;
+    for (int k = 0; k < 256; ++k) vals[k] = uint8_t(dc && t % 8 ? rng() % 16 : rng());
+    expect_same(counts, vals, dc, "random table " + std::to_string(t));
+  }
+}
+
+// kernels::TwinCopy (vector loops, write prefetch) writes exactly memcpy's bytes: every size to 1 KiB
+// and some larger, at every source and destination alignment within a line, nothing outside.
+TEST(JpegTwin, TwinCopyEqualsMemcpy) {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> src(70000), a(src.size() + 256), b(a.size());
+  for (uint8_t& v : src) v = uint8_t(rng());
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 1024; ++n) sizes.push_back(n);
+  for (size_t n : {4095, 4096, 4097, 65536, 69000}) sizes.push_back(n);
+  for (size_t n : sizes)
+    for (size_t so = 0; so < 64; so += n > 1024 ? 13 : 7)
+      for (size_t d = 0; d < 64; d += n > 1024 ? 17 : 5) {
+        std::fill(a.begin(), a.end(), 0xA5);
+        std::fill(b.begin(), b.end(), 0xA5);
+        kernels::TwinCopy(a.data() + 64 + d, src.data() + so, n);
+        std::memcpy(b.data() + 64 + d, src.data() + so, n);
+        ASSERT_TRUE(a == b) << "size " << n << " source +" << so << " destination +" << d;
+      }
+}
+
 TEST(JpegTwin, AllCifar10ImagesEqualLibjpegTurbo) {
   size_t n = 0;
   for (const char* split : {"train", "test"}) {
