@@ -6,6 +6,13 @@
 namespace dsc::kernels {
 
 namespace {
+// Field by field, so that the destination's padding keeps the zeros it was given.
+void CopySpan(const ResampleSpan& s, ResampleSpan* d) {
+  d->filter = s.filter;
+  d->mirror = s.mirror;
+  d->in_size = s.in_size, d->out_size = s.out_size, d->o0 = s.o0, d->n = s.n, d->shift = s.shift;
+  d->in0 = s.in0, d->in1 = s.in1;
+}
 size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
 // The last restart interval (in the image's numbering) a crop plan needs.
 uint32_t LastUnit(const TwinFrame& f, const TwinCropPlan& p) {
@@ -52,7 +59,10 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
   if (crop) scan.last_unit = 0;  // the header first; the intervals once the crop is planned
+  // The arrays reach the device as bytes: zeroed first, so that their structs' padding is not
+  // whatever the stack held (staged batches are then the same bytes for the same payloads).
   TwinImage im;
+  std::memset(static_cast<void*>(&im), 0, sizeof im);
   TwinParseResult r;
   uint64_t at = h_->bytes_used;
   const size_t crops = crops_.size() + (crop ? 1 : 0);
@@ -172,8 +182,9 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   if (crop) {
     out_size = uint64_t(plan.h.n) * uint64_t(plan.v.n) * 3;
     TwinCrop c;
-    c.h = plan.h;
-    c.v = plan.v;
+    std::memset(static_cast<void*>(&c), 0, sizeof c);
+    CopySpan(plan.h, &c.h);
+    CopySpan(plan.v, &c.v);
     c.ksize_h = plan.ksize_h;
     c.ksize_v = plan.ksize_v;
     c.image = uint32_t(images_.size());

@@ -70,18 +70,16 @@ dsc=$build/dsc
   echo "torch cmake prefix: ${torch_prefix:-none}"
 } >"$RES/env.txt" 2>&1
 
+# Debian keeps jconfig.h (libjpeg's version and struct sizes) in the multiarch folder: without it
+# first, jpeglib.h would pick up the machine's own and disagree with the bundled libjpeg.so.62.
+inc="-isystem $deps/usr/include/x86_64-linux-gnu -isystem $deps/usr/include"
+args=(-S "$SRC" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc"
+      -DCMAKE_PREFIX_PATH="$deps/usr;${torch_prefix}" -DCMAKE_CXX_FLAGS="$inc" -DCMAKE_C_FLAGS="$inc"
+      -DPKG_CONFIG_EXECUTABLE="$pkgconfig" -DDSC_SHARED_DATA="$B/data"
+      ${DSC_CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$DSC_CUDA_ARCHS})
+
 if want build; then
   step build
-  # Debian keeps jconfig.h (libjpeg's version and struct sizes) in the multiarch folder: without it
-  # first, jpeglib.h would pick up the machine's own and disagree with the bundled libjpeg.so.62.
-  inc="-isystem $deps/usr/include/x86_64-linux-gnu -isystem $deps/usr/include"
-  args=(-S "$SRC" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc"
-        -DCMAKE_PREFIX_PATH="$deps/usr;${torch_prefix}" -DCMAKE_CXX_FLAGS="$inc" -DCMAKE_C_FLAGS="$inc"
-        -DPKG_CONFIG_EXECUTABLE="$pkgconfig" -DDSC_SHARED_DATA="$B/data"
-        ${DSC_CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$DSC_CUDA_ARCHS})
-  # The Python module for the python3 that holds PyTorch, with pybind11's CMake files from pip.
-  pybind11_dir=$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null || true)
-  [ -n "$pybind11_dir" ] && args+=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
   if ! cmake "${args[@]}" >"$RES/build.log" 2>&1; then
     echo "configure with PyTorch failed; again without dsc train" >>"$RES/build.log"
     rm -rf "$build"
@@ -189,7 +187,14 @@ fi
 if want python; then
   step python
   {
-    if ninja -C "$build" -j "$JOBS" dsc_python dsc_testdata dsc >>"$RES/build.log" 2>&1; then
+    # Configured here, not in the build step, so that a pybind11 that does not fit fails this step
+    # alone.
+    py=$(command -v python3)
+    pybind11_dir=$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null || true)
+    if [ -n "$pybind11_dir" ] &&
+       cmake "${args[@]}" -DPython3_EXECUTABLE="$py" -DPython_EXECUTABLE="$py" \
+         -Dpybind11_DIR="$pybind11_dir" >>"$RES/build.log" 2>&1 &&
+       ninja -C "$build" -j "$JOBS" dsc_python dsc_testdata dsc >>"$RES/build.log" 2>&1; then
       ctest --test-dir "$build" -R "Python\." --output-on-failure 2>&1 | tail -40
       # The test that needs a GPU, by name, with its verdict (ctest shows only failures).
       (cd "$build" && PYTHONPATH=$build/python DSC_TESTDATA=$build/testdata DSC_BINARY=$dsc \

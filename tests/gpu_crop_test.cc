@@ -7,7 +7,9 @@
 // - payloads the twin cannot crop (no restart intervals, DCT-scaled crops) fall back, counted.
 // No GPU runs here.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -353,6 +355,30 @@ TEST(GpuCrop, CheckRemembersOwnHeadersBySample) {
 // kernels::TwinCopy) equals the same payload staged without the index (a marker scan), byte for byte;
 // also when the index lies about the crop's first interval or about intervals before the crop (found
 // out by the walk's marker checks: scanned instead).
+// A copy of `bytes` that ends where an inaccessible page begins, as a payload can end where a mapping
+// does: a read past its end faults instead of seeing whatever follows in the heap.
+class GuardedCopy {
+ public:
+  explicit GuardedCopy(const std::vector<uint8_t>& bytes) {
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    span_ = (bytes.size() + page - 1) / page * page + page;
+    void* m = ::mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    base_ = static_cast<uint8_t*>(m);
+    EXPECT_EQ(::mprotect(base_ + span_ - page, page, PROT_NONE), 0);
+    data_ = base_ + span_ - page - bytes.size();
+    std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedCopy() { ::munmap(base_, span_); }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  const uint8_t* data() const { return data_; }
+
+ private:
+  uint8_t *base_ = nullptr, *data_ = nullptr;
+  size_t span_ = 0;
+};
+
 TEST(GpuCrop, CropStagedFromTheIndexEqualsAMarkerScan) {
   ASSERT_FALSE(Photos().empty());
   Dataset ds(Photos());
@@ -388,14 +414,26 @@ TEST(GpuCrop, CropStagedFromTheIndexEqualsAMarkerScan) {
       auto stage = [&](const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* buf) {
         std::fill(buf->begin(), buf->end(), 0);
         kernels::TwinBatchStager stager(buf->data(), buf->size(), 4, 1 << 16);
-        EXPECT_EQ(stager.Add(nullptr, 0, jpeg.data(), jpeg.size(), 0, &in).status, kernels::kTwinOk) << at;
+        const GuardedCopy guarded(jpeg);
+        EXPECT_EQ(stager.Add(nullptr, 0, guarded.data(), jpeg.size(), 0, &in).status, kernels::kTwinOk) << at;
         EXPECT_TRUE(stager.Finish());
         return size_t(stager.bytes_used());
       };
       auto expect_same = [&](const std::vector<uint8_t>& jpeg, const char* what) {
         const size_t n = stage(jpeg, &a), want = stage(plain, &b);
         ASSERT_EQ(n, want) << at << ": " << what;
-        ASSERT_EQ(std::memcmp(a.data(), b.data(), n), 0) << at << ": " << what;
+        if (std::memcmp(a.data(), b.data(), n) != 0) {
+          size_t k = 0;
+          while (a[k] == b[k]) ++k;
+          std::string bytes;
+          char h[8];
+          for (size_t j = k < 8 ? 0 : k - 8; j < std::min(n, k + 8); ++j)
+            std::snprintf(h, sizeof h, " %02x/%02x", a[j], b[j]), bytes += h;
+          FAIL() << at << ": " << what << ": staged bytes differ first at " << k << " of " << n << " (payload " << whole.size()
+                 << " bytes, index at " << lens_at << ", crop rows " << plan.row0 << "+, intervals " << f.intervals
+                 << "; indexed/plain:" << bytes << "; images at " << kernels::TwinHeader(a.data()).images_at << ", units at "
+                 << kernels::TwinHeader(a.data()).units_at << ", crops at " << kernels::TwinHeader(a.data()).crops_at << ")";
+        }
       };
       expect_same(whole, "indexed");
       ++compared;
@@ -420,9 +458,12 @@ TEST(GpuCrop, CropStagedFromTheIndexEqualsAMarkerScan) {
         if (!w.empty()) expect_same(w, "an unused interval's length off"), ++unused_lies;
       }
     }
-  EXPECT_GT(compared, 250u);
-  EXPECT_GT(used_lies, 250u);
-  EXPECT_GT(unused_lies, 100u);
+  // Shares of the samples tried (every third, two presets), so a subset of the photos (the GPU
+  // bundle carries 150) is held to the same proportions as the 500.
+  const size_t tried = 2 * size_t((ds.size() + 2) / 3);
+  EXPECT_GT(compared, tried * 3 / 4);
+  EXPECT_GT(used_lies, tried * 3 / 4);
+  EXPECT_GT(unused_lies, tried * 3 / 10);
 }
 
 // Payloads without restart intervals cannot be cropped by intervals: decoded on the CPU, counted
