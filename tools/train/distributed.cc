@@ -122,8 +122,13 @@ CommBackend ChooseBackend(const std::string& flag, bool cuda, bool gpu_shared) {
     return CommBackend::kNccl;
   }
   if (flag != "auto") throw Error("unknown --dist-backend '" + flag + "': auto, gloo or nccl");
-  if (cuda && BuiltWith(CommBackend::kNccl) && !gpu_shared) return CommBackend::kNccl;
-  // Sharing GPUs on a build with NCCL alone: Gloo is named in the error the group then gives.
+  if (cuda && BuiltWith(CommBackend::kNccl)) {
+    if (!gpu_shared) return CommBackend::kNccl;
+    // Local ranks sharing a GPU (only with several ranks) can use Gloo, where the build has it.
+    if (!BuiltWith(CommBackend::kGloo))
+      throw Error("local ranks would share a GPU, which NCCL refuses (one GPU per rank), and this dsc train has no Gloo "
+                  "to fall back on: start at most as many local ranks as there are GPUs");
+  }
   return CommBackend::kGloo;
 }
 
