@@ -133,7 +133,7 @@ CommBackend ChooseBackend(const std::string& flag, bool cuda, bool gpu_shared) {
 }
 
 Distributed::Distributed(const DistEnv& env, const DistOptions& options)
-    : env_(env), options_(options), timeout_(options.timeout) {
+    : env_(env), options_(options) {
   if (env_.world_size == 1 && !options_.group_of_one) return;
   g_ = std::make_unique<Group>();
   const std::string where = "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + " (store " +
@@ -147,19 +147,19 @@ Distributed::Distributed(const DistEnv& env, const DistOptions& options)
     // Not waiting for the workers here: the process group's rendezvous below waits for them anyway,
     // and waiting twice made a missing rank take two time-outs to report.
     so.waitWorkers = false;
-    so.timeout = timeout_;
+    so.timeout = options_.timeout;
     g_->store = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
 #if DSC_HAVE_NCCL
     if (options_.backend == CommBackend::kNccl) {
       // Communicators are made at the first collective, on the device of its tensors (the caller's GPU).
       auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout_;  // the watchdog's limit for a collective
+      opts->timeout = options_.timeout;  // the watchdog's limit for a collective
       g_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(g_->store, env_.rank, env_.world_size, opts);
     }
 #endif
 #if DSC_HAVE_GLOO
     if (options_.backend == CommBackend::kGloo) {
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+      auto opts = c10d::ProcessGroupGloo::Options::create(options_.timeout);
       // Gloo binds its device to one interface: GLOO_SOCKET_IFNAME as torch honours it, `lo` when the
       // rendezvous is on loopback (all ranks on this machine), else the interface of this host's name.
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
@@ -172,7 +172,7 @@ Distributed::Distributed(const DistEnv& env, const DistOptions& options)
     }
 #endif
   } catch (const std::exception& e) {
-    throw Error(where + ": cannot form the " + BackendName(options_.backend) + " process group within " + Seconds(timeout_) + ": " +
+    throw Error(where + ": cannot form the " + BackendName(options_.backend) + " process group within " + Seconds(options_.timeout) + ": " +
                 Why(e));
   }
 }
@@ -204,7 +204,7 @@ void Distributed::Collective(const char* what, Op op, torch::Tensor& t) {
 #if DSC_HAVE_GLOO
     if (g_->gloo) {
       auto work = op == Op::kAllReduce ? g_->gloo->allreduce(ts) : g_->gloo->broadcast(ts);
-      work->wait(timeout_);
+      work->wait(options_.timeout);
       return;
     }
 #endif
@@ -213,7 +213,7 @@ void Distributed::Collective(const char* what, Op op, torch::Tensor& t) {
     throw;
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed (a peer rank exited or did not answer within " +
-                Seconds(timeout_) + "): " + Why(e));
+                Seconds(options_.timeout) + "): " + Why(e));
   }
 }
 
@@ -368,7 +368,7 @@ std::vector<std::string> Distributed::GatherToLead(const std::string& tag, const
     return all;
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": gathering " + tag + " failed (a peer rank exited or did not answer within " +
-                Seconds(timeout_) + "): " + Why(e));
+                Seconds(options_.timeout) + "): " + Why(e));
   }
 }
 

@@ -92,7 +92,6 @@ class Distributed {
 
   DistEnv env_;
   DistOptions options_;
-  std::chrono::milliseconds timeout_;
   std::unique_ptr<Group> g_;
   double comm_seconds_ = 0;
   // ZeroGradients' buckets and the view it made each parameter's gradient.
