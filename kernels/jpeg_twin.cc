@@ -541,6 +541,23 @@ bool IndexedScan(const TwinFrame& f, const uint8_t* piece, size_t piece_size, si
   const uint32_t n = f.intervals, last = scan->last_unit < n - 1 ? scan->last_unit : n - 1;
   const size_t seg = piece_size - 2 - TwinIndexSegmentSize(n);  // where the data must end
   size_t s = start;
+  if (scan->trust_index) {  // the lengths alone; the caller checks the intervals it reads
+    // Offsets only grow (n <= kTwinIndexMaxIntervals lengths under 64 KiB: no overflow), so the last
+    // interval's end bounds every other: one check after the loop.
+    uint32_t* begin = scan->unit_begin;
+    uint32_t* end = scan->unit_end;
+    size_t e = s;
+    for (uint32_t k = 0; k <= last; ++k) {
+      e = s + (size_t(lens[2 * k]) | size_t(lens[2 * k + 1]) << 8);
+      begin[k] = uint32_t(s - start);
+      end[k] = uint32_t(e - start);
+      s = e + 2;
+    }
+    if (last + 1 < n ? e + 2 > seg : e != seg) return false;
+    scan->size = end[last];
+    scan->indexed = true;
+    return true;
+  }
   // Every line up to a page ahead of the walk, once (the first page at the start): the payload streams
   // from memory, and a prefetch per marker (one every ~2.5 lines) left the lines between to the copy.
   uintptr_t ahead = reinterpret_cast<uintptr_t>(piece + start) & ~uintptr_t(63);
@@ -591,10 +608,16 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
                                 size_t base, TwinScan* scan, uint8_t* copy) {
   scan->data = piece + start;
   scan->indexed = false;
+  if (scan->header_only) {
+    scan->size = 0;
+    return TwinParseResult();
+  }
   size_t i = start;
   if (copy) TwinCopy(copy, piece + start, piece_size - start);
-  // The index, when the payload has one: no scan (a header check, last_unit 0, reads one interval anyway).
-  if (scan->last_unit > 0 && f.restart_interval && piece_size <= 0xFFFFFFFFu)
+  // The index, when the payload has one: no scan (a header check, last_unit 0, reads one interval
+  // anyway, unless the caller reads the intervals itself).
+  if ((scan->last_unit > 0 || scan->trust_index) && !scan->ignore_index && f.restart_interval &&
+      piece_size <= 0xFFFFFFFFu)
     if (const uint8_t* lens = FindTwinIntervalIndex(piece, piece_size, start, f.intervals))
       if (IndexedScan(f, piece, piece_size, start, lens, scan)) return TwinParseResult();
   uint32_t unit = 0;

@@ -465,9 +465,25 @@ struct TwinScan {
   // Set by the caller: the scan stops once this unit's end is found (a crop needs no later interval,
   // and, like the CPU path's interval assembly, does not check them); `size` then ends there.
   uint32_t last_unit = ~uint32_t(0);
+  // Set by the caller: the scan's first byte is found and nothing of it read (a crop is planned from
+  // the header alone; its intervals are found, and checked, when it is staged).
+  bool header_only = false;
+  // Set by the caller: bounds from the interval index are taken from its lengths alone, without reading
+  // the entropy bytes (only the last interval's end is checked, against the segment). The caller reads
+  // only the intervals it uses and checks those: TwinIndexedIntervalOk. (A crop of a photo needs a
+  // fraction of its bytes; checking every marker streamed the rest from memory.)
+  bool trust_index = false;
+  // Set by the caller: the index is ignored and the bytes scanned (after TwinIndexedIntervalOk failed).
+  bool ignore_index = false;
   // Set by the scan: the bounds came from the payload's interval index (no marker search).
   bool indexed = false;
 };
+
+// Whether interval k (of n) of a scan bounded by the index ends on its RSTn, FF D0+(k mod 8); the last
+// one's end was checked by the scan. The scan's bytes from unit_end[k] on must be readable.
+inline bool TwinIndexedIntervalOk(const TwinScan& s, uint32_t k, uint32_t n) {
+  return k + 1 == n || (s.data[s.unit_end[k]] == 0xFF && s.data[s.unit_end[k] + 1] == 0xD0 + (k & 7));
+}
 
 struct TwinParseResult {
   int status = kTwinOk;
@@ -509,7 +525,8 @@ void TwinCopy(uint8_t* dst, const uint8_t* src, size_t n);
 // dsc build ends a restart-marked payload with an APP15 segment, right before EOI: "DSCIDX\0", a version
 // byte (1), then each restart interval's entropy-coded length in bytes (u16, little-endian), markers
 // excluded. ScanTwinEntropy takes interval bounds from it instead of scanning for markers, after checking
-// that each bound lands on its RSTn (a segment that does not fit is ignored and the bytes are scanned).
+// that each bound lands on its RSTn, or with TwinScan::trust_index leaves that check to the caller, for
+// the intervals it uses (a segment that does not fit is ignored and the bytes are scanned).
 // Decoders that do not know it skip it as any APPn.
 constexpr uint8_t kTwinIndexMarker = 0xEF;  // APP15
 constexpr uint8_t kTwinIndexId[8] = {'D', 'S', 'C', 'I', 'D', 'X', 0, 1};

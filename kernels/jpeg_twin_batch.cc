@@ -18,6 +18,33 @@ size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
 uint32_t LastUnit(const TwinFrame& f, const TwinCropPlan& p) {
   return uint32_t(p.row1 - 1) * (f.mcus_x / f.restart_interval) + uint32_t(p.col1 - 1);
 }
+// How far ahead of a crop's copy its bytes are prefetched (2, 4 and 8 KiB: 2 was best, bench/RESULTS.md).
+constexpr uintptr_t kCropPrefetch = 2048;
+// Copies the crop's intervals of each row to `to`, one row after another. With bounds from the interval
+// index (which the scan took on trust), false unless every interval copied ends on its RSTn and the one
+// before each row's first does too: read after the copy, the markers are in cache.
+bool CopyCropRows(const TwinFrame& whole, const TwinCropPlan& plan, const TwinScan& scan, uint8_t* to) {
+  const uint32_t per_row = whole.mcus_x / whole.restart_interval, w = uint32_t(plan.col1 - plan.col0);
+  // The rows stream from memory and the hardware prefetcher stops at page edges: every line from the
+  // first row's start to the last row's end is prefetched once, ahead of the copy (the gaps between rows,
+  // the intervals outside the crop, included: a stream with holes prefetched worse).
+  const uintptr_t last = reinterpret_cast<uintptr_t>(scan.data + scan.unit_end[uint32_t(plan.row1 - 1) * per_row + uint32_t(plan.col1 - 1)]);
+  uintptr_t ahead = reinterpret_cast<uintptr_t>(scan.data + scan.unit_begin[uint32_t(plan.row0) * per_row + uint32_t(plan.col0)]) & ~uintptr_t(63);
+  for (int row = plan.row0; row < plan.row1; ++row) {
+    const uint32_t t0 = uint32_t(row) * per_row + uint32_t(plan.col0);
+    const uint32_t from = scan.unit_begin[t0], end = scan.unit_end[t0 + w - 1];
+    const uintptr_t want = reinterpret_cast<uintptr_t>(scan.data + end) + kCropPrefetch;
+    for (const uintptr_t t = want < last ? want : last; ahead <= t; ahead += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
+    TwinCopy(to, scan.data + from, end - from);
+    to += end - from;
+    if (!scan.indexed) continue;
+    if (t0 > 0 && !TwinIndexedIntervalOk(scan, t0 - 1, whole.intervals)) return false;
+    for (uint32_t t = t0; t < t0 + w; ++t)
+      if (!TwinIndexedIntervalOk(scan, t, whole.intervals)) return false;
+  }
+  return true;
+}
 }  // namespace
 
 TwinBatchStager::TwinBatchStager(uint8_t* buf, size_t capacity, uint32_t max_images, uint32_t max_units)
@@ -58,7 +85,10 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
-  if (crop) scan.last_unit = 0;  // the header first; the intervals once the crop is planned
+  if (crop) {
+    scan.header_only = true;  // the header first; the intervals once the crop is planned
+    scan.trust_index = true;  // and those are checked as they are copied: CopyCropRows
+  }
   // The arrays reach the device as bytes: zeroed first, so that their structs' padding is not
   // whatever the stack held (staged batches are then the same bytes for the same payloads).
   TwinImage im;
@@ -82,11 +112,15 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
     return u;
   };
   bool parsed_head = false;
+  // Where the scan's entropy data lies (for a crop's rescan without the index): piece[scan_start...).
+  const uint8_t* piece = body;
+  size_t piece_size = body_size, scan_start = 0, piece_base = head_size;
   if (head_size && head == last_head_ && head_size == last_head_size_) {
     im.frame = last_frame_;
     im.tables = last_tables_;
     if (crop) {
       if (const int why = PlanTwinCrop(*crop, im.frame, &plan)) return unsupported(why);
+      scan.header_only = false;
       scan.last_unit = LastUnit(im.frame, plan);
     } else if (im.frame.intervals > room) {
       return full;
@@ -104,10 +138,13 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
       if (const int why = PlanTwinCrop(*crop, im.frame, &plan)) return unsupported(why);
       // Scans again up to the crop's last interval, from where ParseTwin found the scan's data.
       const bool in_body = body_size && scan.data >= body && scan.data < body + body_size;
-      const uint8_t* piece = in_body ? body : head;
+      piece = in_body ? body : head;
+      piece_size = in_body ? body_size : head_size;
+      scan_start = size_t(scan.data - piece);
+      piece_base = in_body ? head_size : 0;
+      scan.header_only = false;
       scan.last_unit = LastUnit(im.frame, plan);
-      r = ScanTwinEntropy(im.frame, piece, in_body ? body_size : head_size, size_t(scan.data - piece),
-                          in_body ? head_size : 0, &scan);
+      r = ScanTwinEntropy(im.frame, piece, piece_size, scan_start, piece_base, &scan);
       if (r.status != kTwinOk) return r;
     }
     im.tables = at;
@@ -118,17 +155,27 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   const TwinFrame whole = im.frame;
   if (crop) im.frame = TwinCropFrame(whole, plan);
   if (im.frame.intervals > room) return full;
-  // The image's entropy bytes in the buffer: the whole scan (copied by the scan), or a crop's intervals.
+  // The image's entropy bytes in the buffer: the whole scan (copied by the scan), or a crop's intervals,
+  // copied here a row at a time (a row's intervals are contiguous bytes) before anything is kept.
   size_t bytes = scan.size;
   if (crop) {
     const uint32_t per_row = whole.mcus_x / whole.restart_interval;
-    bytes = 0;
-    for (int row = plan.row0; row < plan.row1; ++row) {
-      const uint32_t t0 = uint32_t(row) * per_row + uint32_t(plan.col0), t1 = uint32_t(row) * per_row + uint32_t(plan.col1);
-      bytes += scan.unit_end[t1 - 1] - scan.unit_begin[t0];  // a row's intervals are contiguous bytes
+    for (;;) {
+      bytes = 0;
+      for (int row = plan.row0; row < plan.row1; ++row) {
+        const uint32_t t0 = uint32_t(row) * per_row + uint32_t(plan.col0), t1 = uint32_t(row) * per_row + uint32_t(plan.col1);
+        bytes += scan.unit_end[t1 - 1] - scan.unit_begin[t0];
+      }
+      if (!fits(at + bytes, im.frame.intervals)) return full;  // nothing kept
+      if (CopyCropRows(whole, plan, scan, buf_ + at)) break;
+      // Bounds from an index that does not describe the bytes: found by a scan instead.
+      scan.ignore_index = true;
+      r = ScanTwinEntropy(whole, piece, piece_size, scan_start, piece_base, &scan);
+      if (r.status != kTwinOk) return r;
     }
+  } else if (!fits(at + bytes, im.frame.intervals)) {
+    return full;  // nothing kept
   }
-  if (!fits(at + bytes, im.frame.intervals)) return full;  // nothing kept
   if (parsed_head) {
     ++h_->table_sets;
     // Reusable for the next payloads when the scan starts exactly where the head ends.
@@ -145,14 +192,13 @@ TwinParseResult TwinBatchStager::Add(const uint8_t* head, size_t head_size, cons
   h_->bytes_used = Align(at + bytes);
   const uint32_t per = f.restart_interval ? f.restart_interval : f.total_mcus();
   if (crop) {
-    // Each row's intervals, copied one row at a time; unit u of the crop frame is interval
+    // Each row's intervals (copied above, one row after another); unit u of the crop frame is interval
     // (row0 + u / w, col0 + u % w) of the image, w intervals a row.
     const uint32_t per_row = whole.mcus_x / whole.restart_interval, w = uint32_t(plan.col1 - plan.col0);
     uint32_t off = 0, u = 0;
     for (int row = plan.row0; row < plan.row1; ++row) {
       const uint32_t t0 = uint32_t(row) * per_row + uint32_t(plan.col0);
       const uint32_t from = scan.unit_begin[t0], to = scan.unit_end[t0 + w - 1];
-      TwinCopy(buf_ + at + off, scan.data + from, to - from);
       for (uint32_t c = 0; c < w; ++c, ++u) {
         TwinUnit t;
         t.image = uint32_t(images_.size());

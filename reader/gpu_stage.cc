@@ -58,7 +58,10 @@ uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint
   kernels::TwinScan scan;
   scan.unit_begin = begin_.data();
   scan.unit_end = end_.data();
-  if (crop) scan.last_unit = 0;  // a crop's intervals are found when staging it: the header suffices here
+  // A crop's intervals are found (and checked) when it is staged: the header suffices here, read alike
+  // by a fresh worker and one that parsed it before (so the route a payload takes does not depend on
+  // which thread checked it).
+  if (crop) scan.header_only = true;
   kernels::TwinParseResult r;
   // A shared set by its address (it lives as long as the dataset); a payload with its own header by
   // its sample (its bytes may be read into scratch, at an address others share) and its bytes' place.

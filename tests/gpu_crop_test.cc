@@ -419,7 +419,27 @@ TEST(GpuCrop, CropStagedFromTheIndexEqualsAMarkerScan) {
         EXPECT_TRUE(stager.Finish());
         return size_t(stager.bytes_used());
       };
+      // The same payload twice, split as a shared table set and a body: the second takes the stager's
+      // path for a head it parsed before (a rescan there must find the scan in the body).
+      const size_t cut = size_t(scan.data - whole.data());
+      auto stage_shared = [&](const std::vector<uint8_t>& jpeg, std::vector<uint8_t>* buf) {
+        std::fill(buf->begin(), buf->end(), 0);
+        kernels::TwinBatchStager stager(buf->data(), buf->size(), 4, 1 << 16);
+        const GuardedCopy head(std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + long(cut)));
+        const GuardedCopy body(std::vector<uint8_t>(jpeg.begin() + long(cut), jpeg.end()));
+        for (int k = 0; k < 2; ++k)
+          EXPECT_EQ(stager.Add(head.data(), cut, body.data(), jpeg.size() - cut, kernels::TwinBatchStager::kAppend, &in).status,
+                    kernels::kTwinOk) << at << " (shared head, image " << k << ")";
+        EXPECT_TRUE(stager.Finish());
+        EXPECT_EQ(kernels::TwinHeader(buf->data()).table_sets, 1u) << at;
+        return size_t(stager.bytes_used());
+      };
       auto expect_same = [&](const std::vector<uint8_t>& jpeg, const char* what) {
+        {
+          const size_t n = stage_shared(jpeg, &a), want = stage_shared(plain, &b);
+          ASSERT_EQ(n, want) << at << ": " << what << " (shared head)";
+          EXPECT_EQ(std::memcmp(a.data(), b.data(), n), 0) << at << ": " << what << " (shared head): staged bytes differ";
+        }
         const size_t n = stage(jpeg, &a), want = stage(plain, &b);
         ASSERT_EQ(n, want) << at << ": " << what;
         if (std::memcmp(a.data(), b.data(), n) != 0) {
