@@ -18,8 +18,10 @@ size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
 uint32_t LastUnit(const TwinFrame& f, const TwinCropPlan& p) {
   return uint32_t(p.row1 - 1) * (f.mcus_x / f.restart_interval) + uint32_t(p.col1 - 1);
 }
-// How far ahead of a crop's copy its bytes are prefetched (2, 4 and 8 KiB: 2 was best, bench/RESULTS.md).
-constexpr uintptr_t kCropPrefetch = 2048;
+// How far ahead of a crop's copy its bytes are prefetched, into L2 (whose miss queue is deeper than
+// L1's): 4 KiB. Into L1, 2 KiB was the best of 1, 2, 4 and 8; into L2 4 KiB beat that by ~5%, and 2,
+// 8 and 16 KiB did not (bench/RESULTS.md, session 26).
+constexpr uintptr_t kCropPrefetch = 4096;
 // Copies the crop's intervals of each row to `to`, one row after another. With bounds from the interval
 // index (which the scan took on trust), false unless every interval copied ends on its RSTn and the one
 // before each row's first does too: read after the copy, the markers are in cache.
@@ -35,7 +37,7 @@ bool CopyCropRows(const TwinFrame& whole, const TwinCropPlan& plan, const TwinSc
     const uint32_t from = scan.unit_begin[t0], end = scan.unit_end[t0 + w - 1];
     const uintptr_t want = reinterpret_cast<uintptr_t>(scan.data + end) + kCropPrefetch;
     for (const uintptr_t t = want < last ? want : last; ahead <= t; ahead += 64)
-      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, 2);  // prefetcht1: to L2
     TwinCopy(to, scan.data + from, end - from);
     to += end - from;
     if (!scan.indexed) continue;
