@@ -11,13 +11,24 @@
 //   SIMD query, and keeps the answer: a thread that has already decoded keeps its SIMD choice.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 namespace dsc::kernels {
 
+namespace detail {
+// The SIMD level the dispatchers read: 0 scalar, 1 AVX2, 2 AVX-512; set when the program starts and by
+// ForceScalar / LimitToAvx2. Read inline: a dispatch per row (CIFAR's 32-pixel rows) made the calls
+// through UseAvx512 -> UseAvx2 and their static guards ~4% of a remote client's CPU. Zero (scalar, the
+// same bits) for whatever runs before kernels/cpu.cc's static initialiser.
+extern std::atomic<uint8_t> g_simd_level;
+}  // namespace detail
+
 // True when the CPU has AVX2 and the scalar paths are not forced.
-bool UseAvx2();
+inline bool UseAvx2() { return detail::g_simd_level.load(std::memory_order_relaxed) >= 1; }
 // True when UseAvx2() and the CPU has AVX-512 F, BW and VL, unless LimitToAvx2(true) was called: the few
 // kernels with a 512-bit twin (the resampler's vertical pass) then use it.
-bool UseAvx512();
+inline bool UseAvx512() { return detail::g_simd_level.load(std::memory_order_relaxed) >= 2; }
 // Turns the AVX-512 twins off (true) or back on, so that tests and benchmarks on an AVX-512 machine
 // also run the AVX2 code.
 void LimitToAvx2(bool limit);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -87,6 +88,28 @@ TEST(NormalizeRow, Avx2EqualsScalarBitForBit) {
     }
   }
   LimitToAvx2(false);
+}
+
+// The dispatchers read one level that LimitToAvx2 and ForceScalar set (kernels/cpu.h): each switch
+// shows at once, and forcing scalar is not undone by lifting the AVX2 limit. ForceScalar lasts for the
+// process, so it runs in a child (a death test's fork).
+TEST(Cpu, SimdSwitchesShowInTheDispatchAtOnce) {
+  const bool avx2 = UseAvx2(), avx512 = UseAvx512();
+  EXPECT_TRUE(!avx512 || avx2);
+  LimitToAvx2(true);
+  EXPECT_EQ(UseAvx2(), avx2);
+  EXPECT_FALSE(UseAvx512());
+  LimitToAvx2(false);
+  EXPECT_EQ(UseAvx512(), avx512);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ForceScalar();
+        const bool off = !UseAvx2() && !UseAvx512() && ScalarForced();
+        LimitToAvx2(false);
+        std::exit(off && !UseAvx2() && !UseAvx512() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(Color, RowsFollowTheLibjpegFormula) {
