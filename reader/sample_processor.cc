@@ -408,19 +408,9 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   // else converted to planes, assembled, then normalised or interleaved.
   const bool fused = jp.components == 3 && kernels::YccRowIsFast(w, jp.hshift[1]);
   for (int y = 0; y < oh; ++y) {
-    const int ty = y - p.dy;
-    const bool inside = ty >= 0 && ty < oh;
-    const int lo = inside ? (shift > 0 ? shift : 0) : 0, hi = inside ? (shift < 0 ? ow + shift : ow) : 0;
-    int cut_from = 0, cut_to = 0;
-    if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
-      cut_from = p.cut_x;
-      cut_to = std::min(ow, p.cut_x + spec_.cutout);
-      if (mirror) {
-        const int f = ow - cut_to, t = ow - cut_from;
-        cut_from = f;
-        cut_to = t;
-      }
-    }
+    const OutputRow g = RowOf(p, y);
+    const int ty = g.ty, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
+    const bool inside = g.inside;
     const uint8_t *Y = nullptr, *cb = nullptr, *cr = nullptr;
     if (inside) {
       Y = jp.plane[0] + size_t(ty) * jp.stride[0];
@@ -503,49 +493,53 @@ void SampleProcessor::WriteRows(const kernels::SampleParams& p, const uint8_t* s
   WriteRowsAt(p, [src, stride](int ty) { return src + size_t(ty) * size_t(stride); }, dst);
 }
 
+// Where output row y of a sample with parameters p comes from (OutputPixel, kernels/augment.h): a
+// flipped row is built mirrored (out[x] = row[ow - 1 - x], which makes the translate a plain shift by
+// -dx, and mirrors the cutout) and reversed when it is written.
+inline SampleProcessor::OutputRow SampleProcessor::RowOf(const kernels::SampleParams& p, int y) const {
+  const int ow = int(out_.width), oh = int(out_.height);
+  OutputRow g;
+  g.shift = p.flip ? -p.dx : p.dx;
+  g.ty = y - p.dy;
+  g.inside = g.ty >= 0 && g.ty < oh;
+  if (g.inside) {  // 0 <= x - shift < ow
+    g.lo = g.shift > 0 ? std::min(g.shift, ow) : 0;
+    g.hi = g.shift < 0 ? std::max(ow + g.shift, 0) : ow;
+  }
+  if (p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout) {
+    g.cut_from = p.cut_x;
+    g.cut_to = std::min(ow, p.cut_x + spec_.cutout);
+    if (p.flip) {
+      const int f = ow - g.cut_to, t = ow - g.cut_from;
+      g.cut_from = f;
+      g.cut_to = t;
+    }
+  }
+  return g;
+}
+
 template <typename RowAt>
 void SampleProcessor::WriteRowsAt(const kernels::SampleParams& p, RowAt row_at, uint8_t* dst) {
   const int ow = int(out_.width), oh = int(out_.height);
+  const bool mirror = p.flip != 0;
   uint8_t* row = row_.data();
   for (int y = 0; y < oh; ++y) {
-    {
-      // OutputPixel for an image of the output's size (tests check equality). A flipped row is built
-      // mirrored (out[x] = row[ow - 1 - x], which makes the translate a plain shift by -dx) and
-      // reversed after normalisation, where reversing is a few vector permutes.
-      const bool mirror = p.flip != 0;
-      const int shift = mirror ? -p.dx : p.dx;
-      const int ty = y - p.dy;
-      const bool cut = p.cut_x >= 0 && y >= p.cut_y && y < p.cut_y + spec_.cutout;
-      if (ty >= 0 && ty < oh && shift == 0 && !cut) {  // the source row as it is: no copy to assemble it
-        const uint8_t* s = row_at(ty);
-        if (mirror) EmitMirroredRow(s, y, dst);
-        else EmitRow(s, y, dst);
-        continue;
-      }
-      if (ty < 0 || ty >= oh) {
-        for (int x = 0; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
-      } else {
-        const uint8_t* s = row_at(ty);
-        const int lo = shift > 0 ? shift : 0, hi = shift < 0 ? ow + shift : ow;  // 0 <= x - shift < ow
-        for (int x = 0; x < lo; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
-        for (int x = hi; x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
-        std::memcpy(row + lo * 3, s + (lo - shift) * 3, size_t(hi - lo) * 3);
-      }
-      if (cut) {
-        int from = p.cut_x, to = p.cut_x + spec_.cutout < ow ? p.cut_x + spec_.cutout : ow;
-        if (mirror) {
-          const int f = ow - to, t = ow - from;
-          from = f;
-          to = t;
-        }
-        for (int x = from; x < to; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
-      }
-      if (mirror) {
-        EmitMirroredRow(row, y, dst);
-        continue;
-      }
+    const OutputRow g = RowOf(p, y);
+    const bool cut = g.cut_to > g.cut_from;
+    if (g.inside && g.shift == 0 && !cut) {  // the source row as it is: no copy to assemble it
+      const uint8_t* s = row_at(g.ty);
+      if (mirror) EmitMirroredRow(s, y, dst);
+      else EmitRow(s, y, dst);
+      continue;
     }
-    EmitRow(row, y, dst);
+    // Assembled (mirrored when flipped) and reversed after normalisation, where reversing is a few
+    // vector permutes.
+    for (int x = 0; x < g.lo; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+    for (int x = std::max(g.hi, g.lo); x < ow; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+    if (g.hi > g.lo) std::memcpy(row + g.lo * 3, row_at(g.ty) + (g.lo - g.shift) * 3, size_t(g.hi - g.lo) * 3);
+    for (int x = g.cut_from; x < g.cut_to; ++x) std::memcpy(row + x * 3, spec_.fill, 3);
+    if (mirror) EmitMirroredRow(row, y, dst);
+    else EmitRow(row, y, dst);
   }
 }
 

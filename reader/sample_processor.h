@@ -90,6 +90,13 @@ class SampleProcessor {
   // WriteRows for an image of the output's size whose row ty is row_at(ty).
   template <typename RowAt>
   void WriteRowsAt(const kernels::SampleParams& p, RowAt row_at, uint8_t* dst);
+  // Output row y before mirroring: pixel x is source row ty's pixel x - shift inside [lo, hi) (empty
+  // unless `inside`), fill elsewhere and in [cut_from, cut_to).
+  struct OutputRow {
+    bool inside = false;
+    int ty = 0, shift = 0, lo = 0, hi = 0, cut_from = 0, cut_to = 0;
+  };
+  OutputRow RowOf(const kernels::SampleParams& p, int y) const;
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
   // Decoded planes into dst: packed as they are when the caller takes planes (`form`), else WritePlanes.
