@@ -1299,7 +1299,10 @@ class Pipeline {
       d->rows.resize(d->height);
       d->bounce.resize(row * d->height);
       size_t i = 0, off = 0;
-      for (uint32_t y = 0; y < d->height; ++y) {
+      // Most samples lie in one receive buffer: their rows are at a fixed stride.
+      const uint32_t whole = n == 1 && pieces[0].size >= row * d->height ? d->height : 0;
+      for (uint32_t y = 0; y < whole; ++y) d->rows[y] = pieces[0].data + y * row;
+      for (uint32_t y = whole; y < d->height; ++y) {
         while (i < n && off == pieces[i].size) ++i, off = 0;
         if (i < n && pieces[i].size - off >= row) {
           d->rows[y] = pieces[i].data + off;
