@@ -7,7 +7,6 @@
 #include <malloc.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -223,16 +222,14 @@ class GrpcExecutor : public RemoteExecutor {
     grpc::ClientContext cc;
     cc.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     if (!token_.empty()) cc.AddMetadata(kTokenKey, token_);
-    std::mutex m;
-    std::condition_variable cv;
-    bool finished = false;
+    // A completion queue of this call's own, waited on here: this thread polls the socket and reads the
+    // reply itself. The callback API read replies on gRPC's own threads (two or more of them on the
+    // trainer's cores) and handed each to this thread.
+    grpc::CompletionQueue cq;
     grpc::Status status;
-    stub->UnaryCall(&cc, kProcessMethod, grpc::StubOptions(), &send, &reply, [&](grpc::Status s) {
-      std::lock_guard<std::mutex> l(m);
-      status = std::move(s);
-      finished = true;
-      cv.notify_all();
-    });
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call = stub->PrepareUnaryCall(&cc, kProcessMethod, send, &cq);
+    call->StartCall();
+    call->Finish(&reply, &status, &cq);
     {
       // TryCancel only works on a started call. The loader sets t.cancel before CancelAll, so a call
       // registered after CancelAll ran sees the flag here.
@@ -240,14 +237,17 @@ class GrpcExecutor : public RemoteExecutor {
       active_.insert(&cc);
       if (t.cancel && t.cancel->load()) cc.TryCancel();
     }
-    {
-      std::unique_lock<std::mutex> l(m);
-      cv.wait(l, [&] { return finished; });
-    }
+    void* tag = nullptr;
+    bool ok = false;
+    const bool got = cq.Next(&tag, &ok);  // the call always completes: a deadline, a cancel or a status
     {
       std::lock_guard<std::mutex> l(mu_);
       active_.erase(&cc);
     }
+    cq.Shutdown();
+    for (void* rest; cq.Next(&rest, &ok);) {
+    }
+    if (!got) status = grpc::Status(grpc::StatusCode::INTERNAL, "the call's completion queue shut down");
     wire_bytes_.fetch_add(send.Length() + reply.Length());
     if (!status.ok()) {
       *why = "remote worker " + address_ + ": " +
