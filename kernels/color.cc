@@ -185,21 +185,30 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_* (see resample.cc)
 #endif
 // YccRow's pixels 16 at a time with AVX-512 (w % 16 == 0): which lanes of a step take a source pixel,
-// and their colours as int32 in 0..255 (other lanes hold some colour, replaced by the caller's fill).
+// and their colours as int16 in 0..255 (other lanes hold some colour, replaced by the caller's fill).
 // Source bytes are read with masked loads that stop at the row's ends.
+//
+// YccToRgb's products, 16-bit: each constant splits into a multiple of 65536, which only adds a
+// multiple of c to the result, and a rest that fits an int16 (c = cb - 128 or cr - 128, -128..127):
+//   (91881 c + 32768) >> 16  = c  + ((26345 c + 32768) >> 16)         91881 = 65536 + 26345
+//   (116130 c + 32768) >> 16 = 2c + ((-14942 c + 32768) >> 16)        116130 = 2 x 65536 - 14942
+//   (-22554 cb - 46802 cr + 32768) >> 16 = -cr + ((-22554 cb + 18734 cr + 32768) >> 16)
+// For a single product P = k c: P >> 16 is mulhi(c, k) and (P + 32768) >> 16 adds bit 15 of the low
+// half, mullo(c, k). The green sum is formed exactly in 32 bits with madd. Every (y, cb, cr) is checked
+// against YccToRgb (tests/kernels_test.cc).
 struct YccSteps {
-  __m512i pair[2], c128, half, zero, v255, kr, kgb, kgr, kb;
+  __m256i pair[2], c128, zero, v255, kr, kb, kg, half;
   int cw;
 
   __attribute__((target("avx512f,avx512bw,avx512vl"))) explicit YccSteps(const YccRow& q) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     // Chroma sample of lane i at hshift 1, relative to the first: (i + parity of the first pixel) / 2.
-    pair[0] = _mm512_srli_epi32(lane, 1);
-    pair[1] = _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), 1);
-    c128 = _mm512_set1_epi32(128), half = _mm512_set1_epi32(32768), zero = _mm512_setzero_si512();
-    v255 = _mm512_set1_epi32(255);
-    kr = _mm512_set1_epi32(91881), kgb = _mm512_set1_epi32(-22554), kgr = _mm512_set1_epi32(-46802);
-    kb = _mm512_set1_epi32(116130);
+    pair[0] = _mm256_srli_epi16(lane, 1);
+    pair[1] = _mm256_srli_epi16(_mm256_add_epi16(lane, _mm256_set1_epi16(1)), 1);
+    c128 = _mm256_set1_epi16(128), zero = _mm256_setzero_si256(), v255 = _mm256_set1_epi16(255);
+    kr = _mm256_set1_epi16(26345), kb = _mm256_set1_epi16(-14942);
+    kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
+    half = _mm256_set1_epi32(32768);
     cw = (q.w + (1 << q.hshift) - 1) >> q.hshift;
   }
   // Lanes [from, to) of a step starting at `at`, as a mask (an empty range gives 0).
@@ -213,26 +222,35 @@ struct YccSteps {
     if (q.cut_to > q.cut_from) take &= __mmask16(~Span(ox, q.cut_from, q.cut_to));
     return take;
   }
-  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __m512i rgb[3]) const {
+  // (k c + 32768) >> 16 for 16-bit c and k.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) static __m256i RoundedHigh(__m256i c, __m256i k) {
+    return _mm256_add_epi16(_mm256_mulhi_epi16(c, k), _mm256_srli_epi16(_mm256_mullo_epi16(c, k), 15));
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __m256i rgb[3]) const {
     const int s = ox - q.shift;                  // the source pixel of lane 0
     const int c0 = s >> q.hshift;                // its chroma sample (s may be negative: arithmetic shift)
     const uintptr_t ys = reinterpret_cast<uintptr_t>(q.y) + uintptr_t(intptr_t(s));
     const uintptr_t co = uintptr_t(intptr_t(c0));
-    const __m512i Y = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(Span(s, 0, q.w), reinterpret_cast<const void*>(ys)));
+    const __m256i Y = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(Span(s, 0, q.w), reinterpret_cast<const void*>(ys)));
     const __mmask16 cin = Span(c0, 0, cw);
-    __m512i CB = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cb) + co)));
-    __m512i CR = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cr) + co)));
+    __m256i CB = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cb) + co)));
+    __m256i CR = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cr) + co)));
     if (q.hshift) {
-      CB = _mm512_permutexvar_epi32(pair[s & 1], CB);
-      CR = _mm512_permutexvar_epi32(pair[s & 1], CR);
+      CB = _mm256_permutexvar_epi16(pair[s & 1], CB);
+      CR = _mm256_permutexvar_epi16(pair[s & 1], CR);
     }
-    CB = _mm512_sub_epi32(CB, c128);
-    CR = _mm512_sub_epi32(CR, c128);
-    rgb[0] = _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kr, CR), half), 16));
-    rgb[1] = _mm512_add_epi32(
-        Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kgb, CB), half), _mm512_mullo_epi32(kgr, CR)), 16));
-    rgb[2] = _mm512_add_epi32(Y, _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(kb, CB), half), 16));
-    for (int c = 0; c < 3; ++c) rgb[c] = _mm512_min_epi32(_mm512_max_epi32(rgb[c], zero), v255);
+    CB = _mm256_sub_epi16(CB, c128);
+    CR = _mm256_sub_epi16(CR, c128);
+    const __m256i R = _mm256_add_epi16(_mm256_add_epi16(Y, CR), RoundedHigh(CR, kr));
+    const __m256i B = _mm256_add_epi16(_mm256_add_epi16(Y, _mm256_add_epi16(CB, CB)), RoundedHigh(CB, kb));
+    // Green: madd of the (cb, cr) pairs, in 32 bits; unpack and pack work within 128-bit lanes alike,
+    // so the pack restores the pixel order.
+    const __m256i lo = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(CB, CR), kg), half), 16);
+    const __m256i hi = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(CB, CR), kg), half), 16);
+    const __m256i G = _mm256_add_epi16(_mm256_sub_epi16(Y, CR), _mm256_packs_epi32(lo, hi));
+    rgb[0] = _mm256_min_epi16(_mm256_max_epi16(R, zero), v255);
+    rgb[1] = _mm256_min_epi16(_mm256_max_epi16(G, zero), v255);
+    rgb[2] = _mm256_min_epi16(_mm256_max_epi16(B, zero), v255);
   }
 };
 
@@ -253,10 +271,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(co
     const __mmask16 take = YccSteps::Take(q, ox);
     __m512 v[3] = {fl[0], fl[1], fl[2]};
     if (take) {
-      __m512i rgb[3];
+      __m256i rgb[3];
       steps.Colours(q, ox, rgb);
       for (int c = 0; c < 3; ++c)
-        v[c] = _mm512_mask_blend_ps(take, fl[c], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(rgb[c]), sc[c]), bi[c]));
+        v[c] = _mm512_mask_blend_ps(take, fl[c],
+                                    _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c])), sc[c]), bi[c]));
     }
     const int o = mirror ? q.w - ox - 16 : ox;
     for (int c = 0; c < 3; ++c) {
@@ -276,9 +295,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToRgbAvx512(cons
     const __mmask16 take = YccSteps::Take(q, ox);
     __m128i v[3] = {fl[0], fl[1], fl[2]};
     if (take) {
-      __m512i rgb[3];
+      __m256i rgb[3];
       steps.Colours(q, ox, rgb);
-      for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm512_cvtepi32_epi8(rgb[c]));
+      for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm256_cvtepi16_epi8(rgb[c]));
     }
     Permute48(v[0], v[1], v[2], mirror ? kInterleaveReversed : kInterleave, rgb_out + 3 * (mirror ? q.w - ox - 16 : ox));
   }

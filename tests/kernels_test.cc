@@ -280,6 +280,35 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
   }
 }
 
+TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
+  // Every (y, cb, cr): the dispatched row (16-bit arithmetic where the CPU has AVX-512) against
+  // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr).
+  const int w = 256;
+  std::vector<uint8_t> y(w), cb(w), cr(w), got(3 * size_t(w));
+  for (int i = 0; i < w; ++i) y[size_t(i)] = uint8_t(i);
+  YccRow q;
+  q.y = y.data(), q.cb = cb.data(), q.cr = cr.data();
+  q.w = w, q.lo = 0, q.hi = w;
+  const uint8_t fill[3] = {0, 0, 0};
+  int wrong = 0;
+  for (int b = 0; b < 256; ++b) {
+    for (int r = 0; r < 256; ++r) {
+      std::fill(cb.begin(), cb.end(), uint8_t(b));
+      std::fill(cr.begin(), cr.end(), uint8_t(r));
+      YccRowToRgb(q, fill, /*mirror=*/false, got.data());
+      for (int i = 0; i < w; ++i) {
+        uint8_t want[3];
+        YccToRgb(i, b, r, &want[0], &want[1], &want[2]);
+        if (std::memcmp(want, &got[3 * size_t(i)], 3) != 0 && ++wrong <= 5)
+          ADD_FAILURE() << "y=" << i << " cb=" << b << " cr=" << r << ": got " << int(got[3 * size_t(i)]) << ","
+                        << int(got[3 * size_t(i) + 1]) << "," << int(got[3 * size_t(i) + 2]) << " want " << int(want[0])
+                        << "," << int(want[1]) << "," << int(want[2]);
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {
   const int w = 9, h = 7;
   std::vector<uint8_t> img(w * h * 3);
