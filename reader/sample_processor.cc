@@ -375,8 +375,16 @@ void SampleProcessor::FinishDeferredPlanes(uint64_t index, uint64_t seed, uint64
 
 void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& jp, uint8_t* dst,
                                  SampleForm* form) {
-  if (form) *form = PackPlanes(jp, out_.width, out_.height, dst);
-  else WritePlanes(p, jp, dst);
+  // Planes where they are fewer bytes than RGB rows: a 4:4:4 JPEG is as large either way, so it
+  // travels as rows (converted here, not on the loader's machine).
+  const bool full_chroma = jp.components == 3 && jp.hshift[1] == 0 && jp.vshift[1] == 0 && jp.hshift[2] == 0 &&
+                           jp.vshift[2] == 0;
+  if (form && !full_chroma) {
+    *form = PackPlanes(jp, out_.width, out_.height, dst);
+    return;
+  }
+  if (form) *form = SampleForm::kRgb;
+  WritePlanes(p, jp, dst);
 }
 
 void SampleProcessor::Account(StageStats* st, uint64_t t0, uint64_t t1, uint64_t t2, size_t bytes) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -296,7 +297,9 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
         local.remote = RemoteOptions();
         const auto want = run(local, &n, &wire);
         LoaderOptions rows = Remote({&a}, 0);
-        if (!compression) {  // without the option: RGB rows, 3,072 bytes and the parameters a sample
+        EXPECT_TRUE(rows.remote.planes);  // the default
+        rows.remote.planes = false;
+        if (!compression) {  // RGB rows: 3,072 bytes and the parameters a sample
           EXPECT_EQ(run(rows, &n, &wire), want);
           EXPECT_GT(wire, n * (3072 + 52));
           n = wire = 0;
@@ -318,6 +321,81 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
       }
     }
   }
+}
+
+// A worker picks each sample's form by what saves bytes: a JPEG with subsampled chroma travels as its
+// planes (4:2:0, 4:2:2, 4:4:0), a gray one as its luma, a 4:4:4 JPEG (as large as RGB) and a PNG as
+// RGB rows; each form checked against the JPEG's own header (TurboJPEG), each sample's bytes against
+// its form.
+TEST(Remote, EachSampleTravelsInItsSmallerForm) {
+  const std::string mixed = MixedFormsFile();
+  Worker a({mixed, "--threads", "1"});
+  Dataset ds(mixed);
+  LoaderOptions o = Base();
+  o.dtype = DType::kUint8;  // the deferred form, as the loader asks for it
+  o.layout = Layout::kNHWC;
+  o.defer_augment = true;
+  RemoteContext ctx;
+  ctx.path = mixed;
+  ctx.file_size = ds.view().header().file_size;
+  ctx.header_checksum = ds.view().header().header_checksum;
+  ctx.options = o;
+  ctx.width = ctx.height = 32;
+  const uint32_t count = uint32_t(std::min<uint64_t>(ds.size(), 48));
+  ctx.max_request_samples = count;
+  ctx.planes = true;
+  ctx.run_fingerprint = RunIdentity::Of(ds, o).Fingerprint();
+  std::string why;
+  const auto ex = remote::Connector()(a.address(), o.remote, ctx);
+  ASSERT_EQ(ex->Connect(10000, &why), ConnectResult::kReady) << why;
+  struct Sink final : SampleSink {
+    std::vector<std::pair<SampleForm, size_t>> got;
+    void Take(uint32_t, SampleForm form, const BytePiece* pieces, size_t n) override {
+      size_t size = 0;
+      for (size_t i = 0; i < n; ++i) size += pieces[i].size;
+      got.emplace_back(form, size);
+    }
+  } sink;
+  std::vector<uint32_t> samples(count);
+  for (uint32_t i = 0; i < count; ++i) samples[i] = i;
+  std::vector<uint8_t> images(size_t(count) * 3 * 32 * 32);
+  std::vector<kernels::SampleParams> params(count);
+  ChunkTask t;
+  t.samples = samples.data();
+  t.count = count;
+  t.width = t.height = 32;
+  t.images = images.data();
+  t.params = params.data();
+  t.sink = &sink;
+  ASSERT_EQ(ex->Run(t, 20000, &why), RunResult::kOk) << why;
+  ASSERT_EQ(sink.got.size(), count);
+  tjhandle tj = tjInitDecompress();
+  std::map<SampleForm, int> seen;
+  int full_chroma = 0;
+  std::vector<uint8_t> scratch;
+  for (uint32_t i = 0; i < count; ++i) {
+    const Payload pl = ds.ReadPayload(i, &scratch);
+    int w = 0, h = 0, sub = -1, space = 0;
+    SampleForm want = SampleForm::kRgb;
+    if (ds.entry(i).encoding == uint8_t(format::Encoding::kJpeg)) {
+      ASSERT_EQ(tjDecompressHeader3(tj, pl.data, static_cast<unsigned long>(pl.size), &w, &h, &sub, &space), 0);
+      switch (sub) {
+        case TJSAMP_GRAY: want = SampleForm::kGray; break;
+        case TJSAMP_420: want = SampleForm::kYcc420; break;
+        case TJSAMP_422: want = SampleForm::kYcc422; break;
+        case TJSAMP_440: want = SampleForm::kYcc440; break;
+        default: want = SampleForm::kRgb, full_chroma += sub == TJSAMP_444;  // as many bytes as RGB
+      }
+    }
+    EXPECT_EQ(int(sink.got[i].first), int(want)) << "sample " << i << " (TurboJPEG sampling " << sub << ")";
+    EXPECT_EQ(sink.got[i].second, SampleFormBytes(sink.got[i].first, 32, 32)) << "sample " << i;
+    ++seen[want];
+  }
+  tjDestroy(tj);
+  // The file holds every kind: the test saw each route.
+  for (SampleForm f : {SampleForm::kRgb, SampleForm::kGray, SampleForm::kYcc420, SampleForm::kYcc422, SampleForm::kYcc440})
+    EXPECT_GT(seen[f], 0) << "no sample of form " << int(f) << " among the first " << count;
+  EXPECT_GT(full_chroma, 0) << "no 4:4:4 JPEG among the first " << count;
 }
 
 // A worker whose replies are whatever `reply` makes of the request's sample count.

@@ -220,7 +220,8 @@ int CmdBench(int argc, char** argv) {
       ("wire-compression", "with --remote: zstd the images on the wire")
       ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
       ("wire-finished", "with --remote: workers send float batches finished (default: uint8 after the crop, finished here)")
-      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes (fewer bytes, more CPU here)")
+      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes (the default)")
+      ("wire-rows", "with --remote: float batches travel as RGB rows, not planes (a little less CPU here, twice the bytes)")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});
@@ -309,9 +310,10 @@ int CmdBench(int argc, char** argv) {
       if (o.remote.addresses.empty()) throw Error("--wire-finished needs --remote");
       o.remote.ship_uint8 = false;
     }
-    if (r.count("wire-planes")) {
-      if (o.remote.addresses.empty()) throw Error("--wire-planes needs --remote");
-      o.remote.planes = true;
+    if (r.count("wire-planes") || r.count("wire-rows")) {
+      if (o.remote.addresses.empty()) throw Error(std::string(r.count("wire-rows") ? "--wire-rows" : "--wire-planes") + " needs --remote");
+      if (r.count("wire-planes") && r.count("wire-rows")) throw Error("--wire-planes and --wire-rows exclude each other");
+      o.remote.planes = r.count("wire-planes") > 0;
     }
     digest = r.count("digest") > 0;
     const std::string decoder = r["decoder"].as<std::string>();
