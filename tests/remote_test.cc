@@ -323,39 +323,36 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
   }
 }
 
-// A worker picks each sample's form by what saves bytes: a JPEG with subsampled chroma travels as its
-// planes (4:2:0, 4:2:2, 4:4:0), a gray one as its luma, a 4:4:4 JPEG (as large as RGB) and a PNG as
-// RGB rows; each form checked against the JPEG's own header (TurboJPEG), each sample's bytes against
-// its form.
-TEST(Remote, EachSampleTravelsInItsSmallerForm) {
-  const std::string mixed = MixedFormsFile();
-  Worker a({mixed, "--threads", "1"});
-  Dataset ds(mixed);
+// Records each sample's form and byte count as a remote executor hands the sample over.
+struct FormSink final : SampleSink {
+  std::vector<std::pair<SampleForm, size_t>> got;
+  void Take(uint32_t, SampleForm form, const BytePiece* pieces, size_t n) override {
+    size_t size = 0;
+    for (size_t i = 0; i < n; ++i) size += pieces[i].size;
+    got.emplace_back(form, size);
+  }
+};
+
+// One request for samples 0..count-1 of `path` in the deferred uint8 form (as the loader asks for
+// float outputs), through a real executor connected to `address`, into `sink`.
+RunResult RunDeferred(const std::string& address, const std::string& path, uint32_t count, bool planes,
+                      SampleSink* sink, std::string* why) {
   LoaderOptions o = Base();
-  o.dtype = DType::kUint8;  // the deferred form, as the loader asks for it
+  o.dtype = DType::kUint8;
   o.layout = Layout::kNHWC;
   o.defer_augment = true;
+  Dataset ds(path);
   RemoteContext ctx;
-  ctx.path = mixed;
+  ctx.path = path;
   ctx.file_size = ds.view().header().file_size;
   ctx.header_checksum = ds.view().header().header_checksum;
   ctx.options = o;
   ctx.width = ctx.height = 32;
-  const uint32_t count = uint32_t(std::min<uint64_t>(ds.size(), 48));
   ctx.max_request_samples = count;
-  ctx.planes = true;
+  ctx.planes = planes;
   ctx.run_fingerprint = RunIdentity::Of(ds, o).Fingerprint();
-  std::string why;
-  const auto ex = remote::Connector()(a.address(), o.remote, ctx);
-  ASSERT_EQ(ex->Connect(10000, &why), ConnectResult::kReady) << why;
-  struct Sink final : SampleSink {
-    std::vector<std::pair<SampleForm, size_t>> got;
-    void Take(uint32_t, SampleForm form, const BytePiece* pieces, size_t n) override {
-      size_t size = 0;
-      for (size_t i = 0; i < n; ++i) size += pieces[i].size;
-      got.emplace_back(form, size);
-    }
-  } sink;
+  const auto ex = remote::Connector()(address, o.remote, ctx);
+  if (ex->Connect(10000, why) != ConnectResult::kReady) return RunResult::kRetry;
   std::vector<uint32_t> samples(count);
   for (uint32_t i = 0; i < count; ++i) samples[i] = i;
   std::vector<uint8_t> images(size_t(count) * 3 * 32 * 32);
@@ -366,8 +363,22 @@ TEST(Remote, EachSampleTravelsInItsSmallerForm) {
   t.width = t.height = 32;
   t.images = images.data();
   t.params = params.data();
-  t.sink = &sink;
-  ASSERT_EQ(ex->Run(t, 20000, &why), RunResult::kOk) << why;
+  t.sink = sink;
+  return ex->Run(t, 20000, why);
+}
+
+// A worker picks each sample's form by what saves bytes: a JPEG with subsampled chroma travels as its
+// planes (4:2:0, 4:2:2, 4:4:0), a gray one as its luma, a 4:4:4 JPEG (as large as RGB) and a PNG as
+// RGB rows; each form checked against the JPEG's own header (TurboJPEG), each sample's bytes against
+// its form.
+TEST(Remote, EachSampleTravelsInItsSmallerForm) {
+  const std::string mixed = MixedFormsFile();
+  Worker a({mixed, "--threads", "1"});
+  Dataset ds(mixed);
+  const uint32_t count = uint32_t(std::min<uint64_t>(ds.size(), 48));
+  FormSink sink;
+  std::string why;
+  ASSERT_EQ(RunDeferred(a.address(), mixed, count, /*planes=*/true, &sink, &why), RunResult::kOk) << why;
   ASSERT_EQ(sink.got.size(), count);
   tjhandle tj = tjInitDecompress();
   std::map<SampleForm, int> seen;
@@ -428,14 +439,6 @@ TEST(Remote, MalformedSampleFormsAreRefused) {
   sb.RegisterService(&service);
   const auto server = sb.BuildAndStart();
   ASSERT_TRUE(server && port > 0);
-  struct Sink final : SampleSink {
-    std::vector<std::pair<SampleForm, size_t>> got;
-    void Take(uint32_t, SampleForm form, const BytePiece* pieces, size_t n) override {
-      size_t size = 0;
-      for (size_t i = 0; i < n; ++i) size += pieces[i].size;
-      got.emplace_back(form, size);
-    }
-  };
   constexpr uint32_t kCount = 4;
   const size_t planes420 = 32 * 32 + 2 * 16 * 16;
   // A reply of kCount samples with these forms and this many image bytes.
@@ -447,30 +450,9 @@ TEST(Remote, MalformedSampleFormsAreRefused) {
       r->set_images(std::string(images, '\x80'));
     };
   };
-  auto run = [&](bool planes, std::string* why, Sink* sink) {
-    LoaderOptions o = Base();
-    o.dtype = DType::kUint8;  // the deferred form, as the loader asks for it
-    o.layout = Layout::kNHWC;
-    o.defer_augment = true;
-    RemoteContext ctx;
-    ctx.path = Built().cifar;
-    ctx.options = o;
-    ctx.width = ctx.height = 32;
-    ctx.max_request_samples = kCount;
-    ctx.planes = planes;
-    const auto ex = remote::Connector()("127.0.0.1:" + std::to_string(port), o.remote, ctx);
-    if (ex->Connect(10000, why) != ConnectResult::kReady) return RunResult::kRetry;
-    std::vector<uint32_t> samples = {0, 1, 2, 3};
-    std::vector<uint8_t> images(size_t(kCount) * 3 * 32 * 32);
-    std::vector<kernels::SampleParams> params(kCount);
-    ChunkTask t;
-    t.samples = samples.data();
-    t.count = kCount;
-    t.width = t.height = 32;
-    t.images = images.data();
-    t.params = params.data();
-    t.sink = sink;
-    return ex->Run(t, 20000, why);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto run = [&](bool planes, std::string* why, FormSink* sink) {
+    return RunDeferred(address, Built().cifar, kCount, planes, sink, why);
   };
   const std::string ycc420(kCount, char(SampleForm::kYcc420));
   struct Bad {
@@ -487,7 +469,7 @@ TEST(Remote, MalformedSampleFormsAreRefused) {
   for (const Bad& b : bad) {
     service.reply = b.reply;
     std::string why;
-    Sink sink;
+    FormSink sink;
     EXPECT_EQ(run(b.planes, &why, &sink), RunResult::kRetry) << b.says;
     EXPECT_NE(why.find("malformed reply (" + b.says), std::string::npos) << why;
     EXPECT_TRUE(sink.got.empty()) << b.says;
@@ -497,7 +479,7 @@ TEST(Remote, MalformedSampleFormsAreRefused) {
                              char(SampleForm::kYcc422)};
   service.reply = make(mixed, planes420 + 3072 + 1024 + 2048);
   std::string why;
-  Sink sink;
+  FormSink sink;
   ASSERT_EQ(run(true, &why, &sink), RunResult::kOk) << why;
   const std::vector<std::pair<SampleForm, size_t>> want = {
       {SampleForm::kYcc420, planes420}, {SampleForm::kRgb, 3072}, {SampleForm::kGray, 1024}, {SampleForm::kYcc422, 2048}};
