@@ -198,7 +198,7 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 // against YccToRgb (tests/kernels_test.cc).
 struct YccSteps {
   __m256i pair[2], c128, zero, v255, kr, kb, kg, half;
-  int cw;
+  __m512i index, lo, hi, cut_from, cut_to, chroma_end;  // index: 0..15 as int32
 
   __attribute__((target("avx512f,avx512bw,avx512vl"))) explicit YccSteps(const YccRow& q) {
     const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -209,30 +209,33 @@ struct YccSteps {
     kr = _mm256_set1_epi16(26345), kb = _mm256_set1_epi16(-14942);
     kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
     half = _mm256_set1_epi32(32768);
-    cw = (q.w + (1 << q.hshift) - 1) >> q.hshift;
+    index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    lo = _mm512_set1_epi32(q.lo), hi = _mm512_set1_epi32(q.hi);
+    cut_from = _mm512_set1_epi32(q.cut_from), cut_to = _mm512_set1_epi32(q.cut_to);
+    chroma_end = _mm512_set1_epi32((q.w + (1 << q.hshift) - 1) >> q.hshift);
   }
-  // Lanes [from, to) of a step starting at `at`, as a mask (an empty range gives 0).
-  static __mmask16 Span(int at, int from, int to) {
-    const int a = std::max(0, from - at), e = std::min(16, to - at);
-    return e > a ? __mmask16(((1u << e) - 1) & ~((1u << a) - 1)) : __mmask16(0);
-  }
-  // The lanes of the step at output pixel ox that take a source pixel (not fill, not cut).
-  static __mmask16 Take(const YccRow& q, int ox) {
-    __mmask16 take = Span(ox, q.lo, q.hi);
-    if (q.cut_to > q.cut_from) take &= __mmask16(~Span(ox, q.cut_from, q.cut_to));
-    return take;
+  // The lanes of the step at output pixel ox whose source pixel lies in the row ([lo, hi): the mask of
+  // the luma load) and, in *take, those of them that are not cut: vector compares, no branches.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) __mmask16 Lanes(int ox, __mmask16* take) const {
+    const __m512i x = _mm512_add_epi32(index, _mm512_set1_epi32(ox));
+    const __mmask16 in = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, lo), x, hi);
+    *take = in & __mmask16(~_mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, cut_from), x, cut_to));
+    return in;
   }
   // (k c + 32768) >> 16 for 16-bit c and k.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static __m256i RoundedHigh(__m256i c, __m256i k) {
     return _mm256_add_epi16(_mm256_mulhi_epi16(c, k), _mm256_srli_epi16(_mm256_mullo_epi16(c, k), 15));
   }
-  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __m256i rgb[3]) const {
+  // `in`: Lanes(ox).
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __mmask16 in, __m256i rgb[3]) const {
     const int s = ox - q.shift;                  // the source pixel of lane 0
     const int c0 = s >> q.hshift;                // its chroma sample (s may be negative: arithmetic shift)
     const uintptr_t ys = reinterpret_cast<uintptr_t>(q.y) + uintptr_t(intptr_t(s));
     const uintptr_t co = uintptr_t(intptr_t(c0));
-    const __m256i Y = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(Span(s, 0, q.w), reinterpret_cast<const void*>(ys)));
-    const __mmask16 cin = Span(c0, 0, cw);
+    const __m256i Y = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(in, reinterpret_cast<const void*>(ys)));
+    // The chroma bytes c0 + j that lie in the chroma row.
+    const __m512i cj = _mm512_add_epi32(index, _mm512_set1_epi32(c0));
+    const __mmask16 cin = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(cj, _mm512_setzero_si512()), cj, chroma_end);
     __m256i CB = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cb) + co)));
     __m256i CR = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(cin, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q.cr) + co)));
     if (q.hshift) {
@@ -268,11 +271,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(co
   const __m512i reverse = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const YccSteps steps(q);
   for (int ox = 0; ox < q.w; ox += 16) {
-    const __mmask16 take = YccSteps::Take(q, ox);
+    __mmask16 take;
+    const __mmask16 in = steps.Lanes(ox, &take);
     __m512 v[3] = {fl[0], fl[1], fl[2]};
     if (take) {
       __m256i rgb[3];
-      steps.Colours(q, ox, rgb);
+      steps.Colours(q, ox, in, rgb);
       for (int c = 0; c < 3; ++c)
         v[c] = _mm512_mask_blend_ps(take, fl[c],
                                     _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c])), sc[c]), bi[c]));
@@ -292,11 +296,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToRgbAvx512(cons
   const __m128i fl[3] = {_mm_set1_epi8(char(fill[0])), _mm_set1_epi8(char(fill[1])), _mm_set1_epi8(char(fill[2]))};
   const YccSteps steps(q);
   for (int ox = 0; ox < q.w; ox += 16) {
-    const __mmask16 take = YccSteps::Take(q, ox);
+    __mmask16 take;
+    const __mmask16 in = steps.Lanes(ox, &take);
     __m128i v[3] = {fl[0], fl[1], fl[2]};
     if (take) {
       __m256i rgb[3];
-      steps.Colours(q, ox, rgb);
+      steps.Colours(q, ox, in, rgb);
       for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm256_cvtepi16_epi8(rgb[c]));
     }
     Permute48(v[0], v[1], v[2], mirror ? kInterleaveReversed : kInterleave, rgb_out + 3 * (mirror ? q.w - ox - 16 : ox));
