@@ -408,8 +408,7 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   if (planar_.size() < 6 * w) planar_.resize(6 * w);
   uint8_t* src_rgb = planar_.data();
   uint8_t* out_rgb = planar_.data() + 3 * w;
-  const bool mirror = p.flip != 0;
-  const int shift = mirror ? -p.dx : p.dx;  // see WriteRows: a flipped row is built mirrored
+  const bool mirror = p.flip != 0;  // a flipped row is built mirrored (RowOf)
   const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
   // From YCbCr: each row converted, shifted, cut and normalised (float32 NCHW) or interleaved (the
   // others) in one pass where the CPU has a vector path for it (kernels::YccRowToFloat / YccRowToRgb);
@@ -417,7 +416,7 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   const bool fused = jp.components == 3 && kernels::YccRowIsFast(w, jp.hshift[1]);
   for (int y = 0; y < oh; ++y) {
     const OutputRow g = RowOf(p, y);
-    const int ty = g.ty, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
+    const int ty = g.ty, shift = g.shift, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
     const bool inside = g.inside;
     const uint8_t *Y = nullptr, *cb = nullptr, *cr = nullptr;
     if (inside) {
