@@ -49,7 +49,7 @@ ips() { grep -o '[0-9.]* images/s' | awk '{print $1}'; }
 
 # dsc build: images/s with 1 and 2 threads, restart-indexed (the default where the flag exists) and not.
 variants=(default)
-if "$build/dsc" build --help 2>&1 | grep -q -- '--restart-interval'; then variants+=(none); fi
+if [[ $("$build/dsc" build --help 2>&1) == *--restart-interval* ]]; then variants+=(none); fi  # not grep -q under pipefail
 declare -A b
 for i in $(seq "$rounds"); do
   for v in "${variants[@]}"; do

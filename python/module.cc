@@ -808,6 +808,11 @@ PYBIND11_MODULE(_dsc, m) {
   m.def("random_subset", &dsc::RandomSubset, py::arg("total"), py::arg("n"), py::arg("seed"));
   m.def("loader_option_names", [] { return Names(LoaderSetters()); });
   m.attr("presets") = kPresets;
+#ifdef DSC_HAVE_REMOTE  // whether remote= can reach `dsc serve` workers (the option exists either way, to say why not)
+  m.attr("has_remote") = true;
+#else
+  m.attr("has_remote") = false;
+#endif
   m.def("merge_states", [](const std::vector<py::bytes>& states) {
     std::vector<dsc::LoaderState> v;
     for (const auto& s : states) v.push_back(dsc::LoaderState::Deserialize(std::string(s)));
