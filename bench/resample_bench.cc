@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/color.h"
 #include "kernels/cpu.h"
 #include "kernels/normalize_row.h"
 #include "kernels/resample.h"
@@ -180,6 +181,54 @@ void BM_NormalizeBatch224(benchmark::State& state) {
   std::free(out);
 }
 BENCHMARK(BM_NormalizeBatch224)->Arg(1)->Arg(24)->Unit(benchmark::kMicrosecond);
+
+// A CIFAR float32 batch from YCbCr planes (the remote client's planes path and the local fused path):
+// 512 images of 32x32, 4:2:0, shifted by -4..4, every other one mirrored, a third with a 16x16
+// cutout, into one 6 MB batch in huge pages (time per image). Arg 0: one call per row, as before
+// session 28; arg 1: one call per image (kernels::YccRowsToFloat).
+void BM_YccCifarBatch(benchmark::State& state) {
+  constexpr int kW = 32, kN = 512;
+  constexpr size_t kPlane = size_t(kW) * kW, kImage = 3 * kPlane;
+  const bool per_image = state.range(0) != 0;
+  std::vector<uint8_t> y(kN * kPlane), c(kN * kPlane / 2);
+  uint32_t r = 7;
+  for (auto* v : {&y, &c})
+    for (auto& b : *v) b = uint8_t((r = r * 1664525u + 1013904223u) >> 24);
+  float* out = static_cast<float*>(dsc::AllocateHugePages(kN * kImage * sizeof(float), nullptr));
+  if (!out) return state.SkipWithError("no memory for the batch");
+  const uint8_t fill[3] = {125, 123, 114};
+  const float scale[3] = {0.0171f, 0.0175f, 0.0174f}, bias[3] = {-2.12f, -2.04f, -1.80f};
+  std::vector<dsc::kernels::YccRow> rows(kW);
+  for (auto _ : state) {
+    for (int n = 0; n < kN; ++n) {
+      const int shift = n % 9 - 4, cut = n % 3 == 0 ? n % 24 : -1;
+      for (int j = 0; j < kW; ++j) {
+        dsc::kernels::YccRow& q = rows[size_t(j)];
+        q.y = y.data() + size_t(n) * kPlane + size_t(j) * kW;
+        q.cb = c.data() + size_t(n) * kPlane / 2 + size_t(j / 2) * (kW / 2);
+        q.cr = q.cb + kPlane / 4;
+        q.hshift = 1, q.w = kW, q.shift = shift;
+        q.lo = std::max(0, shift), q.hi = std::min(kW, kW + shift);
+        const bool cut_row = cut >= 0 && j >= cut && j < cut + 16;
+        q.cut_from = cut_row ? cut : 0, q.cut_to = cut_row ? cut + 16 : 0;
+      }
+      float* o = out + size_t(n) * kImage;
+      if (per_image) {
+        dsc::kernels::YccRowsToFloat(rows.data(), kW, fill, scale, bias, n & 1, o, o + kPlane, o + 2 * kPlane, kW);
+      } else {
+        for (int j = 0; j < kW; ++j)
+          dsc::kernels::YccRowToFloat(rows[size_t(j)], fill, scale, bias, n & 1, o + j * kW, o + kPlane + j * kW,
+                                      o + 2 * kPlane + j * kW);
+      }
+    }
+    dsc::kernels::StreamFence();
+    benchmark::ClobberMemory();
+  }
+  state.counters["us_per_image"] =
+      benchmark::Counter(double(state.iterations()) * kN * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  std::free(out);
+}
+BENCHMARK(BM_YccCifarBatch)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

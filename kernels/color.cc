@@ -200,7 +200,8 @@ struct YccSteps {
   __m256i pair[2], c128, zero, v255, kr, kb, kg, half;
   __m512i index, lo, hi, cut_from, cut_to, chroma_end;  // index: 0..15 as int32
 
-  __attribute__((target("avx512f,avx512bw,avx512vl"))) explicit YccSteps(const YccRow& q) {
+  // The constants of rows of w pixels at hshift; Row sets a row's bounds.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) YccSteps(int w, int hshift) {
     const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     // Chroma sample of lane i at hshift 1, relative to the first: (i + parity of the first pixel) / 2.
     pair[0] = _mm256_srli_epi16(lane, 1);
@@ -210,9 +211,11 @@ struct YccSteps {
     kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
     half = _mm256_set1_epi32(32768);
     index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    chroma_end = _mm512_set1_epi32((w + (1 << hshift) - 1) >> hshift);
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void Row(const YccRow& q) {
     lo = _mm512_set1_epi32(q.lo), hi = _mm512_set1_epi32(q.hi);
     cut_from = _mm512_set1_epi32(q.cut_from), cut_to = _mm512_set1_epi32(q.cut_to);
-    chroma_end = _mm512_set1_epi32((q.w + (1 << q.hshift) - 1) >> q.hshift);
   }
   // The lanes of the step at output pixel ox whose source pixel lies in the row ([lo, hi): the mask of
   // the luma load) and, in *take, those of them that are not cut: vector compares, no branches.
@@ -257,54 +260,69 @@ struct YccSteps {
   }
 };
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToFloatAvx512(const YccRow& q, const uint8_t fill[3],
-                                                                              const float scale[3], const float bias[3],
-                                                                              bool mirror, float* r, float* g, float* b) {
-  float* out[3] = {r, g, b};
+// Rows of one image: the constants once, then each row's steps (a CIFAR row is two steps, and setting
+// up per row cost as much as they did).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToFloatAvx512(const YccRow* rows, size_t n,
+                                                                               const uint8_t fill[3], const float scale[3],
+                                                                               const float bias[3], bool mirror, float* r,
+                                                                               float* g, float* b, size_t stride) {
   __m512 sc[3], bi[3], fl[3];
   for (int c = 0; c < 3; ++c) {
     sc[c] = _mm512_set1_ps(scale[c]);
     bi[c] = _mm512_set1_ps(bias[c]);
     fl[c] = _mm512_set1_ps(Normalize(fill[c], scale[c], bias[c]));
   }
-  const bool stream = ((reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(b)) & 63) == 0;
+  // Streaming stores when every row starts on a 64-byte boundary.
+  const bool stream =
+      ((reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(b) | (stride * sizeof(float))) & 63) == 0;
   const __m512i reverse = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const YccSteps steps(q);
-  for (int ox = 0; ox < q.w; ox += 16) {
-    __mmask16 take;
-    const __mmask16 in = steps.Lanes(ox, &take);
-    __m512 v[3] = {fl[0], fl[1], fl[2]};
-    if (take) {
-      __m256i rgb[3];
-      steps.Colours(q, ox, in, rgb);
-      for (int c = 0; c < 3; ++c)
-        v[c] = _mm512_mask_blend_ps(take, fl[c],
-                                    _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c])), sc[c]), bi[c]));
-    }
-    const int o = mirror ? q.w - ox - 16 : ox;
-    for (int c = 0; c < 3; ++c) {
-      const __m512 f = mirror ? _mm512_permutexvar_ps(reverse, v[c]) : v[c];
-      if (stream) _mm512_stream_ps(out[c] + o, f);
-      else _mm512_storeu_ps(out[c] + o, f);
+  YccSteps steps(rows[0].w, rows[0].hshift);
+  for (size_t i = 0; i < n; ++i) {
+    const YccRow& q = rows[i];
+    steps.Row(q);
+    float* out[3] = {r + i * stride, g + i * stride, b + i * stride};
+    for (int ox = 0; ox < q.w; ox += 16) {
+      __mmask16 take;
+      const __mmask16 in = steps.Lanes(ox, &take);
+      __m512 v[3] = {fl[0], fl[1], fl[2]};
+      if (take) {
+        __m256i rgb[3];
+        steps.Colours(q, ox, in, rgb);
+        for (int c = 0; c < 3; ++c)
+          v[c] = _mm512_mask_blend_ps(take, fl[c],
+                                      _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c])), sc[c]), bi[c]));
+      }
+      const int o = mirror ? q.w - ox - 16 : ox;
+      for (int c = 0; c < 3; ++c) {
+        const __m512 f = mirror ? _mm512_permutexvar_ps(reverse, v[c]) : v[c];
+        if (stream) _mm512_stream_ps(out[c] + o, f);
+        else _mm512_storeu_ps(out[c] + o, f);
+      }
     }
   }
 }
 
 // The same steps packed to bytes and interleaved (mirrored: in reverse) with InterleaveRow's shuffles.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToRgbAvx512(const YccRow& q, const uint8_t fill[3],
-                                                                            bool mirror, uint8_t* rgb_out) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToRgbAvx512(const YccRow* rows, size_t n,
+                                                                             const uint8_t fill[3], bool mirror,
+                                                                             uint8_t* rgb_out, size_t stride) {
   const __m128i fl[3] = {_mm_set1_epi8(char(fill[0])), _mm_set1_epi8(char(fill[1])), _mm_set1_epi8(char(fill[2]))};
-  const YccSteps steps(q);
-  for (int ox = 0; ox < q.w; ox += 16) {
-    __mmask16 take;
-    const __mmask16 in = steps.Lanes(ox, &take);
-    __m128i v[3] = {fl[0], fl[1], fl[2]};
-    if (take) {
-      __m256i rgb[3];
-      steps.Colours(q, ox, in, rgb);
-      for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm256_cvtepi16_epi8(rgb[c]));
+  YccSteps steps(rows[0].w, rows[0].hshift);
+  for (size_t i = 0; i < n; ++i) {
+    const YccRow& q = rows[i];
+    steps.Row(q);
+    uint8_t* row = rgb_out + i * stride;
+    for (int ox = 0; ox < q.w; ox += 16) {
+      __mmask16 take;
+      const __mmask16 in = steps.Lanes(ox, &take);
+      __m128i v[3] = {fl[0], fl[1], fl[2]};
+      if (take) {
+        __m256i rgb[3];
+        steps.Colours(q, ox, in, rgb);
+        for (int c = 0; c < 3; ++c) v[c] = _mm_mask_blend_epi8(take, fl[c], _mm256_cvtepi16_epi8(rgb[c]));
+      }
+      Permute48(v[0], v[1], v[2], mirror ? kInterleaveReversed : kInterleave, row + 3 * (mirror ? q.w - ox - 16 : ox));
     }
-    Permute48(v[0], v[1], v[2], mirror ? kInterleaveReversed : kInterleave, rgb_out + 3 * (mirror ? q.w - ox - 16 : ox));
   }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -315,15 +333,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowToRgbAvx512(cons
 
 bool YccRowIsFast(size_t w, int hshift) { return w % 16 == 0 && hshift >= 0 && hshift <= 1 && UseAvx512(); }
 
-void YccRowToRgb(const YccRow& q, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
-  if (YccRowIsFast(size_t(q.w), q.hshift)) return YccRowToRgbAvx512(q, fill, mirror, rgb);
-  YccRowToRgbScalar(q, fill, mirror, rgb);
+void YccRowsToRgb(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror, uint8_t* rgb, size_t stride) {
+  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift)) return YccRowsToRgbAvx512(rows, n, fill, mirror, rgb, stride);
+  for (size_t i = 0; i < n; ++i) YccRowToRgbScalar(rows[i], fill, mirror, rgb + i * stride);
 }
 
-void YccRowToFloat(const YccRow& q, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
-                   float* r, float* g, float* b) {
-  if (YccRowIsFast(size_t(q.w), q.hshift)) return YccRowToFloatAvx512(q, fill, scale, bias, mirror, r, g, b);
-  YccRowToFloatScalar(q, fill, scale, bias, mirror, r, g, b);
+void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const float scale[3], const float bias[3],
+                    bool mirror, float* r, float* g, float* b, size_t stride) {
+  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift))
+    return YccRowsToFloatAvx512(rows, n, fill, scale, bias, mirror, r, g, b, stride);
+  for (size_t i = 0; i < n; ++i)
+    YccRowToFloatScalar(rows[i], fill, scale, bias, mirror, r + i * stride, g + i * stride, b + i * stride);
 }
 
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
@@ -351,11 +371,14 @@ void MirrorRgbRow(const uint8_t* in, size_t w, uint8_t* out) {
 
 bool YccRowIsFast(size_t, int) { return false; }
 
-void YccRowToRgb(const YccRow& q, const uint8_t fill[3], bool mirror, uint8_t* rgb) { YccRowToRgbScalar(q, fill, mirror, rgb); }
+void YccRowsToRgb(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror, uint8_t* rgb, size_t stride) {
+  for (size_t i = 0; i < n; ++i) YccRowToRgbScalar(rows[i], fill, mirror, rgb + i * stride);
+}
 
-void YccRowToFloat(const YccRow& q, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
-                   float* r, float* g, float* b) {
-  YccRowToFloatScalar(q, fill, scale, bias, mirror, r, g, b);
+void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const float scale[3], const float bias[3],
+                    bool mirror, float* r, float* g, float* b, size_t stride) {
+  for (size_t i = 0; i < n; ++i)
+    YccRowToFloatScalar(rows[i], fill, scale, bias, mirror, r + i * stride, g + i * stride, b + i * stride);
 }
 
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,

@@ -47,16 +47,26 @@ struct YccRow {
   int w = 0;
   int shift = 0, lo = 0, hi = 0, cut_from = 0, cut_to = 0;
 };
-void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3], bool mirror,
-                   float* r, float* g, float* b);
 void YccRowToFloatScalar(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3],
                          bool mirror, float* r, float* g, float* b);
 // The same row as uint8 RGB, interleaved: rgb[3 (mirror ? w - 1 - x : x) + c] = pixel_c (the uint8
 // NHWC output, and the deferred form remote workers ship).
-void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb);
 void YccRowToRgbScalar(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb);
-// Whether YccRowToFloat and YccRowToRgb have a vector path for rows of w pixels at hshift on this CPU
-// (AVX-512, w a multiple of 16): elsewhere converting the row to planes first is faster.
+// n rows of one image, all of the same w and hshift, each as the references above write it: row i
+// into r, g and b + i * stride floats, or rgb + i * stride bytes. One call per image: setting up the
+// vector constants per row cost as much as a 32-pixel row's work.
+void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const float scale[3], const float bias[3],
+                    bool mirror, float* r, float* g, float* b, size_t stride);
+void YccRowsToRgb(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror, uint8_t* rgb, size_t stride);
+inline void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3],
+                          bool mirror, float* r, float* g, float* b) {
+  YccRowsToFloat(&row, 1, fill, scale, bias, mirror, r, g, b, 0);
+}
+inline void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
+  YccRowsToRgb(&row, 1, fill, mirror, rgb, 0);
+}
+// Whether YccRowsToFloat and YccRowsToRgb have a vector path for rows of w pixels at hshift on this
+// CPU (AVX-512, w a multiple of 16): elsewhere converting the row to planes first is faster.
 bool YccRowIsFast(size_t w, int hshift);
 
 // An interleaved RGB row mirrored: out[3x + c] = in[3(w - 1 - x) + c]. in and out must not overlap.

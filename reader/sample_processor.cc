@@ -411,13 +411,43 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   const bool mirror = p.flip != 0;  // a flipped row is built mirrored (RowOf)
   const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
   // From YCbCr: each row converted, shifted, cut and normalised (float32 NCHW) or interleaved (the
-  // others) in one pass where the CPU has a vector path for it (kernels::YccRowToFloat / YccRowToRgb);
-  // else converted to planes, assembled, then normalised or interleaved.
+  // others) in one pass where the CPU has a vector path for it (kernels::YccRowsToFloat / YccRowsToRgb,
+  // the whole image in one call); else converted to planes, assembled, then normalised or interleaved.
   const bool fused = jp.components == 3 && kernels::YccRowIsFast(w, jp.hshift[1]);
+  // An output row's source row and bounds (RowOf), for the fused kernels.
+  auto ycc_row = [&](const OutputRow& g) {
+    kernels::YccRow q;
+    if (g.inside) {
+      q.y = jp.plane[0] + size_t(g.ty) * jp.stride[0];
+      q.cb = jp.plane[1] + size_t(g.ty >> jp.vshift[1]) * jp.stride[1];
+      q.cr = jp.plane[2] + size_t(g.ty >> jp.vshift[2]) * jp.stride[2];
+    }
+    q.hshift = jp.hshift[1];
+    q.w = ow;
+    q.shift = g.shift, q.lo = g.lo, q.hi = g.hi, q.cut_from = g.cut_from, q.cut_to = g.cut_to;
+    return q;
+  };
+  if (fused && (planar_out || out_.dtype == DType::kUint8)) {  // the whole image in one call
+    ycc_rows_.resize(size_t(oh));
+    for (int y = 0; y < oh; ++y) ycc_rows_[size_t(y)] = ycc_row(RowOf(p, y));
+    if (planar_out) {
+      float* f = reinterpret_cast<float*>(dst);
+      kernels::YccRowsToFloat(ycc_rows_.data(), size_t(oh), spec_.fill, out_.scale, out_.bias, mirror, f, f + plane,
+                              f + 2 * plane, w);
+    } else {  // uint8 NHWC, straight into the batch
+      kernels::YccRowsToRgb(ycc_rows_.data(), size_t(oh), spec_.fill, mirror, dst, 3 * w);
+    }
+    return;
+  }
   for (int y = 0; y < oh; ++y) {
     const OutputRow g = RowOf(p, y);
     const int ty = g.ty, shift = g.shift, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
     const bool inside = g.inside;
+    if (fused) {  // another dtype or layout: each row through row_
+      kernels::YccRowToRgb(ycc_row(g), spec_.fill, mirror, row_.data());
+      EmitRow(row_.data(), y, dst);
+      continue;
+    }
     const uint8_t *Y = nullptr, *cb = nullptr, *cr = nullptr;
     if (inside) {
       Y = jp.plane[0] + size_t(ty) * jp.stride[0];
@@ -425,23 +455,6 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
         cb = jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1];
         cr = jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2];
       }
-    }
-    if (fused) {
-      kernels::YccRow q;
-      q.y = Y, q.cb = cb, q.cr = cr;
-      q.hshift = jp.hshift[1];
-      q.w = ow;
-      q.shift = shift, q.lo = lo, q.hi = hi, q.cut_from = cut_from, q.cut_to = cut_to;
-      if (planar_out) {
-        float* row = reinterpret_cast<float*>(dst) + size_t(y) * w;
-        kernels::YccRowToFloat(q, spec_.fill, out_.scale, out_.bias, mirror, row, row + plane, row + 2 * plane);
-      } else if (out_.dtype == DType::kUint8) {  // straight into the batch
-        kernels::YccRowToRgb(q, spec_.fill, mirror, dst + size_t(y) * w * 3);
-      } else {
-        kernels::YccRowToRgb(q, spec_.fill, mirror, row_.data());
-        EmitRow(row_.data(), y, dst);
-      }
-      continue;
     }
     if (inside) {
       if (jp.components == 3) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/color.h"
 #include "kernels/jpeg_decoder.h"
 #include "kernels/jpeg_twin_crop.h"
 #include "kernels/resample.h"
@@ -121,6 +122,7 @@ class SampleProcessor {
   std::unique_ptr<kernels::JpegDecoder> jpeg_;  // recreated after a fault left it mid-decode
   void* zstd_ = nullptr;  // ZSTD_DCtx
   std::vector<uint8_t> scratch_, pixels_, row_, mirrored_, decode_buf_, planar_;
+  std::vector<kernels::YccRow> ycc_rows_;  // an image's rows for the fused YCbCr kernels (WritePlanes)
   std::vector<uint8_t> resized_, resample_scratch_;  // crop modes: the resized image, the resampler's rows
   kernels::ResampleAxis axis_h_, axis_v_;
   std::unique_ptr<TwinStageWorker> twin_;  // OutputFormat::twin

@@ -280,6 +280,67 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
   }
 }
 
+TEST(Color, YccRowsWriteEachRowAsItsReference) {
+  // An image's rows in one call (the constants set up once): each row of varied bounds, shift, cut and
+  // source (rows outside the image too) equal to its scalar reference, at row strides that keep every
+  // row 64-byte aligned (streaming stores) or not, with guards between and after the rows.
+  std::mt19937 rng(23);
+  const uint8_t fill[3] = {9, 200, 31};
+  const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
+  for (int w : {16, 32, 48, 224, 40}) {
+    for (int hshift : {0, 1}) {
+      const int n = 11, cw = (w + (1 << hshift) - 1) >> hshift;
+      std::vector<uint8_t> y(size_t(n * w)), cb(size_t(n * cw)), cr(size_t(n * cw));
+      for (auto* v : {&y, &cb, &cr})
+        for (auto& b : *v) b = uint8_t(rng());
+      std::vector<YccRow> rows(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        YccRow& q = rows[size_t(i)];
+        q.w = w, q.hshift = hshift;
+        q.shift = int(rng() % 9) - 4;
+        if (i % 5 != 4) {  // every fifth row lies outside the image: fill
+          const int src = int(rng() % unsigned(n));
+          q.y = y.data() + src * w, q.cb = cb.data() + src * cw, q.cr = cr.data() + src * cw;
+          q.lo = std::max(q.shift, 0), q.hi = std::min(w, w + q.shift);
+        }
+        if (i % 3 == 1) {
+          q.cut_from = int(rng() % unsigned(w));
+          q.cut_to = std::min(w, q.cut_from + 1 + int(rng() % 12));
+        }
+      }
+      for (const bool mirror : {false, true}) {
+        for (const size_t stride : {(size_t(w) + 16 + 15) / 16 * 16, size_t(w) + 3}) {  // floats per row
+          const size_t plane = (size_t(n) * stride + 16 + 15) / 16 * 16;  // each plane 64-byte aligned
+          float* out = static_cast<float*>(std::aligned_alloc(64, (3 * plane * sizeof(float) + 63) / 64 * 64));
+          std::fill(out, out + 3 * plane, -99.f);
+          YccRowsToFloat(rows.data(), size_t(n), fill, scale, bias, mirror, out, out + plane, out + 2 * plane, stride);
+          std::vector<float> ref(3 * size_t(w));
+          for (int i = 0; i < n; ++i) {
+            YccRowToFloatScalar(rows[size_t(i)], fill, scale, bias, mirror, ref.data(), ref.data() + w, ref.data() + 2 * w);
+            for (int c = 0; c < 3; ++c) {
+              const float* got = out + size_t(c) * plane + size_t(i) * stride;
+              EXPECT_EQ(std::memcmp(got, ref.data() + c * w, size_t(w) * sizeof(float)), 0)
+                  << "w=" << w << " hshift=" << hshift << " row " << i << " channel " << c << " stride " << stride
+                  << " mirror " << mirror;
+              EXPECT_EQ(got[w], -99.f) << "guard after row " << i << ", w=" << w << " stride " << stride;
+            }
+          }
+          std::free(out);
+        }
+        const size_t rgb_stride = 3 * size_t(w) + 5;
+        std::vector<uint8_t> rgb(size_t(n) * rgb_stride, 0xA5), ref8(3 * size_t(w));
+        YccRowsToRgb(rows.data(), size_t(n), fill, mirror, rgb.data(), rgb_stride);
+        for (int i = 0; i < n; ++i) {
+          YccRowToRgbScalar(rows[size_t(i)], fill, mirror, ref8.data());
+          const uint8_t* got = rgb.data() + size_t(i) * rgb_stride;
+          EXPECT_EQ(std::vector<uint8_t>(got, got + 3 * w), ref8) << "w=" << w << " hshift=" << hshift << " row " << i;
+          EXPECT_EQ(got[3 * w], 0xA5) << "guard after row " << i << ", w=" << w;
+        }
+      }
+    }
+  }
+}
+
 TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
   // Every (y, cb, cr): the dispatched row (16-bit arithmetic where the CPU has AVX-512) against
   // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr).
