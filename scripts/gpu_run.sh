@@ -196,9 +196,9 @@ if want python; then
          -Dpybind11_DIR="$pybind11_dir" >>"$RES/build.log" 2>&1 &&
        ninja -C "$build" -j "$JOBS" dsc_python dsc_testdata dsc >>"$RES/build.log" 2>&1; then
       # `import dsc` alone first, with the head of any crash report (on the H200, session 25, the
-      # suite's first fixture segfaulted before dsc's extension showed in sys.modules; not yet explained).
+      # suite's first fixture segfaulted: a libstdc++ linked statically into the module, fixed in session 28).
       PYTHONPATH=$build/python python3 -X faulthandler -c 'import torch, PIL.Image, dsc; print("import dsc:", dsc.__file__)' 2>&1 | head -30
-      ctest --test-dir "$build" -R "Python\." --output-on-failure 2>&1 | head -60
+      ctest --test-dir "$build" -R "Python\." --output-on-failure 2>&1  # whole: a crash report leads, the failed tests end it
       # The test that needs a GPU, by name, with its verdict (ctest shows only failures).
       (cd "$build" && PYTHONPATH=$build/python DSC_TESTDATA=$build/testdata DSC_BINARY=$dsc \
         python3 -m pytest -q -p no:cacheprovider -rs "$SRC/python/tests/test_module.py" -k pin_memory 2>&1 | tail -8)
