@@ -28,9 +28,12 @@ def test_same_batches_and_losses_as_dsc_train(cifar, tmp_path):
     train_bin = os.environ.get("DSC_TRAIN_BINARY")
     if not train_bin or not os.path.exists(train_bin):
         pytest.skip("dsc-train is not built (no libtorch)")
-    # 20 steps of 16 images on a seeded 320-sample subset: small CPU time on shared cores.
+    # 20 steps of 16 images on a seeded 320-sample subset: small CPU time on shared cores. Both on the CPU
+    # in float32, by name: the script's default device is CUDA where there is one (dsc train's is the
+    # CPU), and bf16 CUDA steps against float32 CPU ones drifted 7% apart by the failing step on an H200.
     common = [str(cifar / "train.beton"), "--test", str(cifar / "test.beton"), "--epochs", "2", "--limit", "320",
-              "--batch-size", "16", "--test-limit", "100", "--max-steps", "20", "--seed", "3", "--torch-threads", "2"]
+              "--batch-size", "16", "--test-limit", "100", "--max-steps", "20", "--seed", "3", "--torch-threads", "2",
+              "--device", "cpu"]
     subprocess.run([train_bin] + common + ["--save-init", str(tmp_path / "init.bin"), "--steps-out", str(tmp_path / "cxx.txt")],
                    check=True, capture_output=True)
     script = os.path.join(os.environ["DSC_SOURCE_DIR"], "examples", "train_cifar.py")
@@ -42,8 +45,8 @@ def test_same_batches_and_losses_as_dsc_train(cifar, tmp_path):
     assert len(cxx) == len(py) == 20
     assert [r[:4] for r in py] == [r[:4] for r in cxx]  # epoch, batch and both digests of every step
     assert len({r[2] for r in cxx}) == 20
-    for (*_, a), (*_, b) in zip(cxx, py):
-        assert abs(b - a) <= 0.02 * abs(a), (a, b)
+    for step, ((*_, a), (*_, b)) in enumerate(zip(cxx, py)):
+        assert abs(b - a) <= 0.02 * abs(a), (step, a, b)
     # The subset is the one dsc train draws, and the digest covers bytes the loader really handed out.
     loader = dsc.Loader(cifar / "train.beton", preset="cifar-train", batch_size=16, seed=3, layout="NHWC", threads=1,
                         subset=dsc.random_subset(50000, 320, 3))
