@@ -149,7 +149,12 @@ std::string AsChoice(const std::string& name, py::handle h, const std::vector<st
   std::string list;
   for (const auto& c : choices) {
     if (c == s) return s;
-    list += (list.empty() ? "" : ", ") + ("'" + c + "'");
+    // Appended piece by piece: GCC 12's LTO warned (-Wstringop-overflow, a false positive) on a
+    // concatenation of temporaries here.
+    if (!list.empty()) list += ", ";
+    list += '\'';
+    list += c;
+    list += '\'';
   }
   BadValue(name, "= '" + s + "' is not one of " + list);
 }
