@@ -99,4 +99,45 @@ Diagnosis Diagnose(const RunProfile& p) {
   return d;
 }
 
+std::string BenchVerdict(const BenchEpoch& e) {
+  const double wall_ns = std::max(e.seconds, 1e-9) * 1e9;
+  const double wait = double(e.stages.consumer_wait_ns) / wall_ns;
+  const int threads = std::max(1, e.threads);
+  const auto pct = [](double x) { return std::to_string(int(100 * x + 0.5)) + "%"; };
+  std::string consumer;  // what the consumer did with each batch besides taking it
+  if (e.gpu) consumer = "the GPU's decode and augmentation";
+  if (e.consumer_ms > 0) {
+    if (!consumer.empty()) consumer += " and ";
+    consumer += Fmt("the simulated %g ms training step", e.consumer_ms);
+  }
+  if (!consumer.empty() && wait < kInputBoundWaitShare)
+    return "the loader keeps up: the consumer waited " + pct(wait) + " of the time, so " + consumer +
+           " bound" + (e.gpu && e.consumer_ms > 0 ? "" : "s") + " throughput";
+  // The stage times below are the local threads' only: with the work mostly remote they say nothing.
+  if (e.workers > 0 && e.remote_share >= 0.5)
+    return "input-bound on the remote workers: the consumer waited " + pct(wait) + " of the time and the " +
+           std::to_string(e.workers) + " worker(s) did " + pct(e.remote_share) +
+           " of the samples; add workers (dsc serve on more machines, or more --threads there) or local threads "
+           "(--local-threads, " + std::to_string(threads) + " now)";
+  struct Advice {
+    const char* stage;
+    const char* advice;
+  };
+  static const Advice kAdvice[] = {
+      {"read", "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
+      {"decode", "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
+      {"augment", "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
+      {"collate", "collate bound: larger batches"}};
+  const StageShare top = LargestStage(e.stages);
+  const char* advice = "";
+  for (const auto& a : kAdvice)
+    if (std::strcmp(a.stage, top.name) == 0) advice = a.advice;
+  const uint64_t total = e.stages.read_ns + e.stages.decode_ns + e.stages.augment_ns + e.stages.collate_ns;
+  const double busy = double(total) / (wall_ns * threads);
+  std::string v = std::string(top.name) + " is the largest stage (" + pct(top.share) + " of worker time): " + advice;
+  if (busy < 0.7) v += "; workers were busy only " + pct(busy) + " of the time (backpressure or scheduling: try a larger --prefetch)";
+  if (threads < e.cores) v += "; " + std::to_string(threads) + " of " + std::to_string(e.cores) + " cores used";
+  return v;
+}
+
 }  // namespace dsc

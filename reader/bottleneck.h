@@ -1,7 +1,7 @@
 // What bounds a training run's throughput, from what it measured: the share of step time spent
 // waiting for batches, the loader's per-stage time (StageStats), the process's CPU time and the core
 // count. Pure functions of their inputs (tests feed them synthetic measurements); `dsc train` prints
-// Diagnose()'s verdict per epoch and `dsc bench` names the largest stage with LargestStage().
+// Diagnose()'s verdict per epoch and `dsc bench` BenchVerdict()'s.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,5 +47,22 @@ struct StageShare {
   double share;
 };
 StageShare LargestStage(const StageStats& s);
+
+// One epoch of `dsc bench`: the loader's stages and what its consumer did with each batch.
+struct BenchEpoch {
+  StageStats stages;        // the local threads' stage times and the consumer's wait (consumer_wait_ns)
+  double seconds = 0;       // the epoch's wall time
+  int threads = 1;          // local loader threads
+  int cores = 1;            // cores the process may use
+  double consumer_ms = 0;   // a simulated training step per batch (--consumer-ms), 0: none
+  bool gpu = false;         // the consumer leased each batch to the GPU to decode and augment (--decoder gpu)
+  double remote_share = 0;  // of the processed samples, the part remote workers did
+  size_t workers = 0;       // remote workers
+};
+
+// One sentence naming what bounds the epoch's throughput. A consumer that waited under
+// kInputBoundWaitShare of the time while it worked (a simulated step, the GPU's decode) bounds it
+// itself: the loader keeps up, whatever its largest stage.
+std::string BenchVerdict(const BenchEpoch& e);
 
 }  // namespace dsc

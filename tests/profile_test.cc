@@ -134,6 +134,65 @@ TEST(Verdict, LargestStage) {
   EXPECT_DOUBLE_EQ(LargestStage(StageStats()).share, 0);
 }
 
+// A 1 s epoch of `dsc bench` on 16 cores: one loader thread whose stages took `decode` ms (decode)
+// and 0.1 ms (read), and a consumer that waited `wait` of the time.
+BenchEpoch Epoch(double wait, uint64_t decode_ms) {
+  BenchEpoch e;
+  e.seconds = 1;
+  e.threads = 1;
+  e.cores = 16;
+  e.stages.consumer_wait_ns = uint64_t(wait * 1e9);
+  e.stages.read_ns = 100'000;
+  e.stages.decode_ns = decode_ms * 1'000'000;
+  return e;
+}
+
+TEST(BenchVerdict, AGpuConsumerThatHardlyWaitsBoundsThroughputNotTheLargestStage) {
+  // --decoder gpu on an H200 (session 29): the consumer waited 3% while the loader's one thread staged
+  // JPEGs (its "decode" stage) 60% of the time; the verdict said "decode bound: more cores".
+  BenchEpoch e = Epoch(0.03, 600);
+  e.gpu = true;
+  std::string v = BenchVerdict(e);
+  EXPECT_TRUE(Has(v, "the loader keeps up: the consumer waited 3% of the time, so the GPU's decode and augmentation "
+                     "bounds throughput")) << v;
+  EXPECT_FALSE(Has(v, "decode bound")) << v;
+  e.consumer_ms = 2;  // and a simulated step as well
+  v = BenchVerdict(e);
+  EXPECT_TRUE(Has(v, "so the GPU's decode and augmentation and the simulated 2 ms training step bound throughput")) << v;
+  // A GPU consumer that waits for batches: the loader's stages are the bound again.
+  e = Epoch(0.4, 600);
+  e.gpu = true;
+  v = BenchVerdict(e);
+  EXPECT_TRUE(Has(v, "decode is the largest stage (100% of worker time): decode bound")) << v;
+  EXPECT_TRUE(Has(v, "workers were busy only 60% of the time")) << v;
+  EXPECT_TRUE(Has(v, "1 of 16 cores used")) << v;
+}
+
+TEST(BenchVerdict, ASimulatedStepBelowTheThresholdKeepsUp) {
+  BenchEpoch e = Epoch(0.049, 900);
+  e.consumer_ms = 2.5;
+  EXPECT_EQ(BenchVerdict(e), "the loader keeps up: the consumer waited 5% of the time, so the simulated 2.5 ms "
+                             "training step bounds throughput");
+  e.stages.consumer_wait_ns = 50'000'000;  // 5%: input-bound from here on, as in dsc train's verdict
+  EXPECT_TRUE(Has(BenchVerdict(e), "decode is the largest stage")) << BenchVerdict(e);
+  // A consumer that does nothing and still hardly waits: no work to blame, the stages are reported.
+  e = Epoch(0.01, 900);
+  EXPECT_TRUE(Has(BenchVerdict(e), "decode is the largest stage")) << BenchVerdict(e);
+  EXPECT_FALSE(Has(BenchVerdict(e), "workers were busy only")) << BenchVerdict(e);
+}
+
+TEST(BenchVerdict, MostlyRemoteWorkNamesTheWorkers) {
+  BenchEpoch e = Epoch(0.3, 10);
+  e.workers = 2;
+  e.remote_share = 0.8;
+  std::string v = BenchVerdict(e);
+  EXPECT_TRUE(Has(v, "input-bound on the remote workers: the consumer waited 30% of the time and the 2 worker(s) did 80% "
+                     "of the samples")) << v;
+  EXPECT_TRUE(Has(v, "(--local-threads, 1 now)")) << v;
+  e.remote_share = 0.4;  // mostly local: the local stages again
+  EXPECT_TRUE(Has(BenchVerdict(e), "decode is the largest stage")) << BenchVerdict(e);
+}
+
 TEST(Tracer, NamedRowsCountersAndEscapedNamesParseAsJson) {
   const std::string path = ScratchDir() + "/t.json";
   Tracer t;

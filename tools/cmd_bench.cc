@@ -137,41 +137,6 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// remote_share: the part of the processed samples (padding included) that remote workers did.
-std::string Verdict(const EpochResult& r, int threads, double consumer_ms, double remote_share, size_t workers) {
-  const double wall_ns = r.seconds * 1e9;
-  const double wait = r.stages.consumer_wait_ns / wall_ns;
-  std::ostringstream v;
-  if (consumer_ms > 0 && wait < 0.05) {
-    v << "the loader keeps up: the consumer waited " << int(wait * 100 + 0.5) << "% of the time, so the simulated "
-      << consumer_ms << " ms training step bounds throughput";
-    return v.str();
-  }
-  // The stage times below are the local threads' only: with the work mostly remote they say nothing.
-  if (workers > 0 && remote_share >= 0.5) {
-    v << "input-bound on the remote workers: the consumer waited " << int(wait * 100 + 0.5) << "% of the time and the "
-      << workers << " worker(s) did " << int(100 * remote_share + 0.5) << "% of the samples; add workers (dsc serve on more "
-      << "machines, or more --threads there) or local threads (--local-threads, " << threads << " now)";
-    return v.str();
-  }
-  struct Advice { const char* stage; const char* advice; };
-  static const Advice kAdvice[] = {
-      {"read", "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
-      {"decode", "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
-      {"augment", "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
-      {"collate", "collate bound: larger batches"}};
-  const StageShare top = LargestStage(r.stages);
-  const char* advice = "";
-  for (const auto& a : kAdvice)
-    if (std::strcmp(a.stage, top.name) == 0) advice = a.advice;
-  const uint64_t total = r.stages.read_ns + r.stages.decode_ns + r.stages.augment_ns + r.stages.collate_ns;
-  const double busy = total / (wall_ns * threads);
-  v << top.name << " is the largest stage (" << int(100.0 * top.share + 0.5) << "% of worker time): " << advice;
-  if (busy < 0.7) v << "; workers were busy only " << int(busy * 100 + 0.5) << "% of the time (backpressure or scheduling: try a larger --prefetch)";
-  if (threads < kernels::UsableCores()) v << "; " << threads << " of " << kernels::UsableCores() << " cores used";
-  return v.str();
-}
-
 }  // namespace
 
 int CmdBench(int argc, char** argv) {
@@ -438,7 +403,16 @@ int CmdBench(int argc, char** argv) {
     const EpochResult& last = results.back();
     // Local threads count the padding samples they make (stages.samples), workers theirs too.
     const double remote_share = remote_samples ? double(remote_samples) / double(remote_samples + decoded) : 0;
-    const std::string verdict = Verdict(last, o.threads, consumer_ms, remote_share, remote.size());
+    BenchEpoch be;
+    be.stages = last.stages;
+    be.seconds = last.seconds;
+    be.threads = o.threads;
+    be.cores = kernels::UsableCores();
+    be.consumer_ms = consumer_ms;
+    be.gpu = on_gpu;
+    be.remote_share = remote_share;
+    be.workers = remote.size();
+    const std::string verdict = BenchVerdict(be);
     if (json) {
       std::ostringstream j;
       j << "{\n  \"file\": " << JsonString(file) << ",\n  \"images_per_second\": " << median << ",\n  \"threads\": " << o.threads
