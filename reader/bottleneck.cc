@@ -102,7 +102,7 @@ Diagnosis Diagnose(const RunProfile& p) {
 std::string BenchVerdict(const BenchEpoch& e) {
   const double wall_ns = std::max(e.seconds, 1e-9) * 1e9;
   const double wait = double(e.stages.consumer_wait_ns) / wall_ns;
-  const int threads = std::max(1, e.threads);
+  const int threads = std::max(0, e.threads);  // 0: remote workers only (--local-threads 0)
   const auto pct = [](double x) { return std::to_string(int(100 * x + 0.5)) + "%"; };
   std::string consumer;  // what the consumer did with each batch besides taking it
   if (e.gpu) consumer = "the GPU's decode and augmentation";
@@ -133,7 +133,7 @@ std::string BenchVerdict(const BenchEpoch& e) {
   for (const auto& a : kAdvice)
     if (std::strcmp(a.stage, top.name) == 0) advice = a.advice;
   const uint64_t total = e.stages.read_ns + e.stages.decode_ns + e.stages.augment_ns + e.stages.collate_ns;
-  const double busy = double(total) / (wall_ns * threads);
+  const double busy = double(total) / (wall_ns * std::max(1, threads));
   std::string v = std::string(top.name) + " is the largest stage (" + pct(top.share) + " of worker time): " + advice;
   if (busy < 0.7) v += "; workers were busy only " + pct(busy) + " of the time (backpressure or scheduling: try a larger --prefetch)";
   if (threads < e.cores) v += "; " + std::to_string(threads) + " of " + std::to_string(e.cores) + " cores used";

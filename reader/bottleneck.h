@@ -52,7 +52,7 @@ StageShare LargestStage(const StageStats& s);
 struct BenchEpoch {
   StageStats stages;        // the local threads' stage times and the consumer's wait (consumer_wait_ns)
   double seconds = 0;       // the epoch's wall time
-  int threads = 1;          // local loader threads
+  int threads = 1;          // local loader threads (0: remote workers only)
   int cores = 1;            // cores the process may use
   double consumer_ms = 0;   // a simulated training step per batch (--consumer-ms), 0: none
   bool gpu = false;         // the consumer leased each batch to the GPU to decode and augment (--decoder gpu)

@@ -189,6 +189,9 @@ TEST(BenchVerdict, MostlyRemoteWorkNamesTheWorkers) {
   EXPECT_TRUE(Has(v, "input-bound on the remote workers: the consumer waited 30% of the time and the 2 worker(s) did 80% "
                      "of the samples")) << v;
   EXPECT_TRUE(Has(v, "(--local-threads, 1 now)")) << v;
+  e.threads = 0;  // remote only
+  EXPECT_TRUE(Has(BenchVerdict(e), "(--local-threads, 0 now)")) << BenchVerdict(e);
+  e.threads = 1;
   e.remote_share = 0.4;  // mostly local: the local stages again
   EXPECT_TRUE(Has(BenchVerdict(e), "decode is the largest stage")) << BenchVerdict(e);
 }
