@@ -44,6 +44,10 @@ struct Behaviour {
   bool asked_deferred = false;
   std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0}, busy{0};
   std::atomic<int> plane_samples{0};  // handed to the loader as planes
+  // Every request waits (up to 10 s) until `after` has been sent more than `after_requests`: on a
+  // loaded machine one worker's drivers could otherwise take every chunk before the other's started.
+  const Behaviour* after = nullptr;
+  int after_requests = 0;
 };
 
 class FakeExecutor : public RemoteExecutor {
@@ -65,6 +69,11 @@ class FakeExecutor : public RemoteExecutor {
   }
   RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) override {
     const int n = b_->requests++;
+    if (b_->after) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (b_->after->requests <= b_->after_requests && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     if (t.count > kMaxRemoteRequestSamples) {  // as dsc serve and the gRPC client refuse it
       ++b_->too_large;
       return *why = "remote worker " + address_ + " takes fewer samples per request", RunResult::kRetry;
@@ -206,6 +215,8 @@ TEST(RemoteExecutor, LocalAndRemoteEqualLocal) {
 TEST(RemoteExecutor, FailingWorkerIsReplaced) {
   Behaviour bad, good;
   bad.fail_after = 3;
+  good.after = &bad;  // bad is sent its fourth request, the first that fails
+  good.after_requests = 3;
   std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(WithFakes({&bad, &good}, 0), 2, &l), LocalDigests());
   EXPECT_GT(l->remote_stats()[0].failures, 0u);
@@ -213,10 +224,12 @@ TEST(RemoteExecutor, FailingWorkerIsReplaced) {
 
 TEST(RemoteExecutor, StallingWorkerHitsItsDeadline) {
   Behaviour slow, good;
-  // Stalls from its first request: a later threshold let the good worker take every remaining chunk
-  // first now and then (seen in CI), and nothing stalled. A chunk the slow worker holds blocks the
-  // batches behind it, so its deadline must pass and the chunk be rescheduled.
+  // Stalls from its first request, and the good worker serves nothing until that request is sent: the
+  // good worker's drivers took every chunk first now and then under CI's load (seen twice), and
+  // nothing stalled. A chunk the slow worker holds blocks the batches behind it, so its deadline must
+  // pass and the chunk be rescheduled.
   slow.stall_after = 0;
+  good.after = &slow;
   LoaderOptions o = WithFakes({&slow, &good}, 0);
   o.remote.deadline_ms = 100;
   std::unique_ptr<Loader> l;
