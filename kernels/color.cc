@@ -184,9 +184,8 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_* (see resample.cc)
 #endif
-// YccRow's pixels 16 at a time with AVX-512 (w % 16 == 0): which lanes of a step take a source pixel,
-// and their colours as int16 in 0..255 (other lanes hold some colour, replaced by the caller's fill).
-// Source bytes are read with masked loads that stop at the row's ends.
+// The colour arithmetic of 16 pixels held as int16 (chroma already upsampled), shared by the AVX-512
+// and AVX2 steps below.
 //
 // YccToRgb's products, 16-bit: each constant splits into a multiple of 65536, which only adds a
 // multiple of c to the result, and a rest that fits an int16 (c = cb - 128 or cr - 128, -128..127):
@@ -196,8 +195,42 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 // For a single product P = k c: P >> 16 is mulhi(c, k) and (P + 32768) >> 16 adds bit 15 of the low
 // half, mullo(c, k). The green sum is formed exactly in 32 bits with madd. Every (y, cb, cr) is checked
 // against YccToRgb (tests/kernels_test.cc).
+struct YccMath {
+  __m256i c128, zero, v255, kr, kb, kg, half;
+
+  __attribute__((target("avx2"))) YccMath() {
+    c128 = _mm256_set1_epi16(128), zero = _mm256_setzero_si256(), v255 = _mm256_set1_epi16(255);
+    kr = _mm256_set1_epi16(26345), kb = _mm256_set1_epi16(-14942);
+    kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
+    half = _mm256_set1_epi32(32768);
+  }
+  // (k c + 32768) >> 16 for 16-bit c and k.
+  __attribute__((target("avx2"))) static __m256i RoundedHigh(__m256i c, __m256i k) {
+    return _mm256_add_epi16(_mm256_mulhi_epi16(c, k), _mm256_srli_epi16(_mm256_mullo_epi16(c, k), 15));
+  }
+  // Y, CB, CR: 0..255 as int16; rgb: the colours as int16 in 0..255.
+  __attribute__((target("avx2"))) void Colours(__m256i Y, __m256i CB, __m256i CR, __m256i rgb[3]) const {
+    CB = _mm256_sub_epi16(CB, c128);
+    CR = _mm256_sub_epi16(CR, c128);
+    const __m256i R = _mm256_add_epi16(_mm256_add_epi16(Y, CR), RoundedHigh(CR, kr));
+    const __m256i B = _mm256_add_epi16(_mm256_add_epi16(Y, _mm256_add_epi16(CB, CB)), RoundedHigh(CB, kb));
+    // Green: madd of the (cb, cr) pairs, in 32 bits; unpack and pack work within 128-bit lanes alike,
+    // so the pack restores the pixel order.
+    const __m256i lo = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(CB, CR), kg), half), 16);
+    const __m256i hi = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(CB, CR), kg), half), 16);
+    const __m256i G = _mm256_add_epi16(_mm256_sub_epi16(Y, CR), _mm256_packs_epi32(lo, hi));
+    rgb[0] = _mm256_min_epi16(_mm256_max_epi16(R, zero), v255);
+    rgb[1] = _mm256_min_epi16(_mm256_max_epi16(G, zero), v255);
+    rgb[2] = _mm256_min_epi16(_mm256_max_epi16(B, zero), v255);
+  }
+};
+
+// YccRow's pixels 16 at a time with AVX-512 (w % 16 == 0): which lanes of a step take a source pixel,
+// and their colours as int16 in 0..255 (other lanes hold some colour, replaced by the caller's fill).
+// Source bytes are read with masked loads that stop at the row's ends.
 struct YccSteps {
-  __m256i pair[2], c128, zero, v255, kr, kb, kg, half;
+  YccMath math;
+  __m256i pair[2];
   __m512i index, lo, hi, cut_from, cut_to, chroma_end;  // index: 0..15 as int32
 
   // The constants of rows of w pixels at hshift; Row sets a row's bounds.
@@ -206,10 +239,6 @@ struct YccSteps {
     // Chroma sample of lane i at hshift 1, relative to the first: (i + parity of the first pixel) / 2.
     pair[0] = _mm256_srli_epi16(lane, 1);
     pair[1] = _mm256_srli_epi16(_mm256_add_epi16(lane, _mm256_set1_epi16(1)), 1);
-    c128 = _mm256_set1_epi16(128), zero = _mm256_setzero_si256(), v255 = _mm256_set1_epi16(255);
-    kr = _mm256_set1_epi16(26345), kb = _mm256_set1_epi16(-14942);
-    kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
-    half = _mm256_set1_epi32(32768);
     index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     chroma_end = _mm512_set1_epi32((w + (1 << hshift) - 1) >> hshift);
   }
@@ -224,10 +253,6 @@ struct YccSteps {
     const __mmask16 in = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, lo), x, hi);
     *take = in & __mmask16(~_mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, cut_from), x, cut_to));
     return in;
-  }
-  // (k c + 32768) >> 16 for 16-bit c and k.
-  __attribute__((target("avx512f,avx512bw,avx512vl"))) static __m256i RoundedHigh(__m256i c, __m256i k) {
-    return _mm256_add_epi16(_mm256_mulhi_epi16(c, k), _mm256_srli_epi16(_mm256_mullo_epi16(c, k), 15));
   }
   // `in`: Lanes(ox).
   __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __mmask16 in, __m256i rgb[3]) const {
@@ -245,18 +270,71 @@ struct YccSteps {
       CB = _mm256_permutexvar_epi16(pair[s & 1], CB);
       CR = _mm256_permutexvar_epi16(pair[s & 1], CR);
     }
-    CB = _mm256_sub_epi16(CB, c128);
-    CR = _mm256_sub_epi16(CR, c128);
-    const __m256i R = _mm256_add_epi16(_mm256_add_epi16(Y, CR), RoundedHigh(CR, kr));
-    const __m256i B = _mm256_add_epi16(_mm256_add_epi16(Y, _mm256_add_epi16(CB, CB)), RoundedHigh(CB, kb));
-    // Green: madd of the (cb, cr) pairs, in 32 bits; unpack and pack work within 128-bit lanes alike,
-    // so the pack restores the pixel order.
-    const __m256i lo = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(CB, CR), kg), half), 16);
-    const __m256i hi = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(CB, CR), kg), half), 16);
-    const __m256i G = _mm256_add_epi16(_mm256_sub_epi16(Y, CR), _mm256_packs_epi32(lo, hi));
-    rgb[0] = _mm256_min_epi16(_mm256_max_epi16(R, zero), v255);
-    rgb[1] = _mm256_min_epi16(_mm256_max_epi16(G, zero), v255);
-    rgb[2] = _mm256_min_epi16(_mm256_max_epi16(B, zero), v255);
+    math.Colours(Y, CB, CR, rgb);
+  }
+};
+
+// The same steps with AVX2 (the AMD EPYCs before Zen 4 have no AVX-512). Lane masks are int16
+// compares (rows of at most kAvx2MaxWidth pixels). Instead of masked loads, 16 bytes are loaded inside
+// the row and moved into their lanes with a byte shuffle, so nothing outside the row is read. A
+// mirrored row's steps hold their pixels in reverse (lane i is pixel 15 - i of the step, through the
+// shuffles' and the compares' indices), so their stores need no permutation. Each step's colours come
+// back with the fill already in the lanes that take none.
+constexpr int kAvx2MaxWidth = 32752;
+struct YccSteps2 {
+  YccMath math;
+  __m256i index, lo, hi, cut_from, cut_to, fill[3];  // int16 lanes
+  __m128i iota, pair[2];  // pshufb: the step's pixel of lane i; its chroma byte at hshift 1 by parity
+
+  __attribute__((target("avx2"))) YccSteps2(const uint8_t f[3], bool mirror) {
+    alignas(32) int16_t ix[16];
+    alignas(16) int8_t io[16], pr[2][16];
+    for (int i = 0; i < 16; ++i) {
+      const int k = mirror ? 15 - i : i;
+      ix[i] = int16_t(k), io[i] = int8_t(k), pr[0][i] = int8_t(k / 2), pr[1][i] = int8_t((k + 1) / 2);
+    }
+    index = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
+    iota = _mm_load_si128(reinterpret_cast<const __m128i*>(io));
+    for (int j = 0; j < 2; ++j) pair[j] = _mm_load_si128(reinterpret_cast<const __m128i*>(pr[j]));
+    for (int c = 0; c < 3; ++c) fill[c] = _mm256_set1_epi16(int16_t(f[c]));
+  }
+  // Bounds clamped to [0, w] (the same lanes for x in [0, w), and int16).
+  __attribute__((target("avx2"))) void Row(const YccRow& q) {
+    auto c = [&q](int v) { return int16_t(std::min(std::max(v, 0), q.w)); };
+    lo = _mm256_set1_epi16(c(q.lo)), hi = _mm256_set1_epi16(c(q.hi));
+    cut_from = _mm256_set1_epi16(c(q.cut_from)), cut_to = _mm256_set1_epi16(c(q.cut_to));
+  }
+  // As YccSteps::Lanes, as int16 lanes of all ones or zeros: those that take a source pixel.
+  __attribute__((target("avx2"))) __m256i Take(int ox) const {
+    const __m256i x = _mm256_add_epi16(index, _mm256_set1_epi16(int16_t(ox)));
+    const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi16(lo, x), _mm256_cmpgt_epi16(hi, x));
+    const __m256i cut = _mm256_andnot_si256(_mm256_cmpgt_epi16(cut_from, x), _mm256_cmpgt_epi16(cut_to, x));
+    return _mm256_andnot_si256(cut, in);
+  }
+  // take: Take(ox), not all zero.
+  __attribute__((target("avx2"))) void Colours(const YccRow& q, int ox, __m256i take, __m256i rgb[3]) const {
+    const int s = ox - q.shift, c0 = s >> q.hshift;  // as in YccSteps::Colours
+    // 16 bytes of the row from p, clamped into it; lane i takes byte s + iota[i] - p. The lanes that
+    // take a source pixel find it there (their pixels lie in the row, at most 16 in a row); the others
+    // get some byte, replaced by the fill.
+    const int p = std::min(std::max(s, 0), q.w - 16);
+    const __m128i at_y = _mm_add_epi8(iota, _mm_set1_epi8(char(s - p)));
+    const __m128i Y = _mm_shuffle_epi8(Load16(q.y + p), at_y);
+    __m128i CB, CR;
+    if (q.hshift == 0) {
+      CB = _mm_shuffle_epi8(Load16(q.cb + p), at_y), CR = _mm_shuffle_epi8(Load16(q.cr + p), at_y);
+    } else {  // a chroma row of w / 2 bytes, 8 of them at w = 16; lane i takes byte c0 + pair[i]
+      const int cw = q.w >> 1, pc = cw >= 16 ? std::min(std::max(c0, 0), cw - 16) : 0;
+      const __m128i at = _mm_add_epi8(pair[s & 1], _mm_set1_epi8(char(c0 - pc)));
+      if (cw >= 16) {
+        CB = _mm_shuffle_epi8(Load16(q.cb + pc), at), CR = _mm_shuffle_epi8(Load16(q.cr + pc), at);
+      } else {
+        CB = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q.cb)), at);
+        CR = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q.cr)), at);
+      }
+    }
+    math.Colours(_mm256_cvtepu8_epi16(Y), _mm256_cvtepu8_epi16(CB), _mm256_cvtepu8_epi16(CR), rgb);
+    for (int c = 0; c < 3; ++c) rgb[c] = _mm256_blendv_epi8(fill[c], rgb[c], take);
   }
 };
 
@@ -325,23 +403,88 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToRgbAvx512(con
     }
   }
 }
+// YccRowsToFloatAvx512 with the AVX2 steps: 16 pixels as two 8-float halves.
+__attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size_t n, const uint8_t fill[3],
+                                                         const float scale[3], const float bias[3], bool mirror,
+                                                         float* r, float* g, float* b, size_t stride) {
+  __m256 sc[3], bi[3], fl[3];
+  for (int c = 0; c < 3; ++c) {
+    sc[c] = _mm256_set1_ps(scale[c]);
+    bi[c] = _mm256_set1_ps(bias[c]);
+    fl[c] = _mm256_set1_ps(Normalize(fill[c], scale[c], bias[c]));
+  }
+  YccSteps2 steps(fill, mirror);
+  for (size_t i = 0; i < n; ++i) {
+    const YccRow& q = rows[i];
+    steps.Row(q);
+    float* out[3] = {r + i * stride, g + i * stride, b + i * stride};
+    for (int ox = 0; ox < q.w; ox += 16) {
+      const __m256i take = steps.Take(ox);
+      __m256 v[3][2] = {{fl[0], fl[0]}, {fl[1], fl[1]}, {fl[2], fl[2]}};  // the step's lanes 0-7, 8-15
+      if (!_mm256_testz_si256(take, take)) {
+        __m256i rgb[3];
+        steps.Colours(q, ox, take, rgb);
+        for (int c = 0; c < 3; ++c) {
+          const __m128i h[2] = {_mm256_castsi256_si128(rgb[c]), _mm256_extracti128_si256(rgb[c], 1)};
+          for (int k = 0; k < 2; ++k)
+            v[c][k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(h[k])), sc[c]), bi[c]);
+        }
+      }
+      // Ordinary stores, unlike the AVX-512 twin's streaming ones (measured on Intel): on the AMD EPYC
+      // (Zen 3, 32 MB L3) this was measured on, streaming stores cost a CIFAR float32 remote client
+      // 1.25x its CPU per image and a local thread 1.1x (bench/RESULTS.md, session 31).
+      const int o = mirror ? q.w - ox - 16 : ox;
+      for (int c = 0; c < 3; ++c)
+        for (int k = 0; k < 2; ++k) _mm256_storeu_ps(out[c] + o + 8 * k, v[c][k]);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void YccRowsToRgbAvx2(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror,
+                                                       uint8_t* rgb_out, size_t stride) {
+  const __m128i fl[3] = {_mm_set1_epi8(char(fill[0])), _mm_set1_epi8(char(fill[1])), _mm_set1_epi8(char(fill[2]))};
+  YccSteps2 steps(fill, mirror);
+  for (size_t i = 0; i < n; ++i) {
+    const YccRow& q = rows[i];
+    steps.Row(q);
+    uint8_t* row = rgb_out + i * stride;
+    for (int ox = 0; ox < q.w; ox += 16) {
+      const __m256i take = steps.Take(ox);
+      __m128i v[3] = {fl[0], fl[1], fl[2]};
+      if (!_mm256_testz_si256(take, take)) {
+        __m256i rgb[3];
+        steps.Colours(q, ox, take, rgb);
+        for (int c = 0; c < 3; ++c) v[c] = _mm_packus_epi16(_mm256_castsi256_si128(rgb[c]), _mm256_extracti128_si256(rgb[c], 1));
+      }
+      Permute48(v[0], v[1], v[2], kInterleave, row + 3 * (mirror ? q.w - ox - 16 : ox));
+    }
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 }  // namespace
 
-bool YccRowIsFast(size_t w, int hshift) { return w % 16 == 0 && hshift >= 0 && hshift <= 1 && UseAvx512(); }
+bool YccRowIsFast(size_t w, int hshift) {
+  return w % 16 == 0 && hshift >= 0 && hshift <= 1 && (UseAvx512() || (UseAvx2() && w <= size_t(kAvx2MaxWidth)));
+}
 
 void YccRowsToRgb(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror, uint8_t* rgb, size_t stride) {
-  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift)) return YccRowsToRgbAvx512(rows, n, fill, mirror, rgb, stride);
+  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift)) {
+    if (UseAvx512()) return YccRowsToRgbAvx512(rows, n, fill, mirror, rgb, stride);
+    return YccRowsToRgbAvx2(rows, n, fill, mirror, rgb, stride);
+  }
   for (size_t i = 0; i < n; ++i) YccRowToRgbScalar(rows[i], fill, mirror, rgb + i * stride);
 }
 
 void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const float scale[3], const float bias[3],
                     bool mirror, float* r, float* g, float* b, size_t stride) {
-  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift))
-    return YccRowsToFloatAvx512(rows, n, fill, scale, bias, mirror, r, g, b, stride);
+  if (n > 0 && YccRowIsFast(size_t(rows[0].w), rows[0].hshift)) {
+    if (UseAvx512()) return YccRowsToFloatAvx512(rows, n, fill, scale, bias, mirror, r, g, b, stride);
+    return YccRowsToFloatAvx2(rows, n, fill, scale, bias, mirror, r, g, b, stride);
+  }
   for (size_t i = 0; i < n; ++i)
     YccRowToFloatScalar(rows[i], fill, scale, bias, mirror, r + i * stride, g + i * stride, b + i * stride);
 }

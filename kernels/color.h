@@ -40,7 +40,8 @@ void InterleaveRowScalar(const uint8_t* r, const uint8_t* g, const uint8_t* b, s
 // YccToRgb(y[x - shift], cb[(x - shift) >> hshift], cr[(x - shift) >> hshift]). Then
 // out_c[mirror ? w - 1 - x : x] = Normalize(pixel_c, scale[c], bias[c]). The source pixels of
 // [lo, hi) must lie in the row (0 <= lo - shift, hi - shift <= w); lo == hi: a row of fill (y, cb and
-// cr unused). Streaming stores where the rows allow them.
+// cr unused). With AVX-512, streaming stores where the rows allow them (with AVX2 ordinary ones: see
+// kernels/color.cc).
 struct YccRow {
   const uint8_t *y = nullptr, *cb = nullptr, *cr = nullptr;
   int hshift = 0;  // 0 or 1
@@ -66,7 +67,8 @@ inline void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, u
   YccRowsToRgb(&row, 1, fill, mirror, rgb, 0);
 }
 // Whether YccRowsToFloat and YccRowsToRgb have a vector path for rows of w pixels at hshift on this
-// CPU (AVX-512, w a multiple of 16): elsewhere converting the row to planes first is faster.
+// CPU (AVX-512, or AVX2 up to 32,752 pixels; w a multiple of 16): elsewhere converting the row to
+// planes first is faster.
 bool YccRowIsFast(size_t w, int hshift);
 
 // An interleaved RGB row mirrored: out[3x + c] = in[3(w - 1 - x) + c]. in and out must not overlap.

@@ -201,16 +201,31 @@ TEST(Color, InterleaveAndMirrorRowsFollowTheirDefinitions) {
   }
 }
 
+// Runs body at every SIMD width this CPU has: its own (AVX-512 where it has it), then AVX2 only, so an
+// AVX-512 machine checks the AVX2 kernels too. The limit is lifted again even when body fails.
+template <class Body>
+void AtEachSimdWidth(Body body) {
+  struct Lift {
+    ~Lift() { LimitToAvx2(false); }
+  } lift;
+  for (bool avx2_only : {false, true}) {
+    LimitToAvx2(avx2_only);
+    SCOPED_TRACE(avx2_only ? "AVX2 only" : "native SIMD width");
+    body();
+  }
+}
+
 TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
   // The scalar references against the generic path they replace (convert the row, assemble it shifted
   // with fill and cutout, normalise each plane or interleave them, mirrored or not), and the
-  // dispatched rows (AVX-512 at widths of 16k where the CPU has it) against the references: every
+  // dispatched rows (AVX-512 or AVX2 at widths of 16k where the CPU has them) against the references: every
   // float bit for bit, a guard past the row, 64-byte aligned rows (streaming stores) and misaligned
   // ones, source rows allocated at their exact size.
   std::mt19937 rng(17);
   const uint8_t fill[3] = {7, 128, 250};
   const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
   int fast_rows = 0;
+  AtEachSimdWidth([&] {
   for (int w : {16, 17, 32, 33, 48, 224}) {
     for (int hshift : {0, 1}) {
       const int cw = (w + (1 << hshift) - 1) >> hshift;
@@ -275,8 +290,9 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
       }
     }
   }
-  if (UseAvx512()) {
-    EXPECT_EQ(fast_rows, 4 * 2 * 60);  // w = 16, 32, 48, 224 at both shifts
+  });
+  if (UseAvx2()) {
+    EXPECT_EQ(fast_rows, 2 * 4 * 2 * 60);  // w = 16, 32, 48, 224 at both shifts, at both SIMD widths
   }
 }
 
@@ -287,6 +303,7 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
   std::mt19937 rng(23);
   const uint8_t fill[3] = {9, 200, 31};
   const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
+  AtEachSimdWidth([&] {
   for (int w : {16, 32, 48, 224, 40}) {
     for (int hshift : {0, 1}) {
       const int n = 11, cw = (w + (1 << hshift) - 1) >> hshift;
@@ -339,10 +356,11 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
       }
     }
   }
+  });
 }
 
 TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
-  // Every (y, cb, cr): the dispatched row (16-bit arithmetic where the CPU has AVX-512) against
+  // Every (y, cb, cr): the dispatched row (16-bit arithmetic with AVX-512 or AVX2) against
   // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr).
   const int w = 256;
   std::vector<uint8_t> y(w), cb(w), cr(w), got(3 * size_t(w));
@@ -351,6 +369,7 @@ TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
   q.y = y.data(), q.cb = cb.data(), q.cr = cr.data();
   q.w = w, q.lo = 0, q.hi = w;
   const uint8_t fill[3] = {0, 0, 0};
+  AtEachSimdWidth([&] {
   int wrong = 0;
   for (int b = 0; b < 256; ++b) {
     for (int r = 0; r < 256; ++r) {
@@ -368,6 +387,7 @@ TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
     }
   }
   EXPECT_EQ(wrong, 0);
+  });
 }
 
 TEST(OutputPixel, IdentityCopiesAndTransformsFollowTheirDefinitions) {
