@@ -185,11 +185,12 @@ BENCHMARK(BM_NormalizeBatch224)->Arg(1)->Arg(24)->Unit(benchmark::kMicrosecond);
 // A CIFAR float32 batch from YCbCr planes (the remote client's planes path and the local fused path):
 // 512 images of 32x32, 4:2:0, shifted by -4..4, every other one mirrored, a third with a 16x16
 // cutout, into one 6 MB batch in huge pages (time per image). Arg 0: one call per row, as before
-// session 28; arg 1: one call per image (kernels::YccRowsToFloat).
+// session 28; arg 1: one call per image (kernels::YccRowsToFloat); arg 2: a uint8 NHWC batch instead,
+// one call per image (kernels::YccRowsToRgb, a uint8 worker's and local thread's CIFAR path).
 void BM_YccCifarBatch(benchmark::State& state) {
   constexpr int kW = 32, kN = 512;
   constexpr size_t kPlane = size_t(kW) * kW, kImage = 3 * kPlane;
-  const bool per_image = state.range(0) != 0;
+  const bool per_image = state.range(0) != 0, rgb = state.range(0) == 2;
   std::vector<uint8_t> y(kN * kPlane), c(kN * kPlane / 2);
   uint32_t r = 7;
   for (auto* v : {&y, &c})
@@ -213,7 +214,10 @@ void BM_YccCifarBatch(benchmark::State& state) {
         q.cut_from = cut_row ? cut : 0, q.cut_to = cut_row ? cut + 16 : 0;
       }
       float* o = out + size_t(n) * kImage;
-      if (per_image) {
+      if (rgb) {
+        uint8_t* o8 = reinterpret_cast<uint8_t*>(out) + size_t(n) * kImage;
+        dsc::kernels::YccRowsToRgb(rows.data(), kW, fill, n & 1, o8, 3 * kW);
+      } else if (per_image) {
         dsc::kernels::YccRowsToFloat(rows.data(), kW, fill, scale, bias, n & 1, o, o + kPlane, o + 2 * kPlane, kW);
       } else {
         for (int j = 0; j < kW; ++j)
@@ -228,7 +232,7 @@ void BM_YccCifarBatch(benchmark::State& state) {
       benchmark::Counter(double(state.iterations()) * kN * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   std::free(out);
 }
-BENCHMARK(BM_YccCifarBatch)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_YccCifarBatch)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

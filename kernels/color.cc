@@ -192,33 +192,35 @@ __attribute__((target("avx2"))) void NormalizePlaneRowAvx2(const uint8_t* in, si
 //   (91881 c + 32768) >> 16  = c  + ((26345 c + 32768) >> 16)         91881 = 65536 + 26345
 //   (116130 c + 32768) >> 16 = 2c + ((-14942 c + 32768) >> 16)        116130 = 2 x 65536 - 14942
 //   (-22554 cb - 46802 cr + 32768) >> 16 = -cr + ((-22554 cb + 18734 cr + 32768) >> 16)
-// For a single product P = k c: P >> 16 is mulhi(c, k) and (P + 32768) >> 16 adds bit 15 of the low
-// half, mullo(c, k). The green sum is formed exactly in 32 bits with madd. Every (y, cb, cr) is checked
-// against YccToRgb (tests/kernels_test.cc).
+// A single product's rounded high half is one mulhrs, (c k' + 16384) >> 15, with k' = k / 2 for an even
+// k; for the odd 26345, k' = 13173 gives the same result for every c in -128..127 (as do 13172..13178),
+// not for every int16. The green sum is formed exactly in 32 bits with madd. Every (y, cb, cr) is
+// checked against YccToRgb (tests/kernels_test.cc), which covers each c of both products.
 struct YccMath {
   __m256i c128, zero, v255, kr, kb, kg, half;
 
   __attribute__((target("avx2"))) YccMath() {
     c128 = _mm256_set1_epi16(128), zero = _mm256_setzero_si256(), v255 = _mm256_set1_epi16(255);
-    kr = _mm256_set1_epi16(26345), kb = _mm256_set1_epi16(-14942);
+    kr = _mm256_set1_epi16(13173), kb = _mm256_set1_epi16(-14942 / 2);  // mulhrs factors
     kg = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(-22554))) | (uint32_t(18734) << 16)));  // (cb, cr) pairs
     half = _mm256_set1_epi32(32768);
   }
-  // (k c + 32768) >> 16 for 16-bit c and k.
-  __attribute__((target("avx2"))) static __m256i RoundedHigh(__m256i c, __m256i k) {
-    return _mm256_add_epi16(_mm256_mulhi_epi16(c, k), _mm256_srli_epi16(_mm256_mullo_epi16(c, k), 15));
-  }
-  // Y, CB, CR: 0..255 as int16; rgb: the colours as int16 in 0..255.
-  __attribute__((target("avx2"))) void Colours(__m256i Y, __m256i CB, __m256i CR, __m256i rgb[3]) const {
+  // Y, CB, CR: 0..255 as int16; rgb: the colours as int16, in 0..255 when `clamp` (else -179..434,
+  // for a caller whose pack saturates anyway).
+  __attribute__((target("avx2"))) void Colours(__m256i Y, __m256i CB, __m256i CR, __m256i rgb[3], bool clamp) const {
     CB = _mm256_sub_epi16(CB, c128);
     CR = _mm256_sub_epi16(CR, c128);
-    const __m256i R = _mm256_add_epi16(_mm256_add_epi16(Y, CR), RoundedHigh(CR, kr));
-    const __m256i B = _mm256_add_epi16(_mm256_add_epi16(Y, _mm256_add_epi16(CB, CB)), RoundedHigh(CB, kb));
+    const __m256i R = _mm256_add_epi16(_mm256_add_epi16(Y, CR), _mm256_mulhrs_epi16(CR, kr));
+    const __m256i B = _mm256_add_epi16(_mm256_add_epi16(Y, _mm256_add_epi16(CB, CB)), _mm256_mulhrs_epi16(CB, kb));
     // Green: madd of the (cb, cr) pairs, in 32 bits; unpack and pack work within 128-bit lanes alike,
     // so the pack restores the pixel order.
     const __m256i lo = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(CB, CR), kg), half), 16);
     const __m256i hi = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(CB, CR), kg), half), 16);
     const __m256i G = _mm256_add_epi16(_mm256_sub_epi16(Y, CR), _mm256_packs_epi32(lo, hi));
+    if (!clamp) {
+      rgb[0] = R, rgb[1] = G, rgb[2] = B;
+      return;
+    }
     rgb[0] = _mm256_min_epi16(_mm256_max_epi16(R, zero), v255);
     rgb[1] = _mm256_min_epi16(_mm256_max_epi16(G, zero), v255);
     rgb[2] = _mm256_min_epi16(_mm256_max_epi16(B, zero), v255);
@@ -270,7 +272,7 @@ struct YccSteps {
       CB = _mm256_permutexvar_epi16(pair[s & 1], CB);
       CR = _mm256_permutexvar_epi16(pair[s & 1], CR);
     }
-    math.Colours(Y, CB, CR, rgb);
+    math.Colours(Y, CB, CR, rgb, /*clamp=*/true);
   }
 };
 
@@ -278,7 +280,9 @@ struct YccSteps {
 // compares (rows of at most kAvx2MaxWidth pixels). Instead of masked loads, 16 bytes are loaded inside
 // the row and moved into their lanes with a byte shuffle, so nothing outside the row is read. A
 // mirrored row's steps hold their pixels in reverse (lane i is pixel 15 - i of the step, through the
-// shuffles' and the compares' indices), so their stores need no permutation. Each step's colours come
+// shuffles' and the compares' indices), so their stores need no permutation. With `halves`, lanes 4-7
+// and 8-11 trade pixels as well, so that unpacking the int16 lanes with zeros (which works within
+// 128-bit halves) yields the step's pixels 0-7 and 8-15 as int32 in order. Each step's colours come
 // back with the fill already in the lanes that take none.
 constexpr int kAvx2MaxWidth = 32752;
 struct YccSteps2 {
@@ -286,11 +290,12 @@ struct YccSteps2 {
   __m256i index, lo, hi, cut_from, cut_to, fill[3];  // int16 lanes
   __m128i iota, pair[2];  // pshufb: the step's pixel of lane i; its chroma byte at hshift 1 by parity
 
-  __attribute__((target("avx2"))) YccSteps2(const uint8_t f[3], bool mirror) {
+  __attribute__((target("avx2"))) YccSteps2(const uint8_t f[3], bool mirror, bool halves) {
     alignas(32) int16_t ix[16];
     alignas(16) int8_t io[16], pr[2][16];
     for (int i = 0; i < 16; ++i) {
-      const int k = mirror ? 15 - i : i;
+      const int j = halves && ((i & 4) != 0) != ((i & 8) != 0) ? i ^ 12 : i;  // the output position of lane i
+      const int k = mirror ? 15 - j : j;
       ix[i] = int16_t(k), io[i] = int8_t(k), pr[0][i] = int8_t(k / 2), pr[1][i] = int8_t((k + 1) / 2);
     }
     index = _mm256_load_si256(reinterpret_cast<const __m256i*>(ix));
@@ -311,8 +316,8 @@ struct YccSteps2 {
     const __m256i cut = _mm256_andnot_si256(_mm256_cmpgt_epi16(cut_from, x), _mm256_cmpgt_epi16(cut_to, x));
     return _mm256_andnot_si256(cut, in);
   }
-  // take: Take(ox), not all zero.
-  __attribute__((target("avx2"))) void Colours(const YccRow& q, int ox, __m256i take, __m256i rgb[3]) const {
+  // take: Take(ox), not all zero. clamp: as YccMath::Colours.
+  __attribute__((target("avx2"))) void Colours(const YccRow& q, int ox, __m256i take, __m256i rgb[3], bool clamp) const {
     const int s = ox - q.shift, c0 = s >> q.hshift;  // as in YccSteps::Colours
     // 16 bytes of the row from p, clamped into it; lane i takes byte s + iota[i] - p. The lanes that
     // take a source pixel find it there (their pixels lie in the row, at most 16 in a row); the others
@@ -333,7 +338,7 @@ struct YccSteps2 {
         CR = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q.cr)), at);
       }
     }
-    math.Colours(_mm256_cvtepu8_epi16(Y), _mm256_cvtepu8_epi16(CB), _mm256_cvtepu8_epi16(CR), rgb);
+    math.Colours(_mm256_cvtepu8_epi16(Y), _mm256_cvtepu8_epi16(CB), _mm256_cvtepu8_epi16(CR), rgb, clamp);
     for (int c = 0; c < 3; ++c) rgb[c] = _mm256_blendv_epi8(fill[c], rgb[c], take);
   }
 };
@@ -413,21 +418,21 @@ __attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size
     bi[c] = _mm256_set1_ps(bias[c]);
     fl[c] = _mm256_set1_ps(Normalize(fill[c], scale[c], bias[c]));
   }
-  YccSteps2 steps(fill, mirror);
+  YccSteps2 steps(fill, mirror, /*halves=*/true);
+  const __m256i zero = _mm256_setzero_si256();
   for (size_t i = 0; i < n; ++i) {
     const YccRow& q = rows[i];
     steps.Row(q);
     float* out[3] = {r + i * stride, g + i * stride, b + i * stride};
     for (int ox = 0; ox < q.w; ox += 16) {
       const __m256i take = steps.Take(ox);
-      __m256 v[3][2] = {{fl[0], fl[0]}, {fl[1], fl[1]}, {fl[2], fl[2]}};  // the step's lanes 0-7, 8-15
+      __m256 v[3][2] = {{fl[0], fl[0]}, {fl[1], fl[1]}, {fl[2], fl[2]}};  // the step's pixels 0-7, 8-15
       if (!_mm256_testz_si256(take, take)) {
         __m256i rgb[3];
-        steps.Colours(q, ox, take, rgb);
-        for (int c = 0; c < 3; ++c) {
-          const __m128i h[2] = {_mm256_castsi256_si128(rgb[c]), _mm256_extracti128_si256(rgb[c], 1)};
-          for (int k = 0; k < 2; ++k)
-            v[c][k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(h[k])), sc[c]), bi[c]);
+        steps.Colours(q, ox, take, rgb, /*clamp=*/true);
+        for (int c = 0; c < 3; ++c) {  // 0..255: unpacking with zeros extends them
+          const __m256i h[2] = {_mm256_unpacklo_epi16(rgb[c], zero), _mm256_unpackhi_epi16(rgb[c], zero)};
+          for (int k = 0; k < 2; ++k) v[c][k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(h[k]), sc[c]), bi[c]);
         }
       }
       // Ordinary stores, unlike the AVX-512 twin's streaming ones (measured on Intel): on the AMD EPYC
@@ -443,7 +448,7 @@ __attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size
 __attribute__((target("avx2"))) void YccRowsToRgbAvx2(const YccRow* rows, size_t n, const uint8_t fill[3], bool mirror,
                                                        uint8_t* rgb_out, size_t stride) {
   const __m128i fl[3] = {_mm_set1_epi8(char(fill[0])), _mm_set1_epi8(char(fill[1])), _mm_set1_epi8(char(fill[2]))};
-  YccSteps2 steps(fill, mirror);
+  YccSteps2 steps(fill, mirror, /*halves=*/false);
   for (size_t i = 0; i < n; ++i) {
     const YccRow& q = rows[i];
     steps.Row(q);
@@ -453,7 +458,7 @@ __attribute__((target("avx2"))) void YccRowsToRgbAvx2(const YccRow* rows, size_t
       __m128i v[3] = {fl[0], fl[1], fl[2]};
       if (!_mm256_testz_si256(take, take)) {
         __m256i rgb[3];
-        steps.Colours(q, ox, take, rgb);
+        steps.Colours(q, ox, take, rgb, /*clamp=*/false);  // packus saturates
         for (int c = 0; c < 3; ++c) v[c] = _mm_packus_epi16(_mm256_castsi256_si128(rgb[c]), _mm256_extracti128_si256(rgb[c], 1));
       }
       Permute48(v[0], v[1], v[2], kInterleave, row + 3 * (mirror ? q.w - ox - 16 : ox));

@@ -44,13 +44,11 @@ __attribute__((target("avx2"))) inline void Split16(const uint8_t* p, __m128i ch
   ch[2] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(m, b1)), _mm_shuffle_epi8(c, b2));
 }
 
-// Converts 8 bytes and stores them at out (reversed when rev); streaming when `stream` (out aligned).
-__attribute__((target("avx2"))) inline void Store8(__m128i bytes, __m256 scale, __m256 bias, float* out, bool rev,
-                                                   bool stream) {
+// Converts 8 bytes and stores them at out (reversed when rev).
+__attribute__((target("avx2"))) inline void Store8(__m128i bytes, __m256 scale, __m256 bias, float* out, bool rev) {
   __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), scale), bias);
   if (rev) v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-  if (stream) _mm256_stream_ps(out, v);
-  else _mm256_storeu_ps(out, v);
+  _mm256_storeu_ps(out, v);
 }
 
 __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, size_t w, float* r, float* g,
@@ -58,22 +56,21 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
                                                              bool rev) {
   const __m256 sr = _mm256_set1_ps(scale[0]), sg = _mm256_set1_ps(scale[1]), sb = _mm256_set1_ps(scale[2]);
   const __m256 br = _mm256_set1_ps(bias[0]), bg = _mm256_set1_ps(bias[1]), bb = _mm256_set1_ps(bias[2]);
-  // Streaming stores need every 8-float store aligned: all three rows 32-byte aligned and, when
-  // mirrored, w a multiple of 8 so the mirrored positions stay aligned.
-  const bool stream = ((reinterpret_cast<uintptr_t>(r) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(b)) & 31) == 0 &&
-                      (!rev || w % 8 == 0);
+  // Ordinary stores, unlike the AVX-512 version's streaming ones (measured on Intel): CPUs that take
+  // this path are mostly AMD EPYCs before Zen 4, and on one (Zen 3) streaming stores cost a photo
+  // float32 remote client 1.05x its CPU per image (bench/RESULTS.md, session 32).
   size_t x = 0;
   for (; x + 16 <= w; x += 16) {
     __m128i ch[3];
     Split16(rgb + 3 * x, ch);
     const __m128i R = ch[0], G = ch[1], B = ch[2];
     const size_t o0 = rev ? w - x - 8 : x, o1 = rev ? w - x - 16 : x + 8;
-    Store8(R, sr, br, r + o0, rev, stream);
-    Store8(_mm_srli_si128(R, 8), sr, br, r + o1, rev, stream);
-    Store8(G, sg, bg, g + o0, rev, stream);
-    Store8(_mm_srli_si128(G, 8), sg, bg, g + o1, rev, stream);
-    Store8(B, sb, bb, b + o0, rev, stream);
-    Store8(_mm_srli_si128(B, 8), sb, bb, b + o1, rev, stream);
+    Store8(R, sr, br, r + o0, rev);
+    Store8(_mm_srli_si128(R, 8), sr, br, r + o1, rev);
+    Store8(G, sg, bg, g + o0, rev);
+    Store8(_mm_srli_si128(G, 8), sg, bg, g + o1, rev);
+    Store8(B, sb, bb, b + o0, rev);
+    Store8(_mm_srli_si128(B, 8), sb, bb, b + o1, rev);
   }
   // The tail: pixels x..w-1 land at x..w-1, or mirrored at 0..w-1-x.
   if (x == w) return;

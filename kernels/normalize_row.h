@@ -8,8 +8,9 @@
 namespace dsc::kernels {
 
 // r[x], g[x], b[x] = Normalize(rgb[3x + c], scale[c], bias[c]) for x < w; with `reverse`, the row is
-// written mirrored (r[w - 1 - x] = ...). Aligned outputs are written with streaming stores (the batch
-// is read by the consumer, not by this core): call StreamFence() before publishing the batch.
+// written mirrored (r[w - 1 - x] = ...). With AVX-512, aligned outputs are written with streaming
+// stores (the batch is read by the consumer, not by this core): call StreamFence() before publishing
+// the batch.
 void NormalizeRowPlanar(const uint8_t* rgb, size_t w, float* r, float* g, float* b, const float scale[3],
                         const float bias[3], bool reverse = false);
 void StreamFence();

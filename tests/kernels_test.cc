@@ -360,10 +360,13 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
 }
 
 TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
-  // Every (y, cb, cr): the dispatched row (16-bit arithmetic with AVX-512 or AVX2) against
-  // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr).
+  // Every (y, cb, cr): the dispatched rows (16-bit arithmetic with AVX-512 or AVX2) against
+  // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr); the float row against Normalize
+  // of it (the AVX2 byte row leaves the clamping to its pack, the float row clamps itself).
   const int w = 256;
   std::vector<uint8_t> y(w), cb(w), cr(w), got(3 * size_t(w));
+  std::vector<float> fgot(3 * size_t(w));
+  const float scale[3] = {0.0171f, 0.0175f, 0.0174f}, bias[3] = {-2.12f, -2.04f, -1.80f};
   for (int i = 0; i < w; ++i) y[size_t(i)] = uint8_t(i);
   YccRow q;
   q.y = y.data(), q.cb = cb.data(), q.cr = cr.data();
@@ -376,6 +379,7 @@ TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
       std::fill(cb.begin(), cb.end(), uint8_t(b));
       std::fill(cr.begin(), cr.end(), uint8_t(r));
       YccRowToRgb(q, fill, /*mirror=*/false, got.data());
+      YccRowToFloat(q, fill, scale, bias, /*mirror=*/false, fgot.data(), fgot.data() + w, fgot.data() + 2 * w);
       for (int i = 0; i < w; ++i) {
         uint8_t want[3];
         YccToRgb(i, b, r, &want[0], &want[1], &want[2]);
@@ -383,6 +387,12 @@ TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
           ADD_FAILURE() << "y=" << i << " cb=" << b << " cr=" << r << ": got " << int(got[3 * size_t(i)]) << ","
                         << int(got[3 * size_t(i) + 1]) << "," << int(got[3 * size_t(i) + 2]) << " want " << int(want[0])
                         << "," << int(want[1]) << "," << int(want[2]);
+        for (int c = 0; c < 3; ++c) {
+          const float fwant = Normalize(want[c], scale[c], bias[c]);
+          if (std::memcmp(&fwant, &fgot[size_t(c * w + i)], sizeof(float)) != 0 && ++wrong <= 5)
+            ADD_FAILURE() << "float: y=" << i << " cb=" << b << " cr=" << r << " channel " << c << ": got "
+                          << fgot[size_t(c * w + i)] << " want " << fwant;
+        }
       }
     }
   }
