@@ -1,5 +1,6 @@
 #include "remote/server.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 #include <malloc.h>
@@ -603,6 +604,13 @@ int Serve(const ServeOptions& o) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  // A reference to the gRPC library that is never given back, so that the server's destructors are
+  // not its last user. The library's final shutdown joins its executor threads, and one of them may
+  // be in a TCP "backup poller" (started when a large reply filled the socket buffer), which sleeps
+  // in 10 s polls that nothing wakes (gRPC 1.51, tcp_posix.cc). A worker that had sent photo batches
+  // took 10 s to exit after SIGTERM in about a third of the runs, with nothing left to drain.
+  grpc_init();  // after the mask: the library starts threads
+
   WorkerService service(o);
   grpc::ServerBuilder b;
   std::shared_ptr<grpc::ServerCredentials> creds;
@@ -625,6 +633,7 @@ int Serve(const ServeOptions& o) {
   // MAX_POLLERS (default 2) idle threads live: with a client's calls in flight it made and ended a
   // thread every few requests. Keep enough for one client's calls to come and go without that.
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, int(std::min<uint32_t>(o.max_in_flight, 64)) + 2);
+  b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 200);
   // Every call holds a thread: bound them, or many connections make thousands (each admitted call also
   // counts against --max-calls; past this, gRPC answers RESOURCE_EXHAUSTED and the client backs off).
   grpc::ResourceQuota quota("dsc-serve");

@@ -25,6 +25,7 @@ struct ServeOptions {
 // Runs until SIGTERM or SIGINT (then drains calls in progress and returns 0). Prints
 // "listening on ADDR:PORT" on stdout once it accepts calls. Throws dsc::Error for a file it cannot
 // open or an address it cannot bind; the caller checks the options' policy (ValidateServeOptions).
+// Meant to end the process: it leaves gRPC initialised (its final shutdown could wait 10 s).
 int Serve(const ServeOptions& o);
 
 // "" when the options are acceptable; else why not (the CLI exits 2). Warnings go to `warning`.

@@ -897,6 +897,42 @@ TEST(Remote, SigtermWithACallThatNeverEndsExitsAfterTheDrainTime) {
   EXPECT_LT(took, 11.5) << "seconds from SIGTERM to exit";
 }
 
+// A reply larger than the socket buffers, written while its client reads nothing, makes gRPC 1.51
+// start a TCP backup poller that sleeps in 10 s polls; the library's final shutdown waited for it,
+// so a worker with nothing left to drain took up to 10 s to exit after SIGTERM (about a third of the
+// photo runs of bench/run_remote_bench.sh). A stopped client makes the blocked write certain; it is
+// then killed (its connection closes with it), and the worker has nothing to drain.
+TEST(Remote, SigtermAfterABlockedReplyExitsPromptly) {
+  // Twice: a client stopped while nothing of its was on the wire would leave no write blocked.
+  for (int round = 0; round < 2; ++round) {
+    Worker w({Built().cifar, "--threads", "1"});
+    // Replies of 256 samples as 224 x 224 RGB rows (38.5 MB each), two in flight: more than the
+    // loopback socket buffers hold.
+    const std::string log = Built().dir + "/blocked-client.log";
+    const std::string cmd = std::string(DSC_BINARY) + " bench " + Built().cifar + " --preset imagenet-train --remote " +
+                            w.address() + " --local-threads 0 --epochs 100000 --batch-size 256 --remote-chunk 256 >" + log + " 2>&1";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    ::kill(pid, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "the client ended before it was killed; it said:\n" << [&] {
+      auto v = ReadFile(log);
+      return std::string(v.begin(), v.end());
+    }();
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(w.Terminate(), 0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 3.0) << "seconds from SIGTERM to exit, with no client and no call in progress (round " << round << ")";
+  }
+}
+
 TEST(Remote, KilledClientFreesItsWork) {
   Worker w({Built().cifar, "--threads", "1", "--stall-after", "1"});  // calls after the first stall until their client goes
   auto stub = StubFor(w);
