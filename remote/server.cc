@@ -633,7 +633,6 @@ int Serve(const ServeOptions& o) {
   // MAX_POLLERS (default 2) idle threads live: with a client's calls in flight it made and ended a
   // thread every few requests. Keep enough for one client's calls to come and go without that.
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, int(std::min<uint32_t>(o.max_in_flight, 64)) + 2);
-  b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 200);
   // Every call holds a thread: bound them, or many connections make thousands (each admitted call also
   // counts against --max-calls; past this, gRPC answers RESOURCE_EXHAUSTED and the client backs off).
   grpc::ResourceQuota quota("dsc-serve");

@@ -897,6 +897,16 @@ TEST(Remote, SigtermWithACallThatNeverEndsExitsAfterTheDrainTime) {
   EXPECT_LT(took, 11.5) << "seconds from SIGTERM to exit";
 }
 
+// Runs cmd in the background through the shell, which execs it: the pid is the command's own.
+pid_t StartShell(const std::string& cmd) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
 // A reply larger than the socket buffers, written while its client reads nothing, makes gRPC 1.51
 // start a TCP backup poller that sleeps in 10 s polls; the library's final shutdown waited for it,
 // so a worker with nothing left to drain took up to 10 s to exit after SIGTERM (about a third of the
@@ -911,11 +921,7 @@ TEST(Remote, SigtermAfterABlockedReplyExitsPromptly) {
     const std::string log = Built().dir + "/blocked-client.log";
     const std::string cmd = std::string(DSC_BINARY) + " bench " + Built().cifar + " --preset imagenet-train --remote " +
                             w.address() + " --local-threads 0 --epochs 100000 --batch-size 256 --remote-chunk 256 >" + log + " 2>&1";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-      ::_exit(127);
-    }
+    const pid_t pid = StartShell(cmd);
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     ::kill(pid, SIGSTOP);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -938,11 +944,7 @@ TEST(Remote, KilledClientFreesItsWork) {
   auto stub = StubFor(w);
   const std::string cmd = std::string(DSC_BINARY) + " bench " + Built().cifar + " --remote " + w.address() +
                           " --local-threads 0 --epochs 100000 --batch-size 32 >" + Built().dir + "/client.log 2>&1";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    ::_exit(127);
-  }
+  const pid_t pid = StartShell(cmd);
   // Wait for a stalled call: the first call has finished (requests >= 1) and calls are still in
   // flight 100 ms later. (In flight alone can be the first call, over a moment later.)
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
