@@ -13,9 +13,8 @@ shift
 . "$(dirname "$0")/common.sh"
 rounds=${2:-5}
 after=$build/dsc
-f=$work/remote/cifar.beton
-mkdir -p "$work/remote"
-[ -f "$f" ] || "$after" build "$data/train" "$f" --quiet
+remote_files "$after"
+f=$rw/cifar.beton
 py=/usr/bin/python3
 field() { "$py" -c "import json,sys; d=json.load(sys.stdin); print(d.get('$1', 0))"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

@@ -7,7 +7,8 @@
 # and without --wire-compression; for cifar-train on CIFAR-10 and imagenet-train on the 500 photos,
 # delivering float32 NCHW and uint8 NHWC (the GPU path's form); the worker process's CPU time per image;
 # for float32 also with --wire-finished (workers send finished float32 batches instead of uint8) and
-# with --wire-rows (uncropped JPEGs as RGB rows instead of their YCbCr planes, the default since session 27).
+# with --wire-planes (uncropped JPEGs as their YCbCr planes instead of RGB rows: the default in sessions
+# 27-32, RGB rows again since session 33).
 # usage: bench/run_remote_bench.sh [BUILD_DIR] [ROUNDS] [EPOCHS]
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -15,15 +16,7 @@ rounds=${2:-3}
 epochs=${3:-4}
 dsc=$build/dsc
 py=/usr/bin/python3
-rw=$work/remote
-mkdir -p "$rw"
-[ -f "$rw/cifar.beton" ] || "$dsc" build "$data/train" "$rw/cifar.beton" --quiet
-if [ ! -f "$rw/photos.beton" ]; then
-  rm -rf "$rw/orig" && mkdir -p "$rw/orig"
-  zstd -dc "$here/../shared/data/imagenet-photos-500.tar.zst" | tar -x -C "$rw/orig"
-  "$dsc" build "$rw/orig/imagenet-photos-500" "$rw/photos.beton" --max-resolution 512 --quiet
-  rm -rf "$rw/orig"
-fi
+remote_files "$dsc"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 rsamples() { "$py" -c "import json,sys; print(sum(w['samples'] for w in json.load(sys.stdin)['remote']))"; }
 field() { "$py" -c "import json,sys; d=json.load(sys.stdin); print(d.get('$1', 0))"; }
@@ -61,9 +54,9 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
         v[fin_ips]+="$(echo "$j" | field images_per_second) "
         v[fin_cpu]+="$(echo "$j" | field cpu_us_per_image) "
         v[fin_wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
-        # uncropped JPEGs as RGB rows instead of their YCbCr planes (CIFAR; the photos' crops travel as
+        # uncropped JPEGs as their YCbCr planes instead of RGB rows (CIFAR; the photos' crops travel as
         # rows either way)
-        j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-rows)
+        j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-planes)
         v[pl_ips]+="$(echo "$j" | field images_per_second) "
         v[pl_cpu]+="$(echo "$j" | field cpu_us_per_image) "
         v[pl_wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
@@ -81,7 +74,7 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
       printf "%-15s %-8s --wire-finished: remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
         "$preset" "$dtype" "$fi_" "$(echo "$fi_ / $li" | bc -l)" "$fc" "$(echo "100 * $fc / $lc" | bc -l)" "$(m fin_wire)"
       pi=$(m pl_ips) pc=$(m pl_cpu)
-      printf "%-15s %-8s --wire-rows:     remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
+      printf "%-15s %-8s --wire-planes:   remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
         "$preset" "$dtype" "$pi" "$(echo "$pi / $li" | bc -l)" "$pc" "$(echo "100 * $pc / $lc" | bc -l)" "$(m pl_wire)"
     fi
     printf "%-15s %-8s local %8.0f img/s %7.1f us CPU/img | remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local) | wire %.0f B/img, zstd %.0f B/img (%.1f us CPU/img)\n" \

@@ -60,16 +60,17 @@ struct RemoteOptions {
   // call's cost without making replies so large that a slow worker holds a batch up (docs/remote.md).
   uint32_t chunk = 0;
   bool compression = false;   // zstd on the wire
-  // Float outputs travel as uint8 after the crop and resize (the deferred form), and the loader's
-  // driver threads do flip / translate / cutout / normalise / layout into the batch: a quarter of
+  // Float outputs travel as uint8, as a uint8 loader would deliver them (every transform applied), and
+  // the loader's driver threads only normalise them into the batch's dtype and layout: a quarter of
   // float32's bytes, less CPU on both sides, the same batches. false: workers send the finished bytes.
   bool ship_uint8 = true;
   // With ship_uint8: a JPEG this loader would decode to planes (no crop: all of CIFAR-10) travels as
-  // its YCbCr planes when they are fewer bytes than RGB (subsampled chroma, gray), converted here
-  // (reader/executor.h SampleForm). CIFAR float32 on this project's VM: 0.5x the bytes, 1.23x a worker
-  // thread's images/s and 0.81x its CPU, for 1.04x this process's CPU per image (0.1 us). false: RGB rows,
-  // for a training machine whose every cycle counts more than the workers' and the link's.
-  bool planes = true;
+  // its YCbCr planes when they are fewer bytes than RGB (subsampled chroma, gray), converted and
+  // augmented here (reader/executor.h SampleForm). CIFAR float32 on this project's VM against the
+  // default, finished RGB rows: 0.5x the bytes, 1.14x a worker thread's images/s and 0.86x its CPU, but
+  // 1.28x this process's CPU per image (docs/remote.md): for a link or workers that cannot keep up,
+  // while this process's CPU, which the workers are there to spare, has room.
+  bool planes = false;
   // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
   uint32_t deadline_ms = 0;
   uint32_t connect_timeout_ms = 3000;

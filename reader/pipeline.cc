@@ -1074,9 +1074,9 @@ class Pipeline {
     c.file_size = ds_.view().header().file_size;
     c.header_checksum = ds_.view().header().header_checksum;
     c.options = opt_;
-    if (wire_uint8_) {  // the deferred form: the drivers finish the samples (RunRemote)
-      c.options.defer_augment = true;
+    if (wire_uint8_) {  // a uint8 loader's batch (or planes): the drivers finish the samples (RunRemote)
       c.options.dtype = DType::kUint8;
+      c.options.augment.normalize = false;  // uint8 batches are unnormalised; the table applies here
       c.options.layout = Layout::kNHWC;
     }
     c.width = width_;
@@ -1235,8 +1235,7 @@ class Pipeline {
     std::shared_ptr<const SampleWork> work;  // `finish` reads its tables
     std::unique_ptr<SampleProcessor> finish;
     std::vector<uint8_t> wire;  // the executor's scratch for the reply's uint8 images (ChunkTask::sink)
-    std::vector<const uint8_t*> rows;  // a received sample's rows, where they lie
-    std::vector<uint8_t> bounce;       // its rows split between two receive buffers
+    std::vector<uint8_t> bounce;  // a sample's planes split between two receive buffers
     std::vector<kernels::SampleParams> params;
     uint64_t pend0 = 0, pend1 = 0;  // tasks of a reserved batch not yet sent
   };
@@ -1280,9 +1279,9 @@ class Pipeline {
     GiveBack(t0, t1);
   }
 
-  // The deferred form over the wire: each received sample is finished into batch b as it arrives,
-  // its rows read where they lie in the executor's receive buffers (only a row split between two
-  // pieces is gathered, into `bounce`).
+  // Float batches over the wire as uint8 (ship_uint8): each received sample is finished into batch b as
+  // it arrives, read where it lies in the executor's receive buffers. Finished RGB only needs the
+  // output format; planes need the whole augmentation and the colour conversion.
   struct RemoteFinisher : SampleSink {
     RemoteFinisher(Pipeline* p, DriverState* d, const ChunkTask* t, BatchBuffer* b, uint32_t from)
         : p(p), d(d), t(t), b(b), from(from) {}
@@ -1295,37 +1294,10 @@ class Pipeline {
 
     void Take(uint32_t j, SampleForm form, const BytePiece* pieces, size_t n) override {
       if (form != SampleForm::kRgb) return TakePlanes(j, form, pieces, n);
-      const size_t row = size_t(3) * d->width;
-      d->rows.resize(d->height);
-      d->bounce.resize(row * d->height);
-      size_t i = 0, off = 0;
-      // Most samples lie in one receive buffer: their rows are at a fixed stride.
-      const uint32_t whole = n == 1 && pieces[0].size >= row * d->height ? d->height : 0;
-      for (uint32_t y = 0; y < whole; ++y) d->rows[y] = pieces[0].data + y * row;
-      for (uint32_t y = whole; y < d->height; ++y) {
-        while (i < n && off == pieces[i].size) ++i, off = 0;
-        if (i < n && pieces[i].size - off >= row) {
-          d->rows[y] = pieces[i].data + off;
-          off += row;
-          continue;
-        }
-        uint8_t* o = d->bounce.data() + y * row;
-        for (size_t need = row; need;) {
-          while (i < n && off == pieces[i].size) ++i, off = 0;
-          if (i == n) {
-            if (error.empty()) error = "internal: a remote sample of fewer bytes than its image";
-            return;
-          }
-          const size_t c = std::min(need, pieces[i].size - off);
-          std::memcpy(o + (row - need), pieces[i].data + off, c);
-          off += c, need -= c;
-        }
-        d->rows[y] = o;
-      }
       if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
       try {
-        d->finish->FinishDeferredRows(t->samples[j], d->seed, d->epoch, d->rows.data(),
-                                      b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+        d->finish->FinishRgb(t->samples[j], d->seed, d->epoch, pieces, n,
+                             b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
       } catch (const std::exception& e) {
         if (error.empty()) error = e.what();
       }

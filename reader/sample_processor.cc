@@ -96,7 +96,7 @@ SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
                               kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form) {
   if (form) {
-    if (!defer_) throw Error("internal: planes asked of a processor that does not defer");
+    if (!WritesForms(defer_, out_)) throw Error("internal: planes asked of a processor that writes neither RGB rows nor the deferred form");
     *form = SampleForm::kRgb;
   }
   if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
@@ -346,17 +346,39 @@ bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t e
   return true;
 }
 
-void SampleProcessor::FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* const* rows,
-                                         uint8_t* dst, kernels::SampleParams* applied) {
-  if (defer_) throw Error("internal: FinishDeferredRows on a deferring processor");
+void SampleProcessor::FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n,
+                                uint8_t* dst, kernels::SampleParams* applied) {
+  if (defer_) throw Error("internal: FinishRgb on a deferring processor");
   const format::IndexEntry e = ds_.entry(index);
   kernels::CropRect rect;
   kernels::SampleParams params;
   kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
   if (applied) *applied = params;
-  // A deferred image was resized unflipped: the flip is left to WriteRows, which mirrors the row, as
-  // the deferred (GPU) half does (kernels/batch_augment.h).
-  WriteRowsAt(params, [rows](int ty) { return rows[ty]; }, dst);
+  const size_t total = size_t(out_.width) * out_.height;
+  size_t at = 0;  // pixels written
+  uint8_t split[3];
+  size_t held = 0;  // bytes of a pixel split between two pieces, in `split`
+  for (size_t i = 0; i < n && at < total; ++i) {
+    const uint8_t* p = pieces[i].data;
+    size_t left = pieces[i].size;
+    if (held) {
+      const size_t c = std::min(3 - held, left);
+      std::memcpy(split + held, p, c);
+      held += c, p += c, left -= c;
+      if (held < 3) continue;
+      EmitPixels(split, at++, 1, dst);
+      held = 0;
+    }
+    const size_t whole = std::min(left / 3, total - at);
+    if (whole) EmitPixels(p, at, whole, dst);
+    at += whole;
+    left -= whole * 3;
+    if (at < total && left) {  // fewer than 3 bytes: the start of a pixel the next piece completes
+      std::memcpy(split, p + whole * 3, left);
+      held = left;
+    }
+  }
+  if (at != total) throw Error("internal: a remote sample of fewer bytes than its image");
   kernels::StreamFence();
 }
 
@@ -578,20 +600,20 @@ void SampleProcessor::EmitMirroredRow(const uint8_t* rgb, int y, uint8_t* dst) {
   EmitRow(mirrored_.data(), y, dst);
 }
 
-void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
-  const size_t w = out_.width, plane = size_t(out_.width) * out_.height;
+void SampleProcessor::EmitPixels(const uint8_t* rgb, size_t at, size_t n, uint8_t* dst) {
+  const size_t plane = size_t(out_.width) * out_.height;
   const float* t = out_.table;
   switch (out_.dtype) {
     case DType::kUint8:
-      std::memcpy(dst + size_t(y) * w * 3, rgb, w * 3);
+      std::memcpy(dst + at * 3, rgb, n * 3);
       return;
     case DType::kFloat32: {
       float* o = reinterpret_cast<float*>(dst);
       if (out_.layout == Layout::kNCHW) {
-        float* r = o + size_t(y) * w;
-        kernels::NormalizeRowPlanar(rgb, w, r, r + plane, r + 2 * plane, out_.scale, out_.bias);
+        float* r = o + at;
+        kernels::NormalizeRowPlanar(rgb, n, r, r + plane, r + 2 * plane, out_.scale, out_.bias);
       } else {
-        LookupInterleaved(rgb, w, t, o + size_t(y) * w * 3);
+        LookupInterleaved(rgb, n, t, o + at * 3);
       }
       return;
     }
@@ -599,14 +621,14 @@ void SampleProcessor::EmitRow(const uint8_t* rgb, int y, uint8_t* dst) {
       const uint16_t* h = out_.half;
       uint16_t* o = reinterpret_cast<uint16_t*>(dst);
       if (out_.layout == Layout::kNCHW) {
-        uint16_t* r = o + size_t(y) * w;
-        for (size_t x = 0; x < w; ++x) {
+        uint16_t* r = o + at;
+        for (size_t x = 0; x < n; ++x) {
           r[x] = h[rgb[x * 3]];
           r[x + plane] = h[256 + rgb[x * 3 + 1]];
           r[x + 2 * plane] = h[512 + rgb[x * 3 + 2]];
         }
       } else {
-        LookupInterleaved(rgb, w, h, o + size_t(y) * w * 3);
+        LookupInterleaved(rgb, n, h, o + at * 3);
       }
       return;
     }

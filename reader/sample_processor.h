@@ -52,11 +52,15 @@ class SampleProcessor {
   // are no longer readable (file truncated while open: reader/mmap_guard.h).
   // `applied` receives the sample's parameters (see Batch::params). With `fallback` (a processor
   // made with OutputFormat::twin), a payload the GPU decoder takes is left undecoded (*fallback = 0);
-  // any other is decoded and *fallback says why (Batch::fallback). With `form` (a deferring processor
-  // only: remote workers), a sample that decodes to planes is written to `dst` as its planes
-  // (SampleForm, reader/executor.h) and *form says which; any other sample as RGB rows, *form = kRgb.
+  // any other is decoded and *fallback says why (Batch::fallback). With `form` (remote workers; a
+  // processor that defers or writes uint8 NHWC: WritesForms), a sample that decodes to planes is written
+  // to `dst` as its planes, un-augmented (SampleForm, reader/executor.h), and *form says which; any
+  // other sample as this processor's RGB rows, *form = kRgb.
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr, SampleForm* form = nullptr);
+  static bool WritesForms(bool defer, const OutputFormat& out) {
+    return defer || (out.dtype == DType::kUint8 && out.layout == Layout::kNHWC);
+  }
   // Called before Process of a batch chunk's samples, with them in the order Process will take them:
   // decodes together the small JPEGs among them that share the file's JPEG header (no crop, box
   // upsampling: kernels::JpegDecoder::DecodePlanesGroup, about 1.9x the per-image decode on CIFAR-10),
@@ -70,15 +74,17 @@ class SampleProcessor {
   // With a crop transform: sample `index`'s crop as Process draws and decodes it (for the GPU
   // decoder's staging), and true; false without a crop transform.
   bool TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const;
-  // The rest of Process for a sample decoded elsewhere in the deferred form (defer_augment: uint8 RGB
-  // at the output size, cropped and resized, nothing else): flip / translate / cutout and the output
-  // format into `dst`, `applied` as Process gives it. Same bytes as Process (remote workers ship this
-  // form: tests/remote_*). rows[y] is the image's row y (3 x width bytes), wherever it lies: a remote
-  // reply's rows stay in the receive buffers. Not for a deferring processor.
-  void FinishDeferredRows(uint64_t index, uint64_t seed, uint64_t epoch, const uint8_t* const* rows, uint8_t* dst,
-                          kernels::SampleParams* applied = nullptr);
-  // The same for a sample that came as planes: `bytes` holds its SampleFormBytes(form, width, height)
-  // (form is not kRgb), as Process wrote them. Same bytes as Process.
+  // The rest of Process for a sample a remote worker finished as uint8 RGB (cropped, resized, flipped,
+  // translated and cut, as a uint8 NHWC loader delivers it): the output format into `dst`, and
+  // `applied` as Process gives it. Its 3 x width x height bytes lie in order across n pieces (a reply's
+  // receive buffers, read where they lie: only a pixel split between two pieces is copied). Same bytes
+  // as Process, since normalisation is a function of the uint8 value (kernels::Normalize). Throws
+  // dsc::Error when the pieces hold fewer bytes. Not for a deferring processor.
+  void FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n, uint8_t* dst,
+                 kernels::SampleParams* applied = nullptr);
+  // A sample that came as planes (un-augmented: SampleForm, reader/executor.h): `bytes` holds its
+  // SampleFormBytes(form, width, height) (form is not kRgb), as Process wrote them; the whole of the
+  // augmentation and the output format into `dst`. Same bytes as Process.
   void FinishDeferredPlanes(uint64_t index, uint64_t seed, uint64_t epoch, SampleForm form, const uint8_t* bytes,
                             uint8_t* dst, kernels::SampleParams* applied = nullptr);
 
@@ -102,7 +108,9 @@ class SampleProcessor {
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
   // Decoded planes into dst: packed as they are when the caller takes planes (`form`), else WritePlanes.
   void EmitPlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst, SampleForm* form);
-  void EmitRow(const uint8_t* rgb, int y, uint8_t* dst);
+  void EmitRow(const uint8_t* rgb, int y, uint8_t* dst) { EmitPixels(rgb, size_t(y) * out_.width, out_.width, dst); }
+  // Pixels [at, at + n) of the output image (in row order) from n interleaved RGB pixels.
+  void EmitPixels(const uint8_t* rgb, size_t at, size_t n, uint8_t* dst);
   void MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect, const kernels::SampleParams& params,
                          kernels::TwinCropInput* in) const;
   void EmitMirroredRow(const uint8_t* rgb, int y, uint8_t* dst);  // emits rgb reversed

@@ -41,7 +41,7 @@ struct Behaviour {
   std::vector<uint32_t> samples;  // every sample served, when `record`
   bool record = false;
   DType asked = DType::kFloat32;  // the dtype the loader asked this worker for
-  bool asked_deferred = false;
+  bool asked_deferred = false, asked_normalize = false;
   std::atomic<int> requests{0}, connects{0}, served{0}, too_large{0}, busy{0};
   std::atomic<int> plane_samples{0};  // handed to the loader as planes
   // Every request waits (up to 10 s) until `after` has been sent more than `after_requests`: on a
@@ -56,6 +56,7 @@ class FakeExecutor : public RemoteExecutor {
       : address_(std::move(address)), ds_(c.path), options_(c.options), planes_(c.planes), b_(b) {
     b->asked = c.options.dtype;
     b->asked_deferred = c.options.defer_augment;
+    b->asked_normalize = c.options.augment.normalize;
   }
   const std::string& address() const override { return address_; }
   ConnectResult Connect(int, std::string* why) override {
@@ -117,8 +118,9 @@ class FakeExecutor : public RemoteExecutor {
         std::vector<BytePiece> pieces;
         if (i % 2 == 0) {
           pieces.push_back({p, n});
-        } else {  // edges inside rows and between them: 1 byte, a row and a half, 7 bytes, row-aligned rest
-          const size_t cuts[] = {0, 1, 1 + row + row / 2, 8 + row + row / 2, 2 * row, n};
+        } else {  // edges inside pixels, rows and between them: a pixel over 3 pieces, a row and a half,
+                  // 7 bytes, row-aligned rest
+          const size_t cuts[] = {0, 1, 2, 1 + row + row / 2, 8 + row + row / 2, 2 * row, n};
           for (size_t c = 0; c + 1 < std::size(cuts); ++c)
             if (cuts[c + 1] > cuts[c] && cuts[c + 1] <= n) pieces.push_back({p + cuts[c], cuts[c + 1] - cuts[c]});
         }
@@ -347,10 +349,11 @@ std::vector<std::string> ResizedDigests(const LoaderOptions& o) {
   return d;
 }
 
-// Float outputs travel as uint8 in the deferred form and the loader finishes them: the same batches
-// (params included) as a local run, for every layout and dtype, with and without a crop, and after
-// set_output_size, as RGB rows or (RemoteOptions::planes) as planes handed over in pieces; with
-// ship_uint8 off, workers are asked for the finished bytes.
+// Float outputs travel as uint8 and the loader finishes them: the same batches (params included) as a
+// local run, for every layout and dtype, with and without a crop, and after set_output_size, as a
+// uint8 loader's finished RGB rows (workers are asked for uint8 NHWC, unnormalised, not deferred) or
+// (RemoteOptions::planes) as un-augmented planes, handed over in pieces; with ship_uint8 off, workers
+// are asked for the finished bytes.
 TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
   LoaderOptions crop = LoaderOptions::ImagenetTrain();
   crop.augment.out_w = crop.augment.out_h = 24;
@@ -388,7 +391,8 @@ TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
       EXPECT_EQ(ResizedDigests(o), want);
       const bool uint8_wire = ship && c.dtype != DType::kUint8;
       EXPECT_EQ(a.asked, uint8_wire ? DType::kUint8 : c.dtype);
-      EXPECT_EQ(a.asked_deferred, uint8_wire);
+      EXPECT_FALSE(a.asked_deferred);
+      EXPECT_EQ(a.asked_normalize, !uint8_wire && c.dtype != DType::kUint8);
       EXPECT_GT(a.served, 0);
       // CIFAR's JPEGs (4:2:0, no crop) come as planes where they were asked for and the loader finishes
       // them; a crop's as rows.

@@ -297,8 +297,7 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
         local.remote = RemoteOptions();
         const auto want = run(local, &n, &wire);
         LoaderOptions rows = Remote({&a}, 0);
-        EXPECT_TRUE(rows.remote.planes);  // the default
-        rows.remote.planes = false;
+        EXPECT_FALSE(rows.remote.planes);  // the default
         if (!compression) {  // RGB rows: 3,072 bytes and the parameters a sample
           EXPECT_EQ(run(rows, &n, &wire), want);
           EXPECT_GT(wire, n * (3072 + 52));

@@ -184,9 +184,9 @@ int CmdBench(int argc, char** argv) {
        cxxopts::value<int>()->default_value("-1"))
       ("wire-compression", "with --remote: zstd the images on the wire")
       ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
-      ("wire-finished", "with --remote: workers send float batches finished (default: uint8 after the crop, finished here)")
-      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes (the default)")
-      ("wire-rows", "with --remote: float batches travel as RGB rows, not planes (a little less CPU here, twice the bytes)")
+      ("wire-finished", "with --remote: workers send float batches as floats (default: as uint8, normalised here)")
+      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes, not RGB rows (half the bytes, less CPU on the worker, more here)")
+      ("wire-rows", "with --remote: float batches travel as finished RGB rows (the default)")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
   opts.parse_positional({"file"});

@@ -117,10 +117,10 @@ class Loader:
     - autotune (threads becomes the maximum; a controller keeps only the threads the loop needs);
     - remote workers (`dsc serve`, docs/remote.md): remote (["host:port", ...]), token or token_file,
       tls_root (a PEM file), local_threads (beside the workers; 0 = none while one is reachable),
-      wire_compression, ship_uint8 (default True: float batches travel as uint8 after the crop and
-      are finished here), wire_planes (default True: uncropped JPEGs travel as their YCbCr planes
-      where those are fewer bytes; False: RGB rows, a little less CPU here); batches are identical
-      to a local run's;
+      wire_compression, ship_uint8 (default True: float batches travel as uint8 and are normalised
+      here), wire_planes (default False: finished RGB rows; True: uncropped JPEGs travel as
+      their YCbCr planes where those are fewer bytes: half the link and less worker CPU, more CPU
+      here); batches are identical to a local run's;
     - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
       dct_scaling (crops decode at the smallest DCT scale that keeps them at least the output size;
