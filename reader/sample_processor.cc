@@ -96,7 +96,7 @@ SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd
 void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* st,
                               kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form) {
   if (form) {
-    if (!WritesForms(defer_, out_)) throw Error("internal: planes asked of a processor that writes neither RGB rows nor the deferred form");
+    if (!WritesForms(defer_, out_)) throw Error("internal: planes asked of a processor that does not write finished uint8 NHWC");
     *form = SampleForm::kRgb;
   }
   if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
@@ -346,14 +346,18 @@ bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t e
   return true;
 }
 
-void SampleProcessor::FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n,
-                                uint8_t* dst, kernels::SampleParams* applied) {
-  if (defer_) throw Error("internal: FinishRgb on a deferring processor");
+kernels::SampleParams SampleProcessor::DrawParams(uint64_t index, uint64_t seed, uint64_t epoch) const {
   const format::IndexEntry e = ds_.entry(index);
   kernels::CropRect rect;
   kernels::SampleParams params;
   kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
-  if (applied) *applied = params;
+  return params;
+}
+
+void SampleProcessor::FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n,
+                                uint8_t* dst, kernels::SampleParams* applied) {
+  if (defer_) throw Error("internal: FinishRgb on a deferring processor");
+  if (applied) *applied = DrawParams(index, seed, epoch);
   const size_t total = size_t(out_.width) * out_.height;
   size_t at = 0;  // pixels written
   uint8_t split[3];
@@ -386,10 +390,7 @@ void SampleProcessor::FinishDeferredPlanes(uint64_t index, uint64_t seed, uint64
                                            const uint8_t* bytes, uint8_t* dst, kernels::SampleParams* applied) {
   if (defer_ || form == SampleForm::kRgb || uint8_t(form) >= kSampleForms)
     throw Error("internal: FinishDeferredPlanes on a deferring processor or for RGB rows");
-  const format::IndexEntry e = ds_.entry(index);
-  kernels::CropRect rect;
-  kernels::SampleParams params;
-  kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
+  const kernels::SampleParams params = DrawParams(index, seed, epoch);
   if (applied) *applied = params;
   WritePlanes(params, ViewPlanes(form, bytes, out_.width, out_.height), dst);
   kernels::StreamFence();

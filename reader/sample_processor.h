@@ -53,13 +53,13 @@ class SampleProcessor {
   // `applied` receives the sample's parameters (see Batch::params). With `fallback` (a processor
   // made with OutputFormat::twin), a payload the GPU decoder takes is left undecoded (*fallback = 0);
   // any other is decoded and *fallback says why (Batch::fallback). With `form` (remote workers; a
-  // processor that defers or writes uint8 NHWC: WritesForms), a sample that decodes to planes is written
+  // processor that writes finished uint8 NHWC: WritesForms), a sample that decodes to planes is written
   // to `dst` as its planes, un-augmented (SampleForm, reader/executor.h), and *form says which; any
-  // other sample as this processor's RGB rows, *form = kRgb.
+  // other sample as its RGB rows, *form = kRgb.
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr, SampleForm* form = nullptr);
   static bool WritesForms(bool defer, const OutputFormat& out) {
-    return defer || (out.dtype == DType::kUint8 && out.layout == Layout::kNHWC);
+    return !defer && out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   }
   // Called before Process of a batch chunk's samples, with them in the order Process will take them:
   // decodes together the small JPEGs among them that share the file's JPEG header (no crop, box
@@ -89,6 +89,8 @@ class SampleProcessor {
                             uint8_t* dst, kernels::SampleParams* applied = nullptr);
 
  private:
+  // Sample `index`'s parameters as Process draws them (Batch::params of a batch that does not defer).
+  kernels::SampleParams DrawParams(uint64_t index, uint64_t seed, uint64_t epoch) const;
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                         kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form);
   // PrepareChunk's work, in a guarded region: the group's members; 0 when there is no group.

@@ -25,7 +25,7 @@ class SampleWork {
   uint32_t width() const { return format_.width; }
   uint32_t height() const { return format_.height; }
   bool defers() const { return defer_; }  // its processors write the deferred form
-  // Its processors can write samples as planes (SampleProcessor::Process's `form`).
+  // Its processors can write samples as planes (SampleProcessor::Process's `form`): finished uint8 NHWC.
   bool writes_forms() const { return SampleProcessor::WritesForms(defer_, format_); }
 
  private:

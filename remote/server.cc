@@ -406,8 +406,8 @@ class WorkerService final : public Worker::Service {
     }
     std::vector<uint8_t> params(size_t(kParamBytes) * count), forms;
     c.params = params.data();
-    // Planes only where the request's processors write uint8 RGB or the deferred form (a client that
-    // finishes float batches asks for uint8 NHWC).
+    // Planes only where the request's processors write finished uint8 NHWC (what a client that finishes
+    // float batches asks for).
     if (req->spec().planes() && work->writes_forms()) {
       forms.resize(count);
       c.forms = forms.data();

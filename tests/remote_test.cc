@@ -332,14 +332,14 @@ struct FormSink final : SampleSink {
   }
 };
 
-// One request for samples 0..count-1 of `path` in the deferred uint8 form (as the loader asks for
+// One request for samples 0..count-1 of `path` as finished, unnormalised uint8 (as the loader asks for
 // float outputs), through a real executor connected to `address`, into `sink`.
-RunResult RunDeferred(const std::string& address, const std::string& path, uint32_t count, bool planes,
-                      SampleSink* sink, std::string* why) {
+RunResult RunUint8(const std::string& address, const std::string& path, uint32_t count, bool planes,
+                   SampleSink* sink, std::string* why) {
   LoaderOptions o = Base();
   o.dtype = DType::kUint8;
   o.layout = Layout::kNHWC;
-  o.defer_augment = true;
+  o.augment.normalize = false;
   Dataset ds(path);
   RemoteContext ctx;
   ctx.path = path;
@@ -377,7 +377,7 @@ TEST(Remote, EachSampleTravelsInItsSmallerForm) {
   const uint32_t count = uint32_t(std::min<uint64_t>(ds.size(), 48));
   FormSink sink;
   std::string why;
-  ASSERT_EQ(RunDeferred(a.address(), mixed, count, /*planes=*/true, &sink, &why), RunResult::kOk) << why;
+  ASSERT_EQ(RunUint8(a.address(), mixed, count, /*planes=*/true, &sink, &why), RunResult::kOk) << why;
   ASSERT_EQ(sink.got.size(), count);
   tjhandle tj = tjInitDecompress();
   std::map<SampleForm, int> seen;
@@ -451,7 +451,7 @@ TEST(Remote, MalformedSampleFormsAreRefused) {
   };
   const std::string address = "127.0.0.1:" + std::to_string(port);
   auto run = [&](bool planes, std::string* why, FormSink* sink) {
-    return RunDeferred(address, Built().cifar, kCount, planes, sink, why);
+    return RunUint8(address, Built().cifar, kCount, planes, sink, why);
   };
   const std::string ycc420(kCount, char(SampleForm::kYcc420));
   struct Bad {
