@@ -182,6 +182,34 @@ void BM_NormalizeBatch224(benchmark::State& state) {
 }
 BENCHMARK(BM_NormalizeBatch224)->Arg(1)->Arg(24)->Unit(benchmark::kMicrosecond);
 
+// The trainer's finishing of remote CIFAR samples with RGB rows (SampleProcessor::FinishRgb): 512
+// images of 32x32 uint8 RGB, each normalised to float32 NCHW in one call, into a ring of Arg batches
+// of 6 MB in huge pages (the loader's ring is prefetch + 1 = 4), time per image. Arg 0: into one
+// 12 KB image, over and over (the kernel's arithmetic alone, every store a cache hit).
+void BM_NormalizeCifarRing(benchmark::State& state) {
+  constexpr size_t kW = 32, kN = 512, kPixels = kW * kW, kImage = kPixels * 3;
+  const size_t batches = size_t(state.range(0));
+  const auto one = Source(int(kW), int(kW));
+  std::vector<uint8_t> src(16 * kImage);  // 16 different sources, as from a receive buffer (cached)
+  for (size_t n = 0; n < 16; ++n) std::copy(one.begin(), one.end(), src.begin() + long(n * kImage));
+  const size_t images = batches ? batches * kN : 1;
+  float* out = static_cast<float*>(dsc::AllocateHugePages(images * kImage * sizeof(float), nullptr));
+  if (!out) return state.SkipWithError("no memory for the ring");
+  const float scale[3] = {0.0171f, 0.0175f, 0.0174f}, bias[3] = {-2.12f, -2.04f, -1.80f};
+  size_t k = 0;
+  for (auto _ : state) {
+    for (size_t n = 0; n < kN; ++n, ++k) {
+      float* o = out + (k % images) * kImage;
+      dsc::kernels::NormalizeRowPlanar(src.data() + (n % 16) * kImage, kPixels, o, o + kPixels, o + 2 * kPixels, scale, bias);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["us_per_image"] =
+      benchmark::Counter(double(kN), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  std::free(out);
+}
+BENCHMARK(BM_NormalizeCifarRing)->Arg(0)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMicrosecond);
+
 // A CIFAR float32 batch from YCbCr planes (the remote client's planes path and the local fused path):
 // 512 images of 32x32, 4:2:0, shifted by -4..4, every other one mirrored, a third with a 16x16
 // cutout, into one 6 MB batch in huge pages (time per image). Arg 0: one call per row, as before
