@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,7 +76,7 @@ uint64_t ParseBytes(const char* flag, const std::string& text) {
   size_t used = 0;
   uint64_t v = 0;
   const auto bad = [&](const std::string& why) {
-    return cxxopts::exceptions::exception(std::string(flag) + " " + text + ": " + why);
+    return cli::UsageError(std::string(flag) + " " + text + ": " + why);
   };
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw bad("expected bytes with an optional K, M or G");
   try {
@@ -140,32 +139,32 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int CmdBench(int argc, char** argv) {
-  cxxopts::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
-                        "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
-                        "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --consumer-spin --trace trace.json\n"
-                        "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
+  cli::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
+                    "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
+                    "  dsc bench cifar10.beton --threads auto --consumer-ms 15 --consumer-spin --trace trace.json\n"
+                    "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
   opts.positional_help("FILE");
   opts.add_options()
-      ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cxxopts::value<std::string>()->default_value("cifar-train"))
-      ("batch-size", "samples per batch on this rank", cxxopts::value<uint32_t>()->default_value("512"))
-      ("global-batch-size", "samples per batch over all ranks (overrides --batch-size)", cxxopts::value<uint32_t>()->default_value("0"))
-      ("rank", "this rank (distributed)", cxxopts::value<uint32_t>()->default_value("0"))
-      ("world-size", "number of ranks", cxxopts::value<uint32_t>()->default_value("1"))
+      ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cli::value<std::string>()->default_value("cifar-train"))
+      ("batch-size", "samples per batch on this rank", cli::value<uint32_t>()->default_value("512"))
+      ("global-batch-size", "samples per batch over all ranks (overrides --batch-size)", cli::value<uint32_t>()->default_value("0"))
+      ("rank", "this rank (distributed)", cli::value<uint32_t>()->default_value("0"))
+      ("world-size", "number of ranks", cli::value<uint32_t>()->default_value("1"))
       ("indices-out", "write the sample indices of each batch this rank delivers to FILE, one line per batch",
-       cxxopts::value<std::string>()->default_value(""))
-      ("epochs", "epochs to run (the first is reported but excluded from the median)", cxxopts::value<int>()->default_value("3"))
+       cli::value<std::string>()->default_value(""))
+      ("epochs", "epochs to run (the first is reported but excluded from the median)", cli::value<int>()->default_value("3"))
       ("threads", "decode threads (0 = all cores), or 'auto' / 'auto:N' for the loader's controller (at most N, default all "
-       "cores): as many threads as the consumer needs, adjusted while it runs", cxxopts::value<std::string>()->default_value("0"))
-      ("prefetch", "batches prepared ahead", cxxopts::value<uint32_t>()->default_value("3"))
-      ("order", "random, quasi_random or sequential (default: the preset's)", cxxopts::value<std::string>()->default_value(""))
-      ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cxxopts::value<std::string>()->default_value("float32"))
+       "cores): as many threads as the consumer needs, adjusted while it runs", cli::value<std::string>()->default_value("0"))
+      ("prefetch", "batches prepared ahead", cli::value<uint32_t>()->default_value("3"))
+      ("order", "random, quasi_random or sequential (default: the preset's)", cli::value<std::string>()->default_value(""))
+      ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cli::value<std::string>()->default_value("float32"))
       ("decoder", "cpu, or gpu: the loader stages the JPEGs the GPU decoder takes (the rest it decodes, counted per reason) "
        "and the GPU decodes and augments them (--dtype is then its output); without a usable GPU, a notice and the "
-       "loader's side only", cxxopts::value<std::string>()->default_value("cpu"))
-      ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
-      ("consumer-ms", "simulate a training step of X ms per batch", cxxopts::value<double>()->default_value("0"))
+       "loader's side only", cli::value<std::string>()->default_value("cpu"))
+      ("seed", "random seed", cli::value<uint64_t>()->default_value("0"))
+      ("consumer-ms", "simulate a training step of X ms per batch", cli::value<double>()->default_value("0"))
       ("consumer-spin", "the simulated step spins (keeps a core busy, as a GPU-polling trainer does) instead of sleeping")
-      ("trace", "write a Chrome/Perfetto trace of one more epoch, run after the measured ones, to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("trace", "write a Chrome/Perfetto trace of one more epoch, run after the measured ones, to FILE", cli::value<std::string>()->default_value(""))
       ("verify", "check block checksums on first touch")
       ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
                  "= identical data, whatever the threads, prefetch or machine")
@@ -173,22 +172,22 @@ int CmdBench(int argc, char** argv) {
                  "environment): with --digest, checks that the SIMD paths give the same bits")
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
       ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
-       cxxopts::value<std::string>()->default_value("256M"))
+       cli::value<std::string>()->default_value("256M"))
       ("readahead", "quasi_random: bytes of coming blocks asked for ahead of use, within the cache budget (K/M/G; 0 = the whole budget)",
-       cxxopts::value<std::string>()->default_value("64M"))
+       cli::value<std::string>()->default_value("64M"))
       ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,ADDR:PORT...] that decode beside the local threads",
-       cxxopts::value<std::string>()->default_value(""))
-      ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
-      ("tls-root", "PEM of the CA that signed the workers' certificates (TLS)", cxxopts::value<std::string>()->default_value(""))
+       cli::value<std::string>()->default_value(""))
+      ("token-file", "the workers' token", cli::value<std::string>()->default_value(""))
+      ("tls-root", "PEM of the CA that signed the workers' certificates (TLS)", cli::value<std::string>()->default_value(""))
       ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable; default --threads)",
-       cxxopts::value<int>()->default_value("-1"))
+       cli::value<int>()->default_value("-1"))
       ("wire-compression", "with --remote: zstd the images on the wire")
-      ("remote-chunk", "with --remote: samples per request", cxxopts::value<uint32_t>()->default_value("0"))
+      ("remote-chunk", "with --remote: samples per request", cli::value<uint32_t>()->default_value("0"))
       ("wire-finished", "with --remote: workers send float batches as floats (default: as uint8, normalised here)")
       ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes, not RGB rows (half the bytes, less CPU on the worker, more here)")
       ("wire-rows", "with --remote: float batches travel as finished RGB rows (the default)")
       ("json", "machine-readable output")
-      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+      ("h,help", "show this help")("file", "", cli::value<std::string>());
   opts.parse_positional({"file"});
   std::string file, trace_path, threads_arg, indices_path;
   LoaderOptions o;
@@ -200,27 +199,27 @@ int CmdBench(int argc, char** argv) {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
+    if (!r.count("file")) throw cli::UsageError("expected FILE");
     file = r["file"].as<std::string>();
     const std::string preset = r["preset"].as<std::string>();
     if (preset == "cifar-train") o = LoaderOptions::CifarTrain();
     else if (preset == "cifar-test") o = LoaderOptions::CifarTest();
     else if (preset == "imagenet-train") o = LoaderOptions::ImagenetTrain();
     else if (preset == "imagenet-test") o = LoaderOptions::ImagenetTest();
-    else throw cxxopts::exceptions::exception("unknown --preset '" + preset + "'");
+    else throw cli::UsageError("unknown --preset '" + preset + "'");
     o.batch_size = r["batch-size"].as<uint32_t>();
     o.global_batch_size = r["global-batch-size"].as<uint32_t>();
     o.rank = r["rank"].as<uint32_t>();
     o.world_size = r["world-size"].as<uint32_t>();
     if (o.world_size == 0 || o.rank >= o.world_size)
-      throw cxxopts::exceptions::exception("--rank " + std::to_string(o.rank) + " must be below --world-size " +
+      throw cli::UsageError("--rank " + std::to_string(o.rank) + " must be below --world-size " +
                                            std::to_string(o.world_size));
     if (o.global_batch_size % o.world_size)
-      throw cxxopts::exceptions::exception("--global-batch-size " + std::to_string(o.global_batch_size) +
+      throw cli::UsageError("--global-batch-size " + std::to_string(o.global_batch_size) +
                                            " is not divisible by --world-size " + std::to_string(o.world_size));
     indices_path = r["indices-out"].as<std::string>();
     epochs = r["epochs"].as<int>();
-    if (epochs < 1) throw cxxopts::exceptions::exception("--epochs must be at least 1");
+    if (epochs < 1) throw cli::UsageError("--epochs must be at least 1");
     threads_arg = r["threads"].as<std::string>();
     // The whole of N: "3x" was taken as 3, and "abc" said only "stoi".
     auto count = [&](const std::string& n) {
@@ -232,13 +231,13 @@ int CmdBench(int argc, char** argv) {
         used = 0;
       }
       if (n.empty() || used != n.size() || !std::isdigit(static_cast<unsigned char>(n[0])))
-        throw cxxopts::exceptions::exception("--threads " + threads_arg + ": expected N, auto or auto:N");
+        throw cli::UsageError("--threads " + threads_arg + ": expected N, auto or auto:N");
       return v;
     };
     if (threads_arg.rfind("auto", 0) == 0) {
       o.autotune = true;
       if (threads_arg.size() > 4) {
-        if (threads_arg[4] != ':') throw cxxopts::exceptions::exception("--threads " + threads_arg + ": expected N, auto or auto:N");
+        if (threads_arg[4] != ':') throw cli::UsageError("--threads " + threads_arg + ": expected N, auto or auto:N");
         o.threads = count(threads_arg.substr(5));
       }
     } else {
@@ -249,16 +248,16 @@ int CmdBench(int argc, char** argv) {
     if (order == "random") o.order = Order::kRandom;
     else if (order == "quasi_random") o.order = Order::kQuasiRandom;
     else if (order == "sequential") o.order = Order::kSequential;
-    else if (!order.empty()) throw cxxopts::exceptions::exception("unknown --order '" + order + "'");
+    else if (!order.empty()) throw cli::UsageError("unknown --order '" + order + "'");
     const std::string dtype = r["dtype"].as<std::string>();
     if (dtype == "float16") o.dtype = DType::kFloat16;
     else if (dtype == "uint8") { o.dtype = DType::kUint8; o.layout = Layout::kNHWC; o.augment.normalize = false; }
-    else if (dtype != "float32") throw cxxopts::exceptions::exception("unknown --dtype '" + dtype + "'");
+    else if (dtype != "float32") throw cli::UsageError("unknown --dtype '" + dtype + "'");
     o.seed = r["seed"].as<uint64_t>();
     consumer_ms = r["consumer-ms"].as<double>();
-    if (!(consumer_ms >= 0 && consumer_ms <= 1e6)) throw cxxopts::exceptions::exception("--consumer-ms must be 0 to 1e6");
+    if (!(consumer_ms >= 0 && consumer_ms <= 1e6)) throw cli::UsageError("--consumer-ms must be 0 to 1e6");
     spin = r.count("consumer-spin") > 0;
-    if (spin && consumer_ms == 0) throw cxxopts::exceptions::exception("--consumer-spin needs --consumer-ms (the step it spins for)");
+    if (spin && consumer_ms == 0) throw cli::UsageError("--consumer-spin needs --consumer-ms (the step it spins for)");
     trace_path = r["trace"].as<std::string>();
     o.verify = r.count("verify") > 0;
     cold = r.count("cold") > 0;
@@ -283,8 +282,8 @@ int CmdBench(int argc, char** argv) {
     digest = r.count("digest") > 0;
     const std::string decoder = r["decoder"].as<std::string>();
     if (decoder == "gpu") {
-      if (digest) throw cxxopts::exceptions::exception("--digest needs --decoder cpu (staged batches are finished on the GPU)");
-      if (o.dtype == DType::kUint8) throw cxxopts::exceptions::exception("--decoder gpu: --dtype is the GPU's output, float32 or float16");
+      if (digest) throw cli::UsageError("--digest needs --decoder cpu (staged batches are finished on the GPU)");
+      if (o.dtype == DType::kUint8) throw cli::UsageError("--decoder gpu: --dtype is the GPU's output, float32 or float16");
       gpu_decoder = true;
       gpu_dtype = o.dtype;
       o.decoder = LoaderOptions::Decoder::kGpu;
@@ -292,7 +291,7 @@ int CmdBench(int argc, char** argv) {
       o.dtype = DType::kUint8;
       o.layout = Layout::kNHWC;
     } else if (decoder != "cpu") {
-      throw cxxopts::exceptions::exception("unknown --decoder '" + decoder + "': cpu or gpu");
+      throw cli::UsageError("unknown --decoder '" + decoder + "': cpu or gpu");
     }
     if (r.count("scalar")) kernels::ForceScalar();  // before any decode and any loader thread
   } catch (const std::exception& e) {

@@ -1,7 +1,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cxxopts.hpp>
 #include <string>
 
 #include "format/error.h"
@@ -12,37 +11,37 @@
 namespace dsc::tools {
 
 int CmdBuild(int argc, char** argv) {
-  cxxopts::Options opts("dsc build", "Compile a dataset into one indexed, checksummed file.\n"
-                        "SRC is a CIFAR-10/100 download folder (binary or python version), a class-per-folder\n"
-                        "image tree (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg), or a manifest\n"
-                        "file of 'path<TAB>label' lines.\n\n"
-                        "  dsc build cifar-10-batches-bin/ cifar10-train.beton\n"
-                        "  dsc build cifar10/ cifar10-test.beton --split test\n"
-                        "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
+  cli::Options opts("dsc build", "Compile a dataset into one indexed, checksummed file.\n"
+                    "SRC is a CIFAR-10/100 download folder (binary or python version), a class-per-folder\n"
+                    "image tree (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg), or a manifest\n"
+                    "file of 'path<TAB>label' lines.\n\n"
+                    "  dsc build cifar-10-batches-bin/ cifar10-train.beton\n"
+                    "  dsc build cifar10/ cifar10-test.beton --split test\n"
+                    "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
   opts.positional_help("SRC OUT");
   opts.add_options()
-      ("format", "auto, cifar-binary, cifar-python, tree, manifest", cxxopts::value<std::string>()->default_value("auto"))
-      ("split", "train or test", cxxopts::value<std::string>()->default_value("train"))
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest", cli::value<std::string>()->default_value("auto"))
+      ("split", "train or test", cli::value<std::string>()->default_value("train"))
       ("encoding", "jpeg, raw, raw-zstd, auto, or default: raw for pixel sources, JPEG pass-through for JPEG sources",
-       cxxopts::value<std::string>()->default_value("default"))
-      ("quality", "JPEG quality when encoding", cxxopts::value<int>()->default_value("90"))
-      ("subsampling", "444, 422, 420 or gray when encoding (JPEG sources passed through keep theirs: add --reencode)", cxxopts::value<std::string>()->default_value("420"))
-      ("max-resolution", "downscale images whose longest side exceeds N (area averaging)", cxxopts::value<int>()->default_value("0"))
-      ("center-crop", "crop a centred square of side RATIO x the shorter side", cxxopts::value<double>()->default_value("0"))
+       cli::value<std::string>()->default_value("default"))
+      ("quality", "JPEG quality when encoding", cli::value<int>()->default_value("90"))
+      ("subsampling", "444, 422, 420 or gray when encoding (JPEG sources passed through keep theirs: add --reencode)", cli::value<std::string>()->default_value("420"))
+      ("max-resolution", "downscale images whose longest side exceeds N (area averaging)", cli::value<int>()->default_value("0"))
+      ("center-crop", "crop a centred square of side RATIO x the shorter side", cli::value<double>()->default_value("0"))
       ("reencode", "re-encode JPEG sources even when nothing requires it")
       ("restart-interval", "restart markers in JPEG payloads: auto (intervals dividing each MCU row), none (pass "
-       "JPEGs through byte for byte) or N (every N MCUs)", cxxopts::value<std::string>()->default_value("auto"))
-      ("jpeg-tables", "shared (store identical JPEG headers once) or inline", cxxopts::value<std::string>()->default_value("shared"))
-      ("block-size", "block capacity in bytes (power of two)", cxxopts::value<uint64_t>()->default_value("4194304"))
-      ("threads", "encoder threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+       "JPEGs through byte for byte) or N (every N MCUs)", cli::value<std::string>()->default_value("auto"))
+      ("jpeg-tables", "shared (store identical JPEG headers once) or inline", cli::value<std::string>()->default_value("shared"))
+      ("block-size", "block capacity in bytes (power of two)", cli::value<uint64_t>()->default_value("4194304"))
+      ("threads", "encoder threads (0 = all cores)", cli::value<int>()->default_value("0"))
       ("max-pixels", "refuse images of more than N pixels (width x height), checked from the header",
-       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
+       cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("max-file-size", "refuse image files larger than N bytes, checked before reading",
-       cxxopts::value<uint64_t>()->default_value(std::to_string(writer::kDefaultMaxFileSize)))
+       cli::value<uint64_t>()->default_value(std::to_string(writer::kDefaultMaxFileSize)))
       ("skip-invalid", "skip unreadable samples (each is printed) instead of failing")
       ("quiet", "no progress bar")
       ("h,help", "show this help")
-      ("src", "", cxxopts::value<std::string>())("out", "", cxxopts::value<std::string>());
+      ("src", "", cli::value<std::string>())("out", "", cli::value<std::string>());
   opts.parse_positional({"src", "out"});
   writer::BuildOptions o;
   std::string src, out;
@@ -53,7 +52,7 @@ int CmdBuild(int argc, char** argv) {
       std::fputs(opts.help().c_str(), stdout);
       return kExitOk;
     }
-    if (!r.count("src") || !r.count("out")) throw cxxopts::exceptions::exception("expected SRC and OUT");
+    if (!r.count("src") || !r.count("out")) throw cli::UsageError("expected SRC and OUT");
     src = r["src"].as<std::string>();
     out = r["out"].as<std::string>();
     o.format = r["format"].as<std::string>();
@@ -72,7 +71,7 @@ int CmdBuild(int argc, char** argv) {
     o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
     o.progress = !r.count("quiet") && ::isatty(2);
-  } catch (const cxxopts::exceptions::exception& e) {
+  } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc build: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }

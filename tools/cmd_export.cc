@@ -1,7 +1,6 @@
 #include <png.h>
 
 #include <cstdio>
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -116,21 +115,21 @@ std::string TsvField(const std::string& s) {
 }  // namespace
 
 int CmdExport(int argc, char** argv) {
-  cxxopts::Options opts("dsc export", "Write stored samples as PNG (or PPM) images plus labels.tsv, to look at\n"
-                        "what a file holds. --out must be a new or empty folder. In labels.tsv a backslash, tab,\n"
-                        "newline or carriage return inside a name is written as \\\\, \\t, \\n or \\r.\n\n"
-                        "  dsc export cifar10.beton --index 0 --count 16 --out /tmp/look\n");
+  cli::Options opts("dsc export", "Write stored samples as PNG (or PPM) images plus labels.tsv, to look at\n"
+                    "what a file holds. --out must be a new or empty folder. In labels.tsv a backslash, tab,\n"
+                    "newline or carriage return inside a name is written as \\\\, \\t, \\n or \\r.\n\n"
+                    "  dsc export cifar10.beton --index 0 --count 16 --out /tmp/look\n");
   opts.positional_help("FILE");
   opts.add_options()
-      ("index", "first sample", cxxopts::value<uint64_t>()->default_value("0"))
-      ("count", "number of samples", cxxopts::value<uint64_t>()->default_value("1"))
-      ("out", "output folder: new (created) or empty", cxxopts::value<std::string>())
+      ("index", "first sample", cli::value<uint64_t>()->default_value("0"))
+      ("count", "number of samples", cli::value<uint64_t>()->default_value("1"))
+      ("out", "output folder: new (created) or empty", cli::value<std::string>())
       ("ppm", "write PPM instead of PNG")
       ("upsampling", "JPEG chroma upsampling: box (the loader's default: what training sees) or fancy "
-                     "(libjpeg's default, as PIL decodes)", cxxopts::value<std::string>()->default_value("box"))
+                     "(libjpeg's default, as PIL decodes)", cli::value<std::string>()->default_value("box"))
       ("max-pixels", "refuse images larger than this many pixels",
-       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
-      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+       cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
+      ("h,help", "show this help")("file", "", cli::value<std::string>());
   opts.parse_positional({"file"});
   std::string file, out;
   uint64_t first = 0, count = 1;
@@ -140,18 +139,18 @@ int CmdExport(int argc, char** argv) {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("file") || !r.count("out")) throw cxxopts::exceptions::exception("expected FILE and --out DIR");
+    if (!r.count("file") || !r.count("out")) throw cli::UsageError("expected FILE and --out DIR");
     file = r["file"].as<std::string>();
     out = r["out"].as<std::string>();
     first = r["index"].as<uint64_t>();
     count = r["count"].as<uint64_t>();
-    if (count == 0) throw cxxopts::exceptions::exception("--count 0: nothing to export (at least 1)");
+    if (count == 0) throw cli::UsageError("--count 0: nothing to export (at least 1)");
     ppm = r.count("ppm") > 0;
     decode.max_pixels = r["max-pixels"].as<uint64_t>();
     const std::string up = r["upsampling"].as<std::string>();
-    if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
+    if (up != "box" && up != "fancy") throw cli::UsageError("--upsampling must be box or fancy");
     decode.fancy_upsampling = up == "fancy";
-  } catch (const cxxopts::exceptions::exception& e) {
+  } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc export: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }

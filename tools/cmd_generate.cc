@@ -2,7 +2,6 @@
 // dataset at hand. Images are deterministic: class-dependent colour gradients with seeded noise.
 #include <cstdint>
 #include <cstdio>
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -21,17 +20,17 @@ constexpr uint64_t kMaxImages = 100000000;
 }  // namespace
 
 int CmdGenerate(int argc, char** argv) {
-  cxxopts::Options opts("dsc generate", "Write a synthetic class-per-folder JPEG dataset (OUT/train/<class>/*.jpg and\n"
-                        "OUT/test/<class>/*.jpg).\n\n  dsc generate /tmp/synth --classes 10 --train 500 --test 100 --size 32\n");
+  cli::Options opts("dsc generate", "Write a synthetic class-per-folder JPEG dataset (OUT/train/<class>/*.jpg and\n"
+                    "OUT/test/<class>/*.jpg).\n\n  dsc generate /tmp/synth --classes 10 --train 500 --test 100 --size 32\n");
   opts.positional_help("OUT");
   opts.add_options()
-      ("classes", "number of classes", cxxopts::value<int>()->default_value("10"))
-      ("train", "training images per class", cxxopts::value<int>()->default_value("1000"))
-      ("test", "test images per class", cxxopts::value<int>()->default_value("200"))
-      ("size", "image side in pixels", cxxopts::value<int>()->default_value("32"))
-      ("quality", "JPEG quality", cxxopts::value<int>()->default_value("90"))
-      ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))
-      ("h,help", "show this help")("out", "", cxxopts::value<std::string>());
+      ("classes", "number of classes", cli::value<int>()->default_value("10"))
+      ("train", "training images per class", cli::value<int>()->default_value("1000"))
+      ("test", "test images per class", cli::value<int>()->default_value("200"))
+      ("size", "image side in pixels", cli::value<int>()->default_value("32"))
+      ("quality", "JPEG quality", cli::value<int>()->default_value("90"))
+      ("seed", "random seed", cli::value<uint64_t>()->default_value("0"))
+      ("h,help", "show this help")("out", "", cli::value<std::string>());
   opts.parse_positional({"out"});
   std::string out;
   int classes, train, test, size, quality;
@@ -40,7 +39,7 @@ int CmdGenerate(int argc, char** argv) {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("out")) throw cxxopts::exceptions::exception("expected OUT");
+    if (!r.count("out")) throw cli::UsageError("expected OUT");
     out = r["out"].as<std::string>();
     classes = r["classes"].as<int>();
     train = r["train"].as<int>();
@@ -50,7 +49,7 @@ int CmdGenerate(int argc, char** argv) {
     seed = r["seed"].as<uint64_t>();
     auto in_range = [](const char* name, int v, int lo, int hi) {
       if (v < lo || v > hi)
-        throw cxxopts::exceptions::exception(std::string("--") + name + " " + std::to_string(v) + " is out of range (" +
+        throw cli::UsageError(std::string("--") + name + " " + std::to_string(v) + " is out of range (" +
                                              std::to_string(lo) + ".." + std::to_string(hi) + ")");
     };
     in_range("classes", classes, 1, kMaxClasses);
@@ -58,11 +57,11 @@ int CmdGenerate(int argc, char** argv) {
     in_range("test", test, 0, kMaxPerClass);
     in_range("size", size, 8, 4096);
     in_range("quality", quality, 1, 100);
-    if (train + test == 0) throw cxxopts::exceptions::exception("--train and --test are both 0: no image to write");
+    if (train + test == 0) throw cli::UsageError("--train and --test are both 0: no image to write");
     if (uint64_t(classes) * uint64_t(train + test) > kMaxImages)
-      throw cxxopts::exceptions::exception("--classes x (--train + --test) is " + std::to_string(uint64_t(classes) * uint64_t(train + test)) +
+      throw cli::UsageError("--classes x (--train + --test) is " + std::to_string(uint64_t(classes) * uint64_t(train + test)) +
                                            " images, more than " + std::to_string(kMaxImages));
-  } catch (const cxxopts::exceptions::exception& e) {
+  } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc generate: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
@@ -76,7 +75,7 @@ int CmdGenerate(int argc, char** argv) {
     return kExitUsage;
   }
   const std::filesystem::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : ".";
-  const std::filesystem::path staging = parent / ("." + final_dir.filename().string() + ".dsc-generate-partial");
+  const std::filesystem::path staging = parent / std::string(".").append(leaf).append(".dsc-generate-partial");
   try {
     std::error_code ec;
     if (std::filesystem::exists(final_dir, ec) &&

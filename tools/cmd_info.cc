@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <cxxopts.hpp>
 #include <map>
 #include <sstream>
 
@@ -68,9 +67,9 @@ void PrintText(const Dataset& ds, const DatasetSummary& s) {
 }  // namespace
 
 int CmdInfo(int argc, char** argv) {
-  cxxopts::Options opts("dsc info", "Describe a dsc file.");
+  cli::Options opts("dsc info", "Describe a dsc file.");
   opts.positional_help("FILE");
-  opts.add_options()("json", "machine-readable output")("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+  opts.add_options()("json", "machine-readable output")("h,help", "show this help")("file", "", cli::value<std::string>());
   opts.parse_positional({"file"});
   std::string file;
   bool json = false;
@@ -78,10 +77,10 @@ int CmdInfo(int argc, char** argv) {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("file")) throw cxxopts::exceptions::exception("expected FILE");
+    if (!r.count("file")) throw cli::UsageError("expected FILE");
     file = r["file"].as<std::string>();
     json = r.count("json") > 0;
-  } catch (const cxxopts::exceptions::exception& e) {
+  } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc info: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }

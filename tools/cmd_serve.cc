@@ -1,5 +1,4 @@
 // dsc serve: decode and augment for remote loaders (docs/remote.md).
-#include <cxxopts.hpp>
 
 #include <cstdio>
 
@@ -20,27 +19,27 @@ int CmdServe(int argc, char** argv) {
   std::fprintf(stderr, "dsc serve: this dsc was built without gRPC (install libgrpc++-dev, protobuf-compiler-grpc and rebuild)\n");
   return kExitUsage;
 #else
-  cxxopts::Options opts("dsc serve",
-                        "Decode and augment batches of FILE... for loaders on other machines (their --remote).\n\n"
-                        "  dsc serve train.beton --listen 127.0.0.1:7000 --threads 8\n"
-                        "  dsc serve train.beton --listen 0.0.0.0:7000 --token-file token --tls-cert c.pem --tls-key k.pem\n");
+  cli::Options opts("dsc serve",
+                    "Decode and augment batches of FILE... for loaders on other machines (their --remote).\n\n"
+                    "  dsc serve train.beton --listen 127.0.0.1:7000 --threads 8\n"
+                    "  dsc serve train.beton --listen 0.0.0.0:7000 --token-file token --tls-cert c.pem --tls-key k.pem\n");
   opts.positional_help("FILE [FILE...]");
   opts.add_options()
-      ("listen", "ADDR:PORT to listen on; port 0 picks a free one (printed)", cxxopts::value<std::string>()->default_value("127.0.0.1:0"))
-      ("threads", "decode threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
-      ("token-file", "callers must send the token in this file (required off loopback)", cxxopts::value<std::string>()->default_value(""))
-      ("tls-cert", "PEM certificate chain (TLS)", cxxopts::value<std::string>()->default_value(""))
-      ("tls-key", "PEM private key (TLS)", cxxopts::value<std::string>()->default_value(""))
+      ("listen", "ADDR:PORT to listen on; port 0 picks a free one (printed)", cli::value<std::string>()->default_value("127.0.0.1:0"))
+      ("threads", "decode threads (0 = all cores)", cli::value<int>()->default_value("0"))
+      ("token-file", "callers must send the token in this file (required off loopback)", cli::value<std::string>()->default_value(""))
+      ("tls-cert", "PEM certificate chain (TLS)", cli::value<std::string>()->default_value(""))
+      ("tls-key", "PEM private key (TLS)", cli::value<std::string>()->default_value(""))
       ("insecure-plaintext", "allow a non-loopback address without TLS")
-      ("max-in-flight", "calls at once per client connection", cxxopts::value<uint32_t>()->default_value("8"))
-      ("max-calls", "calls at once from all clients together", cxxopts::value<uint32_t>()->default_value("64"))
-      ("max-memory-mb", "reply memory held by all calls together", cxxopts::value<uint64_t>()->default_value("2048"))
-      ("fail-after", "test hook: fail every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
-      ("stall-after", "test hook: stall every call after the first N", cxxopts::value<uint64_t>()->default_value("0"))
-      ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cxxopts::value<uint64_t>()->default_value("0"))
-      ("die-after", "test hook: die as kill -9 would at call N + 1", cxxopts::value<uint64_t>()->default_value("0"))
-      ("report-version", "test hook: claim this dsc version in the handshake", cxxopts::value<std::string>()->default_value(""))
-      ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
+      ("max-in-flight", "calls at once per client connection", cli::value<uint32_t>()->default_value("8"))
+      ("max-calls", "calls at once from all clients together", cli::value<uint32_t>()->default_value("64"))
+      ("max-memory-mb", "reply memory held by all calls together", cli::value<uint64_t>()->default_value("2048"))
+      ("fail-after", "test hook: fail every call after the first N", cli::value<uint64_t>()->default_value("0"))
+      ("stall-after", "test hook: stall every call after the first N", cli::value<uint64_t>()->default_value("0"))
+      ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cli::value<uint64_t>()->default_value("0"))
+      ("die-after", "test hook: die as kill -9 would at call N + 1", cli::value<uint64_t>()->default_value("0"))
+      ("report-version", "test hook: claim this dsc version in the handshake", cli::value<std::string>()->default_value(""))
+      ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
   opts.parse_positional({"files"});
   remote::ServeOptions so;
   try {

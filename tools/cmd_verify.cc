@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <string>
 #include <vector>
-#include <cxxopts.hpp>
 
 #include "format/error.h"
 #include "format/file_view.h"
@@ -75,18 +74,18 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
 
 
 int CmdVerify(int argc, char** argv) {
-  cxxopts::Options opts("dsc verify", "Check every checksum, every index entry (against its payload's own header)\n"
-                        "and every must-be-zero byte of a dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
-                        "block or sample, and exits 1.");
+  cli::Options opts("dsc verify", "Check every checksum, every index entry (against its payload's own header)\n"
+                    "and every must-be-zero byte of a dsc file. On damage, prints the section (as `dsc info --json` names it) and the\n"
+                    "block or sample, and exits 1.");
   opts.positional_help("FILE...");
   opts.add_options()("decode", "also decode every sample")
       ("upsampling", "with --decode: JPEG chroma upsampling, box (the loader's default) or fancy",
-       cxxopts::value<std::string>()->default_value("box"))
+       cli::value<std::string>()->default_value("box"))
       ("decoder", "with --decode: cpu, or gpu-twin (also compare the GPU JPEG decoder's host twin with\n"
-       "libjpeg-turbo on every JPEG sample, with the same --upsampling; exit 1 on any mismatch)", cxxopts::value<std::string>()->default_value("cpu"))
+       "libjpeg-turbo on every JPEG sample, with the same --upsampling; exit 1 on any mismatch)", cli::value<std::string>()->default_value("cpu"))
       ("max-pixels", "with --decode: refuse images larger than this many pixels",
-       cxxopts::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
-      ("h,help", "show this help")("files", "", cxxopts::value<std::vector<std::string>>());
+       cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
+      ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
   opts.parse_positional({"files"});
   std::vector<std::string> files;
   bool decode = false, twin = false;
@@ -94,20 +93,20 @@ int CmdVerify(int argc, char** argv) {
   try {
     auto r = Parse(opts, argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("files")) throw cxxopts::exceptions::exception("expected FILE");
+    if (!r.count("files")) throw cli::UsageError("expected FILE");
     files = r["files"].as<std::vector<std::string>>();
     decode = r.count("decode") > 0;
     options.max_pixels = r["max-pixels"].as<uint64_t>();
     const std::string up = r["upsampling"].as<std::string>();
-    if (up != "box" && up != "fancy") throw cxxopts::exceptions::exception("--upsampling must be box or fancy");
+    if (up != "box" && up != "fancy") throw cli::UsageError("--upsampling must be box or fancy");
     options.fancy_upsampling = up == "fancy";
     const std::string dec = r["decoder"].as<std::string>();
-    if (dec != "cpu" && dec != "gpu-twin") throw cxxopts::exceptions::exception("--decoder must be cpu or gpu-twin");
+    if (dec != "cpu" && dec != "gpu-twin") throw cli::UsageError("--decoder must be cpu or gpu-twin");
     twin = dec == "gpu-twin";
     for (const char* o : {"decoder", "upsampling", "max-pixels"})  // they change only what --decode does
-      if (r.count(o) && !decode) throw cxxopts::exceptions::exception(std::string("--") + o + " needs --decode");
-    if (options.max_pixels == 0) throw cxxopts::exceptions::exception("--max-pixels 0 would refuse every image");
-  } catch (const cxxopts::exceptions::exception& e) {
+      if (r.count(o) && !decode) throw cli::UsageError(std::string("--") + o + " needs --decode");
+    if (options.max_pixels == 0) throw cli::UsageError("--max-pixels 0 would refuse every image");
+  } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -752,53 +751,55 @@ int Run(Config c) {
 }  // namespace
 }  // namespace dsc::train
 
+namespace cli = dsc::tools::cli;
+
 int main(int argc, char** argv) {
-  cxxopts::Options opts("dsc train", "Train ResNet-9 on CIFAR-10 from dsc files. Defaults reproduce FFCV's CIFAR-10 example\n"
-                        "(SGD lr 0.5, momentum 0.9, weight decay 5e-4, label smoothing 0.1, batch 512, 24 epochs,\n"
-                        "triangular learning rate peaking at 5/24, flip + translate + cutout, test-time flip).\n\n"
-                        "  dsc train cifar10-train.beton --test cifar10-test.beton --epochs 1 --limit 5000 --json out.json\n");
+  cli::Options opts("dsc train", "Train ResNet-9 on CIFAR-10 from dsc files. Defaults reproduce FFCV's CIFAR-10 example\n"
+                    "(SGD lr 0.5, momentum 0.9, weight decay 5e-4, label smoothing 0.1, batch 512, 24 epochs,\n"
+                    "triangular learning rate peaking at 5/24, flip + translate + cutout, test-time flip).\n\n"
+                    "  dsc train cifar10-train.beton --test cifar10-test.beton --epochs 1 --limit 5000 --json out.json\n");
   opts.positional_help("FILE");
   dsc::train::Config c;
   opts.add_options()
-      ("test", "the test split's dsc file", cxxopts::value<std::string>())
-      ("epochs", "epochs", cxxopts::value<int>()->default_value("24"))
-      ("batch-size", "batch size", cxxopts::value<uint32_t>()->default_value("512"))
-      ("lr", "peak learning rate", cxxopts::value<double>()->default_value("0.5"))
-      ("limit", "train on a fixed, seeded random subset of N samples", cxxopts::value<uint64_t>()->default_value("0"))
-      ("test-limit", "evaluate on a seeded random subset of N test samples", cxxopts::value<uint64_t>()->default_value("0"))
-      ("seed", "seed for the loader, the subset and the weights", cxxopts::value<uint64_t>()->default_value("0"))
+      ("test", "the test split's dsc file", cli::value<std::string>())
+      ("epochs", "epochs", cli::value<int>()->default_value("24"))
+      ("batch-size", "batch size", cli::value<uint32_t>()->default_value("512"))
+      ("lr", "peak learning rate", cli::value<double>()->default_value("0.5"))
+      ("limit", "train on a fixed, seeded random subset of N samples", cli::value<uint64_t>()->default_value("0"))
+      ("test-limit", "evaluate on a seeded random subset of N test samples", cli::value<uint64_t>()->default_value("0"))
+      ("seed", "seed for the loader, the subset and the weights", cli::value<uint64_t>()->default_value("0"))
       ("loader-threads", "decode threads, or auto / auto:N for the loader's controller (at most N, default all cores): "
-       "only as many as the training step needs", cxxopts::value<std::string>()->default_value("1"))
+       "only as many as the training step needs", cli::value<std::string>()->default_value("1"))
       ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,...] that decode training batches beside the loader threads",
-       cxxopts::value<std::string>()->default_value(""))
-      ("token-file", "the workers' token", cxxopts::value<std::string>()->default_value(""))
-      ("tls-root", "PEM of the CA of the workers' certificates", cxxopts::value<std::string>()->default_value(""))
-      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable)", cxxopts::value<int>()->default_value("-1"))
+       cli::value<std::string>()->default_value(""))
+      ("token-file", "the workers' token", cli::value<std::string>()->default_value(""))
+      ("tls-root", "PEM of the CA of the workers' certificates", cli::value<std::string>()->default_value(""))
+      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable)", cli::value<int>()->default_value("-1"))
       ("wire-compression", "with --remote: zstd the images on the wire")
       ("torch-threads", "libtorch threads (0: all cores with one loader thread, else the cores the loader leaves)",
-       cxxopts::value<int>()->default_value("0"))
-      ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cxxopts::value<std::string>()->default_value("cpu"))
+       cli::value<int>()->default_value("0"))
+      ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cli::value<std::string>()->default_value("cpu"))
       ("decoder", "cpu, or gpu (needs --device cuda): JPEGs decoded on the GPU, those it cannot decode on the CPU (counted)",
-       cxxopts::value<std::string>()->default_value("cpu"))
-      ("precision", "cuda: auto (bf16 on sm_80+, else fp16 with loss scaling), bf16, fp16 or fp32", cxxopts::value<std::string>()->default_value("auto"))
-      ("checkpoint", "save model, optimiser and loader state to DIR after every epoch", cxxopts::value<std::string>()->default_value(""))
-      ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cxxopts::value<std::string>()->default_value(""))
-      ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cxxopts::value<uint64_t>()->default_value("0"))
-      ("json", "write results to FILE", cxxopts::value<std::string>()->default_value(""))
+       cli::value<std::string>()->default_value("cpu"))
+      ("precision", "cuda: auto (bf16 on sm_80+, else fp16 with loss scaling), bf16, fp16 or fp32", cli::value<std::string>()->default_value("auto"))
+      ("checkpoint", "save model, optimiser and loader state to DIR after every epoch", cli::value<std::string>()->default_value(""))
+      ("resume", "resume from a checkpoint DIR (its subset, batch size, seed, epochs and lr; contradicting flags are errors)", cli::value<std::string>()->default_value(""))
+      ("max-steps", "stop after N optimiser steps in all (and checkpoint there)", cli::value<uint64_t>()->default_value("0"))
+      ("json", "write results to FILE", cli::value<std::string>()->default_value(""))
       ("trace", "write a Chrome/Perfetto trace of the trainer's phases and the loader's work to FILE",
-       cxxopts::value<std::string>()->default_value(""))
+       cli::value<std::string>()->default_value(""))
       ("trace-steps", "trace steps FIRST:END (end excluded; default: the second epoch's first 50)",
-       cxxopts::value<std::string>()->default_value(""))
+       cli::value<std::string>()->default_value(""))
       ("nproc", "start N ranks on this machine (else ranks come from torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
-       "--batch-size is the global batch", cxxopts::value<int>()->default_value("0"))
-      ("dist-timeout", "seconds a rank waits for a silent or dead peer before failing", cxxopts::value<double>()->default_value("60"))
+       "--batch-size is the global batch", cli::value<int>()->default_value("0"))
+      ("dist-timeout", "seconds a rank waits for a silent or dead peer before failing", cli::value<double>()->default_value("60"))
       ("dist-backend", "auto (NCCL for --device cuda where built with it and each rank has its own GPU, else Gloo), gloo or nccl; "
-       "a named one is formed on one rank too", cxxopts::value<std::string>()->default_value("auto"))
+       "a named one is formed on one rank too", cli::value<std::string>()->default_value("auto"))
       ("step-log", "each rank writes PREFIX.rankR: per step its loss, parameter+buffer checksum and sample indices",
-       cxxopts::value<std::string>()->default_value(""))
-      ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
-      ("steps-out", "write each step's batch digests and loss to FILE (tools/train/repro.h)", cxxopts::value<std::string>()->default_value(""))
-      ("h,help", "show this help")("file", "", cxxopts::value<std::string>());
+       cli::value<std::string>()->default_value(""))
+      ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cli::value<std::string>()->default_value(""))
+      ("steps-out", "write each step's batch digests and loss to FILE (tools/train/repro.h)", cli::value<std::string>()->default_value(""))
+      ("h,help", "show this help")("file", "", cli::value<std::string>());
   opts.parse_positional({"file"});
   try {
     auto r = dsc::tools::Parse(opts, argc, argv);
@@ -806,7 +807,7 @@ int main(int argc, char** argv) {
       std::fputs(opts.help().c_str(), stdout);
       return 0;
     }
-    if (!r.count("file") || !r.count("test")) throw cxxopts::exceptions::exception("expected FILE and --test TESTFILE");
+    if (!r.count("file") || !r.count("test")) throw cli::UsageError("expected FILE and --test TESTFILE");
     c.train = r["file"].as<std::string>();
     c.test = r["test"].as<std::string>();
     c.epochs = r["epochs"].as<int>();
@@ -818,7 +819,7 @@ int main(int argc, char** argv) {
     const std::string lt = r["loader-threads"].as<std::string>();
     c.loader_autotune = lt.rfind("auto", 0) == 0;
     if (c.loader_autotune && lt != "auto" && (lt.rfind("auto:", 0) != 0 || lt.size() == 5))
-      throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
+      throw cli::UsageError("--loader-threads " + lt + ": expected N, auto or auto:N");
     const std::string n = c.loader_autotune ? (lt.size() > 5 ? lt.substr(5) : "0") : lt;
     size_t used = 0;
     try {
@@ -827,25 +828,25 @@ int main(int argc, char** argv) {
       used = 0;
     }
     if (used != n.size() || n.empty() || c.loader_threads < 0)
-      throw cxxopts::exceptions::exception("--loader-threads " + lt + ": expected N, auto or auto:N");
+      throw cli::UsageError("--loader-threads " + lt + ": expected N, auto or auto:N");
     if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = dsc::kernels::UsableCores();
     c.torch_threads = r["torch-threads"].as<int>();
     if (c.torch_threads < 0 || c.torch_threads > 4096)
-      throw cxxopts::exceptions::exception("--torch-threads " + std::to_string(c.torch_threads) + ": expected 0 (automatic) to 4096");
+      throw cli::UsageError("--torch-threads " + std::to_string(c.torch_threads) + ": expected 0 (automatic) to 4096");
     c.remote = r["remote"].as<std::string>();
     c.token_file = r["token-file"].as<std::string>();
     c.tls_root = r["tls-root"].as<std::string>();
     c.local_threads = r["local-threads"].as<int>();
     if (r.count("local-threads") && c.local_threads < 0)
-      throw cxxopts::exceptions::exception("--local-threads " + std::to_string(c.local_threads) + ": expected 0 or more");
+      throw cli::UsageError("--local-threads " + std::to_string(c.local_threads) + ": expected 0 or more");
     c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
     if (c.device != "cpu" && c.device != "cuda")  // 'CUDA' or 'gpu' trained on the CPU without a word
-      throw cxxopts::exceptions::exception("unknown --device '" + c.device + "': cpu or cuda");
+      throw cli::UsageError("unknown --device '" + c.device + "': cpu or cuda");
     c.decoder = r["decoder"].as<std::string>();
     if (c.decoder != "cpu" && c.decoder != "gpu")
-      throw cxxopts::exceptions::exception("unknown --decoder '" + c.decoder + "': cpu or gpu");
-    if (c.decoder == "gpu" && c.device != "cuda") throw cxxopts::exceptions::exception("--decoder gpu needs --device cuda");
+      throw cli::UsageError("unknown --decoder '" + c.decoder + "': cpu or gpu");
+    if (c.decoder == "gpu" && c.device != "cuda") throw cli::UsageError("--decoder gpu needs --device cuda");
     c.precision = r["precision"].as<std::string>();
     dsc::train::ChoosePrecision(c.precision, 0);  // a bad name is a usage error on any device
     c.checkpoint = r["checkpoint"].as<std::string>();
@@ -855,29 +856,29 @@ int main(int argc, char** argv) {
     c.trace = r["trace"].as<std::string>();
     c.trace_steps = r["trace-steps"].as<std::string>();
     if (!c.trace_steps.empty()) dsc::train::ParseTraceWindow(c.trace_steps);  // a usage error, before any work
-    if (!c.trace_steps.empty() && c.trace.empty()) throw cxxopts::exceptions::exception("--trace-steps needs --trace FILE");
+    if (!c.trace_steps.empty() && c.trace.empty()) throw cli::UsageError("--trace-steps needs --trace FILE");
     c.nproc = r["nproc"].as<int>();
     c.dist_timeout = r["dist-timeout"].as<double>();
     c.dist_backend = r["dist-backend"].as<std::string>();
     if (c.dist_backend != "auto" && c.dist_backend != "gloo" && c.dist_backend != "nccl")
-      throw cxxopts::exceptions::exception("unknown --dist-backend '" + c.dist_backend + "': auto, gloo or nccl");
-    if (c.dist_backend == "nccl" && c.device != "cuda") throw cxxopts::exceptions::exception("--dist-backend nccl needs --device cuda");
+      throw cli::UsageError("unknown --dist-backend '" + c.dist_backend + "': auto, gloo or nccl");
+    if (c.dist_backend == "nccl" && c.device != "cuda") throw cli::UsageError("--dist-backend nccl needs --device cuda");
     c.step_log = r["step-log"].as<std::string>();
     if (c.nproc < 0 || c.nproc > 1024 || !(c.dist_timeout >= 0.001 && c.dist_timeout <= 1e6))
-      throw cxxopts::exceptions::exception("--nproc must be in [0, 1024] and --dist-timeout in [0.001, 1e6] seconds");
+      throw cli::UsageError("--nproc must be in [0, 1024] and --dist-timeout in [0.001, 1e6] seconds");
     // A launcher (torchrun, Slurm) already made this process a rank: --nproc would start a second world.
     if (c.nproc > 1 && std::getenv("RANK"))
-      throw cxxopts::exceptions::exception("--nproc " + std::to_string(c.nproc) + " with RANK=" + std::getenv("RANK") +
+      throw cli::UsageError("--nproc " + std::to_string(c.nproc) + " with RANK=" + std::getenv("RANK") +
                                            " set: this process is already a rank of a launcher; drop --nproc or unset RANK");
     c.save_init = r["save-init"].as<std::string>();
     c.steps_out = r["steps-out"].as<std::string>();
     for (const char* f : {"limit", "batch-size", "seed", "epochs", "lr"})
       if (r.count(f)) c.given.insert(f);
     if (c.epochs < 1 || c.epochs > dsc::train::kMaxEpochs || c.batch < 1)
-      throw cxxopts::exceptions::exception("--epochs must be 1 to " + std::to_string(dsc::train::kMaxEpochs) +
+      throw cli::UsageError("--epochs must be 1 to " + std::to_string(dsc::train::kMaxEpochs) +
                                            " and --batch-size positive");
     if (!std::isfinite(c.lr) || c.lr <= 0 || c.lr > 1e6)
-      throw cxxopts::exceptions::exception("--lr " + dsc::train::Shortest(c.lr) + ": expected a learning rate above 0 (and at most 1e6)");
+      throw cli::UsageError("--lr " + dsc::train::Shortest(c.lr) + ": expected a learning rate above 0 (and at most 1e6)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsc train: %s\n\n%s", e.what(), opts.help().c_str());
     return 2;
