@@ -41,6 +41,32 @@ void ReadBytes(png_structp png, png_bytep out, size_t n) {
   r->pos += n;
 }
 
+// True, with r->message set, when the header fails the size checks. It and SetMessage are out of line
+// so that no std::string lives in the frame that called setjmp (gcc flags the inlined string internals
+// with -Wclobbered at -O1); neither calls libpng, so nothing longjmps over their strings.
+[[gnu::noinline]] bool RefuseHeader(PngRead* r, png_uint_32 w, png_uint_32 h, uint64_t row_bits, uint64_t max_pixels) {
+  const std::string size = std::to_string(w) + "x" + std::to_string(h);
+  if (w == 0 || h == 0 || w > 65535 || h > 65535) {
+    r->message = "unsupported PNG size " + size;
+    return true;
+  }
+  if (uint64_t(w) * h > max_pixels) {
+    r->message = size + " = " + std::to_string(uint64_t(w) * h) + " pixels, more than --max-pixels " + std::to_string(max_pixels);
+    return true;
+  }
+  // Deflate expands at most 1032:1, so a file too small to hold the rows its header declares is
+  // truncated: refused here, before a max_pixels-sized buffer is allocated and zero-filled for it.
+  const uint64_t raw = uint64_t(h) * (1 + (row_bits + 7) / 8);
+  if (raw / 1032 > r->size) {
+    r->message = "truncated PNG: " + size + " needs " + std::to_string(raw) + " bytes of image data, more than its " +
+                 std::to_string(r->size) + " bytes can hold";
+    return true;
+  }
+  return false;
+}
+
+[[gnu::noinline]] void SetMessage(PngRead* r, const char* message) { r->message = message; }
+
 // Returns false with r->message set on any libpng error. Pixel memory is only allocated once the
 // header has passed the size checks.
 bool Decode(PngRead* r, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* width, int* height) {
@@ -48,24 +74,8 @@ bool Decode(PngRead* r, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* wid
   png_set_read_fn(r->png, r, ReadBytes);
   png_read_info(r->png, r->info);
   const png_uint_32 w = png_get_image_width(r->png, r->info), h = png_get_image_height(r->png, r->info);
-  if (w == 0 || h == 0 || w > 65535 || h > 65535) {
-    r->message = "unsupported PNG size " + std::to_string(w) + "x" + std::to_string(h);
-    return false;
-  }
-  if (uint64_t(w) * h > max_pixels) {
-    r->message = std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(uint64_t(w) * h) +
-                 " pixels, more than --max-pixels " + std::to_string(max_pixels);
-    return false;
-  }
-  // Deflate expands at most 1032:1, so a file too small to hold the rows its header declares is
-  // truncated: refused here, before a max_pixels-sized buffer is allocated and zero-filled for it.
   const uint64_t row_bits = uint64_t(w) * png_get_channels(r->png, r->info) * png_get_bit_depth(r->png, r->info);
-  const uint64_t raw = uint64_t(h) * (1 + (row_bits + 7) / 8);
-  if (raw / 1032 > r->size) {
-    r->message = "truncated PNG: " + std::to_string(w) + "x" + std::to_string(h) + " needs " + std::to_string(raw) +
-                 " bytes of image data, more than its " + std::to_string(r->size) + " bytes can hold";
-    return false;
-  }
+  if (RefuseHeader(r, w, h, row_bits, max_pixels)) return false;
   // What PIL's convert("RGB") does: 16-bit samples keep their high byte, alpha (an alpha channel or a
   // tRNS chunk) is dropped without compositing, and no gamma correction is applied.
   png_set_strip_16(r->png);
@@ -77,7 +87,7 @@ bool Decode(PngRead* r, uint64_t max_pixels, std::vector<uint8_t>* rgb, int* wid
   png_read_update_info(r->png, r->info);
   if (png_get_channels(r->png, r->info) != 3 || png_get_bit_depth(r->png, r->info) != 8 ||
       png_get_rowbytes(r->png, r->info) != size_t(w) * 3) {
-    r->message = "unexpected PNG layout after conversion to RGB";
+    SetMessage(r, "unexpected PNG layout after conversion to RGB");
     return false;
   }
   rgb->resize(size_t(w) * h * 3);

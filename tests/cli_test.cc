@@ -11,7 +11,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "format/checksum.h"
@@ -28,9 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 uint64_t JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\": ([0-9]+)"))) return ~0ull;
-  return std::stoull(m[1]);
+  const auto m = RegexSearch(json, "\"" + key + "\": ([0-9]+)");
+  return m.empty() ? ~0ull : std::stoull(m[1]);
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
@@ -72,13 +70,12 @@ TEST(Cli, BuildInfoVerifyExport) {
   EXPECT_EQ(JsonNumber(out, "samples"), 200u);
   EXPECT_NE(out.find("\"label_counts\": [20, 20, 20, 20, 20, 20, 20, 20, 20, 20]"), std::string::npos) << out;
   // sections tile the file: each starts where the previous ended, the last ends at the file size
-  std::regex sec("\\{\"name\": \"([a-z]+)\", \"offset\": ([0-9]+), \"size\": ([0-9]+)");
   uint64_t expect = 0;
   std::vector<std::string> names;
-  for (std::sregex_iterator it(out.begin(), out.end(), sec), end; it != end; ++it) {
-    EXPECT_EQ(std::stoull((*it)[2]), expect) << (*it)[1];
-    expect += std::stoull((*it)[3]);
-    names.push_back((*it)[1]);
+  for (const auto& m : RegexFindAll(out, "\\{\"name\": \"([a-z]+)\", \"offset\": ([0-9]+), \"size\": ([0-9]+)")) {
+    EXPECT_EQ(std::stoull(m[2]), expect) << m[1];
+    expect += std::stoull(m[3]);
+    names.push_back(m[1]);
   }
   EXPECT_EQ(expect, fs::file_size(dir + "/f.beton"));
   EXPECT_EQ(names, (std::vector<std::string>{"header", "data", "index", "meta", "blocks", "footer"}));

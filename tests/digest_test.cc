@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -71,7 +70,7 @@ TEST(BatchDigest, HexIsXxh128OfTheStreamHighHalfFirst) {
   const HandBatch hb;
   d.Add(hb.Get());
   EXPECT_EQ(d.batches(), 1u);
-  EXPECT_TRUE(std::regex_match(d.Hex(), std::regex("[0-9a-f]{32}"))) << d.Hex();
+  EXPECT_TRUE(RegexMatch(d.Hex(), "[0-9a-f]{32}")) << d.Hex();
   EXPECT_NE(d.Hex(), want);
 }
 
@@ -210,16 +209,13 @@ TEST(EpochDigest, SameForAnyThreadsAndPrefetchPhotosImagenetTrain) {
 std::vector<std::string> BenchDigests(const std::string& args) {
   std::string out;
   EXPECT_EQ(RunDsc("bench " + args + " --digest --json", &out), 0) << out;
-  std::smatch m;
   std::vector<std::string> d;
-  if (!std::regex_search(out, m, std::regex("\"digests\": \\[([^\\]]*)\\]"))) {
+  const auto m = RegexSearch(out, "\"digests\": \\[([^\\]]*)\\]");
+  if (m.empty()) {
     ADD_FAILURE() << "no digests in: " << out;
     return d;
   }
-  const std::string list = m[1];
-  const std::regex hex("\"([0-9a-f]{32})\"");
-  for (auto it = std::sregex_iterator(list.begin(), list.end(), hex); it != std::sregex_iterator(); ++it)
-    d.push_back((*it)[1]);
+  for (const auto& hex : RegexFindAll(m[1], "\"([0-9a-f]{32})\"")) d.push_back(hex[1]);
   return d;
 }
 
@@ -253,9 +249,7 @@ TEST(EpochDigest, BenchPrintsOneDigestPerEpoch) {
   std::string out;
   ASSERT_EQ(RunDsc("bench " + Built().cifar + " --epochs 2 --batch-size 64 --threads 1 --digest", &out), 0) << out;
   std::vector<std::string> lines;
-  const std::regex line("epoch ([0-9]+) digest ([0-9a-f]{32})\n");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it)
-    lines.push_back((*it)[1].str() + " " + (*it)[2].str());
+  for (const auto& m : RegexFindAll(out, "epoch ([0-9]+) digest ([0-9a-f]{32})\n")) lines.push_back(m[1] + " " + m[2]);
   const std::vector<std::string> json = BenchDigests(Built().cifar + " --epochs 2 --batch-size 64 --threads 1");
   ASSERT_EQ(json.size(), 2u);
   EXPECT_EQ(lines, (std::vector<std::string>{"0 " + json[0], "1 " + json[1]})) << out;

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "reader/gpu.h"
@@ -90,13 +89,13 @@ TEST(Distributed, TwoRanksStayIdenticalAndTrainOnTheGlobalBatches) {
   }
   const auto j = ReadFile(dir + "/two.json");
   const std::string json(j.begin(), j.end());
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(json, m, std::regex("\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]"))) << json;
+  const auto m = RegexSearch(json, "\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]");
+  ASSERT_FALSE(m.empty()) << json;
   EXPECT_LT(std::stod(m[2]), std::stod(m[1]) - 0.05) << "the two-rank loss does not fall: " << json;
   EXPECT_NE(json.find("\"world_size\": 2"), std::string::npos) << json;
-  EXPECT_TRUE(std::regex_search(json, std::regex("\"images_per_second_per_rank\": \\[[0-9.e]+, [0-9.e]+\\]"))) << json;
-  EXPECT_EQ(std::regex_search(out, m, std::regex("epoch 0:")) ? out.find("epoch 0:") : std::string::npos, out.rfind("epoch 0:"))
-      << "only rank 0 prints: " << out;
+  EXPECT_FALSE(RegexSearch(json, "\"images_per_second_per_rank\": \\[[0-9.e]+, [0-9.e]+\\]").empty()) << json;
+  ASSERT_NE(out.find("epoch 0:"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 0:"), out.rfind("epoch 0:")) << "only rank 0 prints: " << out;
 }
 
 TEST(Distributed, CheckpointOfTwoRanksResumesOnOne) {
@@ -197,7 +196,7 @@ TEST(Distributed, ADeadRankFailsTheOthersWithinTheTimeout) {
   const double killed = std::stod(std::string(k.begin(), k.end()));
   EXPECT_EQ(out.find("rank0-exit=0"), std::string::npos) << out;
   EXPECT_NE(out.find("rank0-exit="), std::string::npos) << out;
-  EXPECT_TRUE(std::regex_search(out, std::regex("rank 0: .* failed \\(a peer rank exited or did not answer within 20 s\\)"))) << out;
+  EXPECT_FALSE(RegexSearch(out, "rank 0: .* failed \\(a peer rank exited or did not answer within 20 s\\)").empty()) << out;
   std::printf("rank 0 exited %.1f s after rank 1 was killed; its last words: %s\n", end - killed,
               out.substr(out.rfind("dsc train:") == std::string::npos ? 0 : out.rfind("dsc train:")).c_str());
   EXPECT_LT(end - killed, timeout + 10.0) << "rank 0 outlived its time-out: " << out;

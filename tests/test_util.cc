@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <thread>
 
 #include "format/layout.h"
@@ -203,5 +204,29 @@ std::map<std::string, double> TraceSummary(const std::string& path) {
   if (::pclose(p) != 0) out.clear();
   return out;
 }
+
+namespace {
+
+std::vector<std::string> Groups(const std::smatch& m) {
+  std::vector<std::string> g;
+  for (const auto& sub : m) g.push_back(sub.str());
+  return g;
+}
+
+}  // namespace
+
+std::vector<std::string> RegexSearch(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(pattern)) ? Groups(m) : std::vector<std::string>{};
+}
+
+std::vector<std::vector<std::string>> RegexFindAll(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::vector<std::vector<std::string>> all;
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) all.push_back(Groups(*it));
+  return all;
+}
+
+bool RegexMatch(const std::string& text, const std::string& pattern) { return std::regex_match(text, std::regex(pattern)); }
 
 }  // namespace dsc::test

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 
 #include "tests/test_util.h"
 #include "writer/build.h"
@@ -29,8 +28,8 @@ int Count(const std::string& text, const std::string& part) {
 }
 
 double Number(const std::string& json, const std::string& key) {
-  std::smatch m;
-  EXPECT_TRUE(std::regex_search(json, m, std::regex("\"" + key + "\": ([-0-9.e]+)"))) << key << " in " << json;
+  const auto m = RegexSearch(json, "\"" + key + "\": ([-0-9.e]+)");
+  EXPECT_FALSE(m.empty()) << key << " in " << json;
   return m.empty() ? 0 : std::stod(m[1]);
 }
 
@@ -41,8 +40,8 @@ TEST(Train, ShortCpuRunLearns) {
   ASSERT_EQ(RunDsc("train " + f.train + " --test " + f.test + " --epochs 2 --limit 2560 --batch-size 128 --lr 0.2 "
                    "--test-limit 1000 --json " + dir + "/r.json --trace " + dir + "/t.json", &out), 0) << out;
   std::string j = Json(dir + "/r.json");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(j, m, std::regex("\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]"))) << j;
+  const auto m = RegexSearch(j, "\"train_loss\": \\[([0-9.e-]+), ([0-9.e-]+)\\]");
+  ASSERT_FALSE(m.empty()) << j;
   const double first = std::stod(m[1]), second = std::stod(m[2]);
   const double acc = Number(j, "test_accuracy");
   std::printf("train loss %.3f -> %.3f, test accuracy %.1f%%\n", first, second, 100 * acc);
@@ -77,11 +76,11 @@ TEST(Train, ASlowLoaderIsInputBoundAndMoreThreadsAreAdvised) {
   ::unsetenv("DSC_TEST_DECODE_DELAY_US");
   ASSERT_EQ(rc, 0) << out;
   const std::string j = Json(dir + "/r.json");
-  std::smatch m;
   // The second epoch (the first one also warms libtorch up).
-  ASSERT_TRUE(std::regex_search(j, m, std::regex("\"remedy\": \"([a-z_]+)\", \"advice\": \"([^\"]+)\"\\}\\]"))) << j;
+  const auto m = RegexSearch(j, "\"remedy\": \"([a-z_]+)\", \"advice\": \"([^\"]+)\"\\}\\]");
+  ASSERT_FALSE(m.empty()) << j;
   EXPECT_EQ(m[1], "more_threads") << m[2];
-  EXPECT_NE(m[2].str().find("--loader-threads "), std::string::npos) << m[2];
+  EXPECT_NE(m[2].find("--loader-threads "), std::string::npos) << m[2];
   EXPECT_NE(j.find("\"bottleneck\": \"input\",\n  \"advice\""), std::string::npos) << "the run's verdict: " << j;
   EXPECT_GT(Number(j, "data_wait_share"), 0.05);
   EXPECT_NE(out.find("verdict: input-bound"), std::string::npos) << out;
@@ -122,11 +121,11 @@ TEST(Train, ResumeReproducesTheUninterruptedRun) {
   ASSERT_EQ(RunDsc(common + " --max-steps 5 --checkpoint " + dir + "/ckpt", &out), 0) << out;
   ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ckpt --json " + dir + "/resumed.json", &out), 0) << out;
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-  std::smatch a, b;
   const std::string full = Json(dir + "/full.json"), resumed = Json(dir + "/resumed.json");
-  std::regex sum("\"param_checksum\": \"([0-9a-f]+)\"");
-  ASSERT_TRUE(std::regex_search(full, a, sum));
-  ASSERT_TRUE(std::regex_search(resumed, b, sum));
+  const std::string sum = "\"param_checksum\": \"([0-9a-f]+)\"";
+  const auto a = RegexSearch(full, sum), b = RegexSearch(resumed, sum);
+  ASSERT_FALSE(a.empty()) << full;
+  ASSERT_FALSE(b.empty()) << resumed;
   EXPECT_EQ(a[1], b[1]) << "parameters after 16 steps differ between the resumed and the uninterrupted run";
   EXPECT_EQ(Number(full, "steps"), 16);
   EXPECT_EQ(Number(resumed, "steps"), 16);
@@ -134,10 +133,10 @@ TEST(Train, ResumeReproducesTheUninterruptedRun) {
 
 // Checkpoints: one atomic commit of a complete directory; resume takes the run's identity from it.
 std::string Checksum(const std::string& json_path) {
-  std::smatch m;
   const std::string j = Json(json_path);
-  EXPECT_TRUE(std::regex_search(j, m, std::regex("\"param_checksum\": \"([0-9a-f]+)\""))) << j;
-  return m.empty() ? "" : std::string(m[1]);
+  const auto m = RegexSearch(j, "\"param_checksum\": \"([0-9a-f]+)\"");
+  EXPECT_FALSE(m.empty()) << j;
+  return m.empty() ? "" : m[1];
 }
 
 TEST(Train, ResumeTakesTheSubsetBatchAndSeedFromTheCheckpoint) {
@@ -237,7 +236,7 @@ TEST(Train, StoppedAtAnEpochsEndResumesAtTheNextEpoch) {
   EXPECT_NE(out.find("at epoch 1, batch 0 (step 4)"), std::string::npos) << out;
   EXPECT_EQ(Count(out, "epoch 0:"), 0) << out;
   const std::string resumed = Json(dir + "/resumed.json");
-  EXPECT_TRUE(std::regex_search(resumed, std::regex("\"train_loss\": \\[[0-9.e-]+\\]"))) << "one epoch logged: " << resumed;
+  EXPECT_FALSE(RegexSearch(resumed, "\"train_loss\": \\[[0-9.e-]+\\]").empty()) << "one epoch logged: " << resumed;
   EXPECT_EQ(Checksum(dir + "/full.json"), Checksum(dir + "/resumed.json"));
   ASSERT_EQ(RunDsc(common + " --resume " + dir + "/ck --max-steps 4 --checkpoint " + dir + "/ck", &out), 0) << out;
   EXPECT_NE(out.find("nothing to train"), std::string::npos) << out;
