@@ -1,7 +1,7 @@
 // Command-line options for the dsc programs: a thin front for cxxopts, which only cli_options.cc
 // includes. cxxopts is header-only and built on std::regex, so each translation unit that included it
-// took 13 s to compile in Release and 96 s under ASan+UBSan (gcc 12): eleven of them were a quarter of
-// CI. The names mirror cxxopts' (add_options()(...), value<T>()->default_value(...), r["x"].as<T>()), so
+// took 13 s more to compile in Release and 96 s more under ASan+UBSan (gcc 12), and eleven did, in each
+// of CI's four builds. The names mirror cxxopts' (add_options()(...), value<T>()->default_value(...), r["x"].as<T>()), so
 // a command reads as a cxxopts user expects; the semantics are cxxopts' own.
 #pragma once
 #include <cstddef>
@@ -14,7 +14,8 @@
 namespace dsc::tools::cli {
 
 // A usage error (exit 2): an unknown flag, a missing or unparsable value, a missing argument. Every
-// error cxxopts raises reaches the caller as one of these.
+// error cxxopts raises while parsing or reading a value reaches the caller as one of these (a malformed
+// declaration in add_options() is a programming error and stays cxxopts' own exception).
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
