@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The remote client (the training process) under two builds or settings, counted in perf samples: on
-# this VM ten whole-process pairs scatter by +-20%, perf's samples per library far less. One `dsc serve
+# this VM ten whole-process pairs scatter by +-20%; perf's samples per library are steadier, though an
+# A/A run still moved pair medians by up to 7% (bench/RESULTS.md, session 37). One `dsc serve
 # --threads 1` of BUILD_DIR's dsc pinned to core 1; each client pinned to core 0 with --local-threads 0,
 # CIFAR-10 (cifar-train, batch 512, DTYPE), 8 epochs under `perf record -F 4999 -D 1500` (the first
 # 1.5 s, startup and the ring's first faults, left out), the order alternating round by round.
@@ -22,7 +23,8 @@ command -v perf > /dev/null || { echo "run_remote_perf_ab.sh: needs perf (linux-
 remote_files "$build/dsc"
 out=$(mktemp)
 data_file=$(mktemp)
-trap 'rm -f "$out" "$data_file"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null || true' EXIT
+log=$(mktemp)
+trap 'rm -f "$out" "$data_file" "$log"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null || true' EXIT
 taskset -c 1 "$build/dsc" serve "$rw/cifar.beton" --threads 1 > "$rw/serve.out" 2>&1 &
 pid=$!
 for _ in $(seq 100); do grep -q listening "$rw/serve.out" 2>/dev/null && break; sleep 0.1; done
@@ -32,9 +34,14 @@ for r in $(seq "$rounds"); do
   [ $((r % 2)) = 0 ] && order="B A"
   for side in $order; do
     read -r -a cmd <<< "${!side}"
-    cpu=$(taskset -c 0 perf record -q -F 4999 -D 1500 -o "$data_file" "${cmd[@]}" bench "$rw/cifar.beton" \
-            --preset cifar-train --batch-size 512 --dtype "$dtype" --epochs 8 --remote "$addr" --local-threads 0 \
-            "${extra[@]}" 2>&1 | sed -n 's/.*per delivered image: \([0-9.]*\) us.*/\1/p')
+    if ! taskset -c 0 perf record -q -F 4999 -D 1500 -o "$data_file" "${cmd[@]}" bench "$rw/cifar.beton" \
+           --preset cifar-train --batch-size 512 --dtype "$dtype" --epochs 8 --remote "$addr" --local-threads 0 \
+           "${extra[@]}" > "$log" 2>&1; then
+      echo "run_remote_perf_ab.sh: client $side (${!side}) failed:" >&2
+      tail -5 "$log" >&2
+      exit 1
+    fi
+    cpu=$(sed -n 's/.*per delivered image: \([0-9.]*\) us.*/\1/p' "$log")
     groups=$(perf report -i "$data_file" --stdio --no-children -g none --sort dso -F sample,dso 2>/dev/null |
       awk '$1 ~ /^[0-9]+$/ {t += $1}
            /libgrpc|libgpr|libabsl|libprotobuf/ {g += $1} /kernel/ {k += $1} /libc\.so/ {c += $1}
