@@ -1281,7 +1281,8 @@ class Pipeline {
 
   // Float batches over the wire as uint8 (ship_uint8): each received sample is finished into batch b as
   // it arrives, read where it lies in the executor's receive buffers. Finished RGB only needs the
-  // output format; planes need the whole augmentation and the colour conversion.
+  // output format; planes need the whole augmentation and the colour conversion. The parameters are
+  // the reply's, copied into the batch once it is whole.
   struct RemoteFinisher : SampleSink {
     RemoteFinisher(Pipeline* p, DriverState* d, const ChunkTask* t, BatchBuffer* b, uint32_t from)
         : p(p), d(d), t(t), b(b), from(from) {}
@@ -1294,10 +1295,8 @@ class Pipeline {
 
     void Take(uint32_t j, SampleForm form, const BytePiece* pieces, size_t n) override {
       if (form != SampleForm::kRgb) return TakePlanes(j, form, pieces, n);
-      if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
       try {
-        d->finish->FinishRgb(t->samples[j], d->seed, d->epoch, pieces, n,
-                             b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+        d->finish->FinishRgb(pieces, n, b->images + size_t(from + j) * p->sample_bytes_);
       } catch (const std::exception& e) {
         if (error.empty()) error = e.what();
       }
@@ -1321,7 +1320,7 @@ class Pipeline {
       if (j + kPrefetchAhead < t->count) p->ds_.PrefetchEntry(t->samples[j + kPrefetchAhead]);
       try {
         d->finish->FinishDeferredPlanes(t->samples[j], d->seed, d->epoch, form, bytes,
-                                        b->images + size_t(from + j) * p->sample_bytes_, &b->params[from + j]);
+                                        b->images + size_t(from + j) * p->sample_bytes_, nullptr);
       } catch (const std::exception& e) {
         if (error.empty()) error = e.what();
       }
@@ -1435,6 +1434,10 @@ class Pipeline {
         SetError(s, why);
       } else if (!finisher.error.empty()) {
         SetError(s, finisher.error);
+      } else if (wire_uint8_) {
+        // The worker drew what a local run draws (batch k is a function of the file, the options and
+        // the seed), so finishing does not draw them again.
+        std::copy(d->params.begin(), d->params.begin() + task.count, b->params.begin() + from);
       }
       for (uint32_t j = from; j < to; ++j) {
         if (j + kPrefetchAhead < to) PrefetchEntry(k, j + kPrefetchAhead);

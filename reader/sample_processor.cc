@@ -354,10 +354,8 @@ kernels::SampleParams SampleProcessor::DrawParams(uint64_t index, uint64_t seed,
   return params;
 }
 
-void SampleProcessor::FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n,
-                                uint8_t* dst, kernels::SampleParams* applied) {
+void SampleProcessor::FinishRgb(const BytePiece* pieces, size_t n, uint8_t* dst) {
   if (defer_) throw Error("internal: FinishRgb on a deferring processor");
-  if (applied) *applied = DrawParams(index, seed, epoch);
   const size_t total = size_t(out_.width) * out_.height;
   size_t at = 0;  // pixels written
   uint8_t split[3];

@@ -75,13 +75,12 @@ class SampleProcessor {
   // decoder's staging), and true; false without a crop transform.
   bool TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const;
   // The rest of Process for a sample a remote worker finished as uint8 RGB (cropped, resized, flipped,
-  // translated and cut, as a uint8 NHWC loader delivers it): the output format into `dst`, and
-  // `applied` as Process gives it. Its 3 x width x height bytes lie in order across n pieces (a reply's
-  // receive buffers, read where they lie: only a pixel split between two pieces is copied). Same bytes
-  // as Process, since normalisation is a function of the uint8 value (kernels::Normalize). Throws
-  // dsc::Error when the pieces hold fewer bytes. Not for a deferring processor.
-  void FinishRgb(uint64_t index, uint64_t seed, uint64_t epoch, const BytePiece* pieces, size_t n, uint8_t* dst,
-                 kernels::SampleParams* applied = nullptr);
+  // translated and cut, as a uint8 NHWC loader delivers it): the output format into `dst`. Its 3 x
+  // width x height bytes lie in order across n pieces (a reply's receive buffers, read where they lie:
+  // only a pixel split between two pieces is copied). Same bytes as Process, since normalisation is a
+  // function of the uint8 value (kernels::Normalize). The applied parameters are the reply's, not
+  // drawn again here. Throws dsc::Error when the pieces hold fewer bytes. Not for a deferring processor.
+  void FinishRgb(const BytePiece* pieces, size_t n, uint8_t* dst);
   // A sample that came as planes (un-augmented: SampleForm, reader/executor.h): `bytes` holds its
   // SampleFormBytes(form, width, height) (form is not kRgb), as Process wrote them; the whole of the
   // augmentation and the output format into `dst`. Same bytes as Process.
