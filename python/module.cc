@@ -256,6 +256,7 @@ const std::map<std::string, Setter>& LoaderSetters() {
       {"wire_compression", [](O& o, auto& n, py::handle h) { o.remote.compression = AsBool(n, h); }},
       {"ship_uint8", [](O& o, auto& n, py::handle h) { o.remote.ship_uint8 = AsBool(n, h); }},
       {"wire_planes", [](O& o, auto& n, py::handle h) { o.remote.planes = AsBool(n, h); }},
+      {"data_path", [](O& o, auto& n, py::handle h) { o.remote.data_path = AsBool(n, h); }},
       // Augmentation (kernels/augment.h AugmentSpec).
       {"crop", [](O& o, auto& n, py::handle h) {
          const std::string v = AsChoice(n, h, {"none", "random_resized", "center"});

@@ -71,6 +71,10 @@ struct RemoteOptions {
   // 1.28x this process's CPU per image (docs/remote.md): for a link or workers that cannot keep up,
   // while this process's CPU, which the workers are there to spare, has room.
   bool planes = false;
+  // Requests to a plaintext worker go on its data port (a TCP connection of their own, remote/data.h)
+  // instead of gRPC, which costs this process less CPU per image (docs/remote.md). false: gRPC only
+  // (e.g. a firewall that opens only the gRPC port). With tls_root they always go on gRPC.
+  bool data_path = true;
   // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
   uint32_t deadline_ms = 0;
   uint32_t connect_timeout_ms = 3000;

@@ -5,6 +5,9 @@
 #include <zstd.h>
 
 #include <malloc.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include <sstream>
 
 #include "format/error.h"
+#include "remote/data.h"
 #include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
 
@@ -49,12 +53,15 @@ void CheckAddress(const std::string& a) {
 
 constexpr const char* kProcessMethod = "/dsc.remote.Worker/Process";
 
-// Reads a protobuf message's fields from gRPC's slices without gathering them first.
+// Reads a protobuf message's fields where it lies, in gRPC's slices or the data path's receive
+// buffers, without gathering it first.
 class SliceReader {
  public:
   explicit SliceReader(grpc::ByteBuffer* bb) {
-    if (!bb->Dump(&slices_).ok()) slices_.clear();
+    if (!bb->Dump(&held_).ok()) held_.clear();
+    for (const grpc::Slice& s : held_) slices_.push_back({s.begin(), s.size()});
   }
+  explicit SliceReader(std::vector<BytePiece> pieces) : slices_(std::move(pieces)) {}
   bool done() {
     Settle();
     return i_ == slices_.size();
@@ -75,8 +82,8 @@ class SliceReader {
     while (n) {
       Settle();
       if (i_ == slices_.size()) return false;
-      const size_t k = size_t(std::min<uint64_t>(n, slices_[i_].size() - off_));
-      if (!fn(slices_[i_].begin() + off_, k)) return false;
+      const size_t k = size_t(std::min<uint64_t>(n, slices_[i_].size - off_));
+      if (!fn(slices_[i_].data + off_, k)) return false;
       off_ += k;
       n -= k;
     }
@@ -88,7 +95,7 @@ class SliceReader {
 
  private:
   void Settle() {
-    while (i_ < slices_.size() && off_ == slices_[i_].size()) {
+    while (i_ < slices_.size() && off_ == slices_[i_].size) {
       ++i_;
       off_ = 0;
     }
@@ -96,10 +103,11 @@ class SliceReader {
   bool Byte(uint8_t* b) {
     Settle();
     if (i_ == slices_.size()) return false;
-    *b = slices_[i_].begin()[off_++];
+    *b = slices_[i_].data[off_++];
     return true;
   }
-  std::vector<grpc::Slice> slices_;
+  std::vector<grpc::Slice> held_;
+  std::vector<BytePiece> slices_;
   size_t i_ = 0, off_ = 0;
 };
 
@@ -124,9 +132,12 @@ grpc::ChannelArguments ChannelArgs(int max_receive) {
 class GrpcExecutor : public RemoteExecutor {
  public:
   GrpcExecutor(const std::string& address, const RemoteOptions& o, const RemoteContext& c)
-      : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), ctx_(c) {
+      : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), data_path_(o.data_path), ctx_(c) {
     ToSpec(c.options, c.width, c.height, &spec_);
     spec_.set_planes(c.planes);
+  }
+  ~GrpcExecutor() override {
+    for (int fd : idle_) ::close(fd);
   }
 
   const std::string& address() const override { return address_; }
@@ -178,15 +189,31 @@ class GrpcExecutor : public RemoteExecutor {
     limit_ = limit;
     file_id_ = rep.file_id();
     max_samples_ = std::max<uint32_t>(1, rep.max_samples());
+    // The data path: a plaintext worker that offers it, at HOST:PORT. Connections to the worker as it
+    // was before this handshake are not used again.
+    ++generation_;
+    for (int fd : idle_) ::close(fd);
+    idle_.clear();
+    data_port_ = 0;
+    if (data_path_ && tls_root_.empty() && rep.data_port() > 0 && rep.data_port() < 65536 &&
+        rep.data_ticket().size() == kTicketBytes && !HostOfAddress(address_).empty()) {
+      data_port_ = uint16_t(rep.data_port());
+      ticket_ = rep.data_ticket();
+    }
     return ConnectResult::kReady;
   }
 
   RunResult Run(const ChunkTask& t, int deadline_ms, std::string* why) override {
     std::shared_ptr<grpc::GenericStub> stub;
     ProcessRequest req;
+    uint16_t data_port;
+    uint64_t generation;
+    int limit;
     {
       std::lock_guard<std::mutex> l(mu_);
       stub = stub_;
+      data_port = data_port_;
+      generation = generation_;
       req.set_file_id(file_id_);
       if (!stub || t.count > max_samples_) {
         *why = "remote worker " + address_ + (stub ? " takes fewer samples per request" : " is not connected");
@@ -200,6 +227,7 @@ class GrpcExecutor : public RemoteExecutor {
         limit_ = need;
         stub = stub_;
       }
+      limit = limit_;
     }
     req.set_header_checksum(ctx_.header_checksum);
     *req.mutable_spec() = spec_;
@@ -213,6 +241,7 @@ class GrpcExecutor : public RemoteExecutor {
     req.set_epoch(t.epoch);
     req.mutable_samples()->Add(t.samples, t.samples + t.count);
     req.set_compress(compress_);
+    if (data_port) return RunData(req, t, deadline_ms, data_port, generation, limit, why);
     grpc::ByteBuffer send, reply;
     bool own = false;
     if (!grpc::SerializationTraits<ProcessRequest>::Serialize(req, &send, &own).ok()) {
@@ -264,12 +293,115 @@ class GrpcExecutor : public RemoteExecutor {
       }
       return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? RunResult::kBusy : RunResult::kRetry;
     }
-    return Parse(&reply, t, why);
+    SliceReader r(&reply);
+    return Parse(r, t, why);
+  }
+
+  // Run on the data path (remote/data.h): a connection of this executor's (kept between requests), the
+  // request, and the reply read into buffers of this call's, then parsed where it lies.
+  RunResult RunData(const ProcessRequest& req, const ChunkTask& t, int deadline_ms, uint16_t port, uint64_t generation, int limit,
+                    std::string* why) {
+    const std::string who = "remote worker " + address_;
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(deadline_ms);
+    std::string bytes;
+    if (!req.SerializeToString(&bytes) || bytes.empty() || bytes.size() > kMaxRequestBytes) {
+      *why = "cannot serialise a request";
+      return RunResult::kRetry;
+    }
+    std::string error, ticket;
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!idle_.empty()) fd = idle_.back(), idle_.pop_back();
+      if (fd >= 0) active_fds_.insert(fd);
+      ticket = ticket_;
+    }
+    if (fd < 0) {
+      fd = ConnectTcp(HostOfAddress(address_), port, deadline, &error);
+      if (fd < 0) {
+        *why = who + ": data port " + std::to_string(port) + ": " + error;
+        return RunResult::kRetry;
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        active_fds_.insert(fd);
+      }
+      iovec part{ticket.data(), ticket.size()};
+      error = SendAll(fd, &part, 1, deadline);
+    }
+    {
+      // As for a gRPC call: the loader sets t.cancel before CancelAll, which shuts registered sockets.
+      std::lock_guard<std::mutex> l(mu_);
+      if (t.cancel && t.cancel->load()) ::shutdown(fd, SHUT_RDWR);
+    }
+    uint8_t head[kReplyHeadBytes];
+    uint64_t n = 0;
+    uint32_t code = 0;
+    std::vector<BytePiece> pieces;
+    std::vector<std::unique_ptr<uint8_t[]>> buffers;  // pieces' memory, freed after parsing
+    if (error.empty()) {
+      uint8_t len[4];
+      for (int i = 0; i < 4; ++i) len[i] = uint8_t(bytes.size() >> (8 * i));
+      iovec parts[2] = {{len, 4}, {bytes.data(), bytes.size()}};
+      error = SendAll(fd, parts, 2, deadline);
+    }
+    if (error.empty()) error = RecvAll(fd, head, sizeof head, deadline);
+    if (error.empty()) {
+      code = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+      for (int i = 0; i < 8; ++i) n |= uint64_t(head[4 + i]) << (8 * i);
+      if (code != 0 && n > kMaxErrorBytes) error = "an error message of " + std::to_string(n) + " bytes";
+      if (code == 0 && n > uint64_t(limit))
+        error = "a reply of " + std::to_string(n) + " bytes, larger than a request of " + std::to_string(t.count) + " samples can need";
+    }
+    if (error.empty()) error = Receive(fd, n, deadline, &buffers, &pieces);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      active_fds_.erase(fd);
+      // An error frame ends the connection too: the worker closes it after a request it refuses.
+      if (!error.empty() || code != 0 || generation != generation_ || (t.cancel && t.cancel->load())) ::close(fd);
+      else idle_.push_back(fd);
+    }
+    wire_bytes_.fetch_add(4 + bytes.size() + (error.empty() ? sizeof head + n : 0));
+    if (!error.empty()) {
+      *why = who + ": " + (error == "timed out" ? "no reply within " + std::to_string(deadline_ms) + " ms" : "data connection: " + error);
+      return RunResult::kRetry;
+    }
+    if (code != 0) {
+      std::string message;
+      for (const BytePiece& p : pieces) message.append(reinterpret_cast<const char*>(p.data), p.size);
+      *why = who + ": " + message;
+      // As on gRPC: the worker's call or memory limit means busy, not down.
+      return code == uint32_t(grpc::StatusCode::RESOURCE_EXHAUSTED) ? RunResult::kBusy : RunResult::kRetry;
+    }
+    SliceReader r(std::move(pieces));
+    return Parse(r, t, why);
+  }
+
+  // n bytes from fd into receive buffers of 64 KiB, as pieces. The buffers are the caller's and go back
+  // to malloc once the reply is parsed, so the next reply lands in memory just used (as gRPC's read
+  // buffers do): buffers kept per thread between replies made the kernel's copy into them 3x as costly
+  // (bench/RESULTS.md, session 38).
+  static std::string Receive(int fd, uint64_t n, Clock::time_point deadline, std::vector<std::unique_ptr<uint8_t[]>>* buffers,
+                             std::vector<BytePiece>* pieces) {
+    constexpr size_t kBuffer = 64 << 10;
+    size_t at = kBuffer;
+    while (n) {
+      if (at == kBuffer) buffers->emplace_back(new uint8_t[kBuffer]), at = 0;
+      uint8_t* p = buffers->back().get() + at;
+      std::string error;
+      const size_t k = RecvSome(fd, p, size_t(std::min<uint64_t>(n, kBuffer - at)), deadline, &error);
+      if (!k) return error;
+      if (!pieces->empty() && pieces->back().data + pieces->back().size == p) pieces->back().size += k;
+      else pieces->push_back({p, k});
+      at += k, n -= k;
+    }
+    return "";
   }
 
   void CancelAll() override {
     std::lock_guard<std::mutex> l(mu_);
     for (grpc::ClientContext* c : active_) c->TryCancel();
+    for (int fd : active_fds_) ::shutdown(fd, SHUT_RDWR);
   }
 
   uint64_t wire_bytes() const override { return wire_bytes_.load(); }
@@ -284,13 +416,12 @@ class GrpcExecutor : public RemoteExecutor {
   }
 
   // Reads a ProcessReply from the received slices into the task's slots.
-  RunResult Parse(grpc::ByteBuffer* bb, const ChunkTask& t, std::string* why) {
+  RunResult Parse(SliceReader& r, const ChunkTask& t, std::string* why) {
     const std::string who = "remote worker " + address_;
     auto bad = [&](const std::string& what) {
       *why = who + ": malformed reply (" + what + ")";
       return RunResult::kRetry;
     };
-    SliceReader r(bb);
     bool compressed = false, got_images = false, got_params = false;
     uint64_t images_size = 0;
     std::string sample_error;
@@ -422,7 +553,7 @@ class GrpcExecutor : public RemoteExecutor {
   }
 
   const std::string address_, token_, tls_root_;
-  const bool compress_;
+  const bool compress_, data_path_;
   const RemoteContext ctx_;
   WorkSpec spec_;
   std::mutex mu_;
@@ -431,6 +562,13 @@ class GrpcExecutor : public RemoteExecutor {
   int limit_ = 0;  // the channel's largest reply (ReplyLimit)
   uint32_t file_id_ = 0, max_samples_ = 1;
   std::set<grpc::ClientContext*> active_;
+  // The data path: its port (0: gRPC only) and ticket from the last handshake, and connections, idle
+  // or carrying a request (shut down by CancelAll).
+  uint16_t data_port_ = 0;
+  std::string ticket_;
+  uint64_t generation_ = 0;  // handshakes so far
+  std::vector<int> idle_;
+  std::set<int> active_fds_;
   std::atomic<uint64_t> wire_bytes_{0};
 };
 

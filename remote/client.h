@@ -1,5 +1,5 @@
 // The loader's side of remote workers: a RemoteExecutor (reader/executor.h) that sends chunks to a
-// `dsc serve` worker over gRPC.
+// `dsc serve` worker over gRPC (and its data path).
 //
 //   dsc::LoaderOptions o = dsc::LoaderOptions::ImagenetTrain();
 //   o.remote.addresses = {"10.0.0.7:7000", "10.0.0.8:7000"};
@@ -7,8 +7,9 @@
 //   o.remote.connect = dsc::remote::Connector();
 //   dsc::Loader loader("train.beton", o);  // throws if a worker serves another file or version
 //
-// A reply's images are read from gRPC's receive buffers straight into the batch: one copy (or one
-// zstd decompression) per byte.
+// A reply's images are read from the receive buffers straight into the batch: one copy (or one zstd
+// decompression) per byte. Without TLS the requests go on the worker's data port, outside gRPC
+// (remote/data.h; RemoteOptions::data_path).
 #pragma once
 #include <string>
 

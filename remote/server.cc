@@ -3,8 +3,13 @@
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <random>
 #include <system_error>
 #include <thread>
 
@@ -26,6 +32,7 @@
 #include "reader/dataset.h"
 #include "reader/huge_pages.h"
 #include "reader/sample_work.h"
+#include "remote/data.h"
 #include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
 
@@ -279,7 +286,69 @@ class WorkerService final : public Worker::Service {
     ProcessRequest req;
     if (!grpc::SerializationTraits<ProcessRequest>::Deserialize(&in, &req).ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed request");
-    return DoProcess(ctx, &req, stream);
+    if (auto s = Authenticate(ctx); !s.ok()) return s;
+    return DoProcess(&req, ctx->peer(), [ctx] { return ctx->IsCancelled(); }, [stream](const grpc::Slice* parts, size_t n) {
+      const grpc::ByteBuffer rep(parts, n);
+      return stream->Write(rep) ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    });
+  }
+
+  // The data path's port and ticket (remote/data.h), given to authenticated clients in Hello. Set
+  // before the server starts.
+  void SetDataPath(uint16_t port, const std::string& ticket) {
+    data_port_ = port;
+    ticket_ = ticket;
+  }
+
+  // One data connection's requests, one at a time, until the client closes it or the worker stops
+  // (then an idle connection ends at once, and one in a call ends after sending its reply).
+  void ServeData(int fd, const std::string& peer, const std::atomic<bool>& stopping, const std::function<bool()>& give_up) {
+    constexpr auto kReadTime = std::chrono::seconds(10);  // for the ticket, and for a request once begun
+    std::string got(kTicketBytes, '\0');
+    if (!RecvAll(fd, got.data(), got.size(), Clock::now() + kReadTime, give_up).empty() || !SameToken(got, ticket_)) return;
+    auto frame = [&](uint32_t code, uint64_t n, uint8_t* head) {
+      for (int i = 0; i < 4; ++i) head[i] = uint8_t(code >> (8 * i));
+      for (int i = 0; i < 8; ++i) head[4 + i] = uint8_t(n >> (8 * i));
+    };
+    auto send_error = [&](const grpc::Status& st) {
+      std::string m = st.error_message().substr(0, kMaxErrorBytes);
+      uint8_t head[kReplyHeadBytes];
+      frame(uint32_t(st.error_code()), m.size(), head);
+      iovec parts[2] = {{head, sizeof head}, {m.data(), m.size()}};
+      return SendAll(fd, parts, 2, Clock::now() + std::chrono::seconds(30), give_up).empty();
+    };
+    std::string bytes;
+    for (;;) {
+      uint8_t len[4];
+      // Idle between requests for as long as the client keeps the connection.
+      if (!RecvAll(fd, len, 4, Clock::time_point::max(), [&] { return stopping.load(); }).empty()) return;
+      const uint32_t n = uint32_t(len[0]) | uint32_t(len[1]) << 8 | uint32_t(len[2]) << 16 | uint32_t(len[3]) << 24;
+      if (n == 0 || n > kMaxRequestBytes) {
+        send_error(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a request of " + std::to_string(n) + " bytes"));
+        return;
+      }
+      bytes.resize(n);
+      if (!RecvAll(fd, bytes.data(), n, Clock::now() + kReadTime, give_up).empty()) return;
+      ProcessRequest req;
+      if (!req.ParseFromString(bytes)) {
+        send_error(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed request"));
+        return;
+      }
+      bool sent = false, sent_ok = false;
+      const grpc::Status st = DoProcess(&req, peer, [fd] { return PeerGone(fd); }, [&](const grpc::Slice* parts, size_t k) {
+        sent = true;
+        uint8_t head[kReplyHeadBytes];
+        uint64_t total = 0;
+        iovec io[4];
+        for (size_t i = 0; i < k; ++i) io[i + 1] = {const_cast<uint8_t*>(parts[i].begin()), parts[i].size()}, total += parts[i].size();
+        frame(0, total, head);
+        io[0] = {head, sizeof head};
+        sent_ok = SendAll(fd, io, k + 1, Clock::now() + std::chrono::seconds(30), give_up).empty();
+        return sent_ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      });
+      if (sent ? !sent_ok : !send_error(st)) return;
+      if (sent) ++data_requests_;
+    }
   }
 
   grpc::Status Hello(grpc::ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
@@ -289,6 +358,7 @@ class WorkerService final : public Worker::Service {
     rep->set_jpeg_version(JpegVersion());
     rep->set_threads(uint32_t(pool_.size()));
     rep->set_max_samples(kMaxRequestSamples);
+    if (data_port_) rep->set_data_port(data_port_), rep->set_data_ticket(ticket_);
     if (req->protocol() != kProtocol || req->dsc_version() != DscVersion() || req->jpeg_version() != JpegVersion())
       return rep->set_file_id(0), grpc::Status::OK;  // the client compares versions and explains
     for (size_t i = 0; i < files_.size(); ++i) {
@@ -324,19 +394,16 @@ class WorkerService final : public Worker::Service {
     rep->set_reserved_bytes(reserved_);
     rep->set_requests(requests_);
     rep->set_cancelled(cancelled_);
+    rep->set_data_requests(data_requests_.load());
     return grpc::Status::OK;
   }
 
   // A ProcessReply in protobuf's wire format, fields in number order: a small head (compressed,
   // images_size, sample_error, params, forms, the images field's key and length), then the images slice.
-  // Written while its memory is still counted (Admit / Leave).
-  grpc::Status DoProcess(grpc::ServerContext* ctx, const ProcessRequest* req,
-                         grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-    auto send = [&](const grpc::Slice* parts, size_t n) {
-      const grpc::ByteBuffer rep(parts, n);
-      return stream->Write(rep) ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    };
-    if (auto s = Authenticate(ctx); !s.ok()) return s;
+  // Written while its memory is still counted (Admit / Leave). The caller has authenticated the client;
+  // `cancelled` says whether it went away, `send` sends the reply's parts (at most 3).
+  grpc::Status DoProcess(const ProcessRequest* req, const std::string& peer, const std::function<bool()>& cancelled,
+                         const std::function<grpc::Status(const grpc::Slice*, size_t)>& send) {
     const uint64_t n = calls_.fetch_add(1) + 1;
     if (o_.die_after && n > o_.die_after) ::raise(SIGKILL);  // test hook: as kill -9
     if (o_.fail_after && n > o_.fail_after) return grpc::Status(grpc::StatusCode::INTERNAL, "failing on purpose (--fail-after)");
@@ -362,7 +429,6 @@ class WorkerService final : public Worker::Service {
     }
     const uint64_t image_bytes = uint64_t(work->sample_bytes()) * count;
     const uint64_t reserve = image_bytes * (req->compress() ? 2 : 1) + uint64_t(kParamBytes) * count;
-    const std::string peer = ctx->peer();
     if (auto s = Admit(peer, reserve); !s.ok()) return s;
     struct Release {
       WorkerService* s;
@@ -372,8 +438,8 @@ class WorkerService final : public Worker::Service {
     } release{this, peer, reserve};
     if (o_.stall_after && n > o_.stall_after) {  // test hook: until the client gives up, or stall_ms
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.stall_ms ? o_.stall_ms : 3600000);
-      while (!ctx->IsCancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (ctx->IsCancelled()) {
+      while (!cancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (cancelled()) {
         std::lock_guard<std::mutex> l(mu_);
         ++cancelled_;
         return grpc::Status::CANCELLED;
@@ -412,7 +478,7 @@ class WorkerService final : public Worker::Service {
       forms.resize(count);
       c.forms = forms.data();
     }
-    pool_.Run(&c, count, [&] { return ctx->IsCancelled(); });
+    pool_.Run(&c, count, cancelled);
     if (c.cancelled.load()) {
       std::lock_guard<std::mutex> l(mu_);
       ++cancelled_;
@@ -555,6 +621,9 @@ class WorkerService final : public Worker::Service {
   std::shared_ptr<ReplyBuffers> buffers_ = std::make_shared<ReplyBuffers>();
   std::deque<FileEntry> files_;  // FileEntry holds a once_flag: never moved
   std::atomic<uint64_t> calls_{0};
+  uint16_t data_port_ = 0;
+  std::string ticket_;
+  std::atomic<uint64_t> data_requests_{0};
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const SampleWork>> works_;
   std::map<std::string, uint32_t> per_peer_;
@@ -564,6 +633,92 @@ class WorkerService final : public Worker::Service {
   std::chrono::steady_clock::time_point last_leave_;
   std::condition_variable idle_cv_;
   std::thread janitor_;  // runs GiveBackWhenIdle; joined by the destructor, before any member goes
+};
+
+// The data path's listening socket and connections (remote/data.h): a thread accepts, and each
+// connection has a thread of its own, at most `max_connections` of them (more are closed at once).
+class DataPort {
+ public:
+  using Handler = std::function<void(int fd, const std::string& peer, const std::atomic<bool>& stopping,
+                                     const std::function<bool()>& give_up)>;
+  DataPort(int listen_fd, size_t max_connections, Handler serve)
+      : fd_(listen_fd), max_(max_connections), serve_(std::move(serve)) {
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~DataPort() {
+    BeginStop();
+    acceptor_.join();
+    for (auto& c : conns_) c.thread.join();
+    ::close(fd_);
+  }
+  // Idle connections end now; a call in progress sends its reply, unless that takes over 10 s.
+  void BeginStop() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_.load()) return;
+    stop_at_ = Clock::now();
+    stopping_.store(true);
+    ::shutdown(fd_, SHUT_RDWR);  // new connections are refused now, not left waiting
+  }
+
+ private:
+  struct Conn {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  void Accept() {
+    const std::function<bool()> give_up = [this] {
+      std::lock_guard<std::mutex> l(mu_);
+      return stopping_.load() && Clock::now() - stop_at_ > std::chrono::seconds(10);
+    };
+    while (!stopping_.load()) {
+      for (auto it = conns_.begin(); it != conns_.end();) {
+        if (it->done->load()) it->thread.join(), it = conns_.erase(it);
+        else ++it;
+      }
+      sockaddr_storage from{};
+      socklen_t len = sizeof from;
+      const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) {
+        pollfd p{fd_, POLLIN, 0};
+        ::poll(&p, 1, 100);
+        continue;
+      }
+      if (conns_.size() >= max_) {
+        ::close(c);
+        continue;
+      }
+      char host[64] = "?";
+      uint16_t port = 0;
+      if (from.ss_family == AF_INET) {
+        const auto* a = reinterpret_cast<const sockaddr_in*>(&from);
+        ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host), port = ntohs(a->sin_port);
+      } else if (from.ss_family == AF_INET6) {
+        const auto* a = reinterpret_cast<const sockaddr_in6*>(&from);
+        ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host), port = ntohs(a->sin6_port);
+      }
+      const std::string peer = std::string("data:") + host + ":" + std::to_string(port);
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      try {
+        conns_.push_back({std::thread([this, c, peer, done, give_up] {
+                            serve_(c, peer, stopping_, give_up);
+                            ::close(c);
+                            done->store(true);
+                          }),
+                          done});
+      } catch (const std::system_error&) {  // no thread: the client retries elsewhere
+        ::close(c);
+      }
+    }
+  }
+
+  const int fd_;
+  const size_t max_;
+  const Handler serve_;
+  std::mutex mu_;
+  std::atomic<bool> stopping_{false};
+  Clock::time_point stop_at_;
+  std::vector<Conn> conns_;  // the acceptor's alone until it is joined
+  std::thread acceptor_;
 };
 
 std::string HostOf(const std::string& listen) {
@@ -639,6 +794,23 @@ int Serve(const ServeOptions& o) {
   grpc::ResourceQuota quota("dsc-serve");
   quota.SetMaxThreads(int(o.max_calls) + int(std::min<uint32_t>(o.max_in_flight, 64)) + 16);
   b.SetResourceQuota(quota);
+  // The data path, for plaintext workers only: its requests and replies would cross the network in
+  // clear beside a TLS channel.
+  std::unique_ptr<DataPort> data;
+  if (o.data_path && o.tls_cert.empty()) {
+    std::string host = HostOf(o.listen), error;
+    if (!host.empty() && host[0] == '[') host = host.substr(1, host.size() - 2);
+    uint16_t data_port = 0;
+    const int fd = ListenTcp(host, &data_port, &error);
+    if (fd < 0) throw Error("cannot listen on " + o.listen + ": " + error);
+    std::string ticket(kTicketBytes, '\0');
+    std::random_device rd;
+    for (char& ch : ticket) ch = char(rd());
+    service.SetDataPath(data_port, ticket);
+    data = std::make_unique<DataPort>(fd, size_t(o.max_calls) + std::min<uint32_t>(o.max_in_flight, 64),
+                                      [&service](int c, const std::string& peer, const std::atomic<bool>& stopping,
+                                                 const std::function<bool()>& give_up) { service.ServeData(c, peer, stopping, give_up); });
+  }
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (!server || port == 0) throw Error("cannot listen on " + o.listen + " (address in use or not local?)");
   std::printf("listening on %s:%d\n", HostOf(o.listen).c_str(), port);
@@ -648,10 +820,12 @@ int Serve(const ServeOptions& o) {
     int sig = 0;
     sigwait(&sigs, &sig);
     std::fprintf(stderr, "dsc serve: signal %d: finishing calls in progress\n", sig);
+    if (data) data->BeginStop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   });
   server->Wait();
   waiter.join();
+  data.reset();  // lets data calls in progress send their replies
   return 0;
 }
 

@@ -16,6 +16,9 @@ struct ServeOptions {
   uint32_t max_in_flight = 8;       // Process calls at once per client connection
   uint32_t max_calls = 64;          // Process calls at once from all clients (each holds a gRPC thread)
   uint64_t max_memory = 2ull << 30; // reply bytes held by all calls together
+  // Without TLS, Process requests may also come on a TCP port of their own (remote/data.h), which the
+  // handshake gives to authenticated clients: less CPU for the client than gRPC. false: gRPC only.
+  bool data_path = true;
   // Test hooks: after N Process calls, fail every further one / stall (until the client gives up,
   // or for stall_ms) / die as kill -9 would. 0 = off.
   uint64_t fail_after = 0, stall_after = 0, stall_ms = 0, die_after = 0;

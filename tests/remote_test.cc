@@ -25,6 +25,7 @@
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "remote/client.h"
+#include "remote/data.h"
 #include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
 #include "tests/test_util.h"
@@ -168,6 +169,19 @@ uint64_t RemoteSamples(const Loader& l) {
   for (const auto& w : l.remote_stats()) n += w.samples;
   return n;
 }
+
+std::unique_ptr<remote::Worker::Stub> StubFor(const Worker& w) {
+  return remote::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+}
+
+remote::StatusReply StatusOf(remote::Worker::Stub& s) {
+  grpc::ClientContext c;
+  remote::StatusReply r;
+  EXPECT_TRUE(s.Status(&c, remote::StatusRequest(), &r).ok());
+  return r;
+}
+
+uint32_t InFlight(remote::Worker::Stub& s) { return StatusOf(s).in_flight(); }
 
 TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
   Worker a({Built().cifar, "--threads", "1"}), b({Built().cifar, Built().other, "--threads", "1"});
@@ -750,6 +764,12 @@ TEST(Remote, TokensTlsAndIdentityAreChecked) {
   Loader l(Built().cifar, t);
   EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
   EXPECT_GT(RemoteSamples(l), 0u);
+  {  // a TLS worker offers no data path: its requests came on gRPC
+    auto s = remote::Worker::NewStub(grpc::CreateChannel(tls.address(), grpc::SslCredentials({remote::ReadFile(cert), "", ""})));
+    const remote::StatusReply r = StatusOf(*s);
+    EXPECT_GT(r.requests(), 0u);
+    EXPECT_EQ(r.data_requests(), 0u);
+  }
   // Plaintext to that TLS worker: it looks unreachable (local threads go on), and the warning says why.
   testing::internal::CaptureStderr();
   Loader p(Built().cifar, Remote({&tls}, 1));
@@ -772,18 +792,6 @@ TEST(Remote, ServePolicyOffLoopbackAndSigterm) {
   EXPECT_EQ(w.Terminate(), 0);
 }
 
-std::unique_ptr<remote::Worker::Stub> StubFor(const Worker& w) {
-  return remote::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
-}
-
-remote::StatusReply StatusOf(remote::Worker::Stub& s) {
-  grpc::ClientContext c;
-  remote::StatusReply r;
-  EXPECT_TRUE(s.Status(&c, remote::StatusRequest(), &r).ok());
-  return r;
-}
-
-uint32_t InFlight(remote::Worker::Stub& s) { return StatusOf(s).in_flight(); }
 
 // A request for sample 0 of Built().cifar with Base()'s options, and a call of it.
 remote::ProcessRequest FirstSampleRequest() {
@@ -1049,6 +1057,137 @@ TEST(Remote, HostileRequestsGetErrorsAndTheWorkerKeepsServing) {
   Loader l(Built().cifar, Remote({&w}, 0));
   EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
   EXPECT_GT(RemoteSamples(l), 0u);
+}
+
+// The data path (remote/data.h) carries a plaintext worker's requests by default, with the same
+// batches as gRPC and as a local run; RemoteOptions::data_path = false and `dsc serve --grpc-only`
+// keep them on gRPC.
+TEST(Remote, DataPathCarriesTheRequestsAndEqualsLocal) {
+  Worker w({Built().cifar, "--threads", "1"});
+  auto stub = StubFor(w);
+  {
+    Loader l(Built().cifar, Remote({&w}, 0));
+    EXPECT_EQ(Digests(l, 3), Local());
+  }
+  const remote::StatusReply data = StatusOf(*stub);
+  EXPECT_GT(data.data_requests(), 0u);
+  EXPECT_EQ(data.data_requests(), data.requests());
+  {
+    LoaderOptions o = Remote({&w}, 0);
+    o.remote.data_path = false;
+    Loader l(Built().cifar, o);
+    EXPECT_EQ(Digests(l, 3), Local());
+  }
+  const remote::StatusReply grpc_only = StatusOf(*stub);
+  EXPECT_GT(grpc_only.requests(), data.requests());
+  EXPECT_EQ(grpc_only.data_requests(), data.data_requests());
+  Worker g({Built().cifar, "--threads", "1", "--grpc-only"});
+  {
+    Loader l(Built().cifar, Remote({&g}, 0));
+    EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+    EXPECT_GT(RemoteSamples(l), 0u);
+  }
+  auto gs = StubFor(g);
+  EXPECT_GT(StatusOf(*gs).requests(), 0u);
+  EXPECT_EQ(StatusOf(*gs).data_requests(), 0u);
+}
+
+// What reaches the data port without the handshake's ticket, or with bytes that are not a request,
+// ends that connection (after an error frame where the ticket was right); the worker keeps serving.
+TEST(Remote, HostileDataConnectionsAreClosedAndTheWorkerKeepsServing) {
+  Worker w({Built().cifar, "--threads", "1"});
+  auto stub = StubFor(w);
+  remote::HelloReply hello;
+  {
+    grpc::ClientContext c;
+    remote::HelloRequest q;
+    ASSERT_TRUE(stub->Hello(&c, q, &hello).ok());
+  }
+  ASSERT_GT(hello.data_port(), 0u);
+  ASSERT_EQ(hello.data_ticket().size(), remote::kTicketBytes);
+  using remote::Clock;
+  auto open = [&](const std::string& first) {
+    std::string error;
+    const int fd = remote::ConnectTcp("127.0.0.1", uint16_t(hello.data_port()), Clock::now() + std::chrono::seconds(5), &error);
+    EXPECT_GE(fd, 0) << error;
+    std::string bytes = first;
+    iovec part{bytes.data(), bytes.size()};
+    if (fd >= 0 && !bytes.empty()) {
+      EXPECT_EQ(remote::SendAll(fd, &part, 1, Clock::now() + std::chrono::seconds(5)), "");
+    }
+    return fd;
+  };
+  // An error frame's code and message.
+  auto error_frame = [&](int fd, uint32_t* code, std::string* message) {
+    uint8_t head[remote::kReplyHeadBytes];
+    if (!remote::RecvAll(fd, head, sizeof head, Clock::now() + std::chrono::seconds(10)).empty()) return false;
+    *code = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(head[4 + i]) << (8 * i);
+    EXPECT_LE(n, remote::kMaxErrorBytes);
+    message->resize(size_t(std::min<uint64_t>(n, remote::kMaxErrorBytes)));
+    return remote::RecvAll(fd, message->data(), message->size(), Clock::now() + std::chrono::seconds(10)).empty();
+  };
+  auto closed = [&](int fd) {  // closed by the worker (reset where bytes it did not read were left)
+    char c;
+    const std::string e = remote::RecvAll(fd, &c, 1, Clock::now() + std::chrono::seconds(15));
+    EXPECT_TRUE(e == "the peer closed the connection" || e == "recv: Connection reset by peer") << e;
+    return e != "timed out" && !e.empty();
+  };
+  auto le32 = [](uint32_t v) { return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)}; };
+  const std::string valid = FirstSampleRequest().SerializeAsString();
+  {  // a wrong ticket, then a valid request: closed without a reply
+    const int fd = open(std::string(remote::kTicketBytes, 'x') + le32(uint32_t(valid.size())) + valid);
+    EXPECT_TRUE(closed(fd));
+    ::close(fd);
+  }
+  {  // a request longer than the limit
+    const int fd = open(hello.data_ticket() + le32(0xffffffffu));
+    uint32_t code = 0;
+    std::string m;
+    ASSERT_TRUE(error_frame(fd, &code, &m));
+    EXPECT_EQ(code, uint32_t(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_NE(m.find("a request of 4294967295 bytes"), std::string::npos) << m;
+    EXPECT_TRUE(closed(fd));
+    ::close(fd);
+  }
+  {  // garbage for a request
+    const int fd = open(hello.data_ticket() + le32(9) + "\xff\xff\xff\xff\xff\xff\xff\xff\xff");
+    uint32_t code = 0;
+    std::string m;
+    ASSERT_TRUE(error_frame(fd, &code, &m));
+    EXPECT_EQ(code, uint32_t(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_EQ(m, "malformed request");
+    EXPECT_TRUE(closed(fd));
+    ::close(fd);
+  }
+  {  // a well-formed request for a file it does not serve: an error, and the connection stays usable
+    remote::ProcessRequest q = FirstSampleRequest();
+    q.set_file_id(7);
+    const std::string bytes = q.SerializeAsString();
+    const int fd = open(hello.data_ticket() + le32(uint32_t(bytes.size())) + bytes + le32(uint32_t(bytes.size())) + bytes);
+    for (int i = 0; i < 2; ++i) {
+      uint32_t code = 0;
+      std::string m;
+      ASSERT_TRUE(error_frame(fd, &code, &m));
+      EXPECT_EQ(code, uint32_t(grpc::StatusCode::INVALID_ARGUMENT));
+      EXPECT_EQ(m, "unknown file id 7");
+    }
+    ::close(fd);
+  }
+  {  // the right ticket and that request: served
+    const int fd = open(hello.data_ticket() + le32(uint32_t(valid.size())) + valid);
+    uint8_t head[remote::kReplyHeadBytes];
+    ASSERT_EQ(remote::RecvAll(fd, head, sizeof head, Clock::now() + std::chrono::seconds(10)), "");
+    EXPECT_EQ(head[0] | head[1] | head[2] | head[3], 0);  // status OK
+    ::close(fd);
+  }
+  ::close(open(""));                                    // connects and leaves
+  ::close(open(hello.data_ticket().substr(0, 5)));      // half a ticket
+  // Still serving, on the data path.
+  Loader l(Built().cifar, Remote({&w}, 0));
+  EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+  EXPECT_GT(StatusOf(*stub).data_requests(), 0u);
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ int CmdBench(int argc, char** argv) {
       ("wire-finished", "with --remote: workers send float batches as floats (default: as uint8, normalised here)")
       ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes, not RGB rows (half the bytes, less CPU on the worker, more here)")
       ("wire-rows", "with --remote: float batches travel as finished RGB rows (the default)")
+      ("wire-grpc", "with --remote: requests and replies on gRPC only, not on a plaintext worker's data port")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cli::value<std::string>());
   opts.parse_positional({"file"});
@@ -278,6 +279,10 @@ int CmdBench(int argc, char** argv) {
       if (o.remote.addresses.empty()) throw Error(std::string(r.count("wire-rows") ? "--wire-rows" : "--wire-planes") + " needs --remote");
       if (r.count("wire-planes") && r.count("wire-rows")) throw Error("--wire-planes and --wire-rows exclude each other");
       o.remote.planes = r.count("wire-planes") > 0;
+    }
+    if (r.count("wire-grpc")) {
+      if (o.remote.addresses.empty()) throw Error("--wire-grpc needs --remote");
+      o.remote.data_path = false;
     }
     digest = r.count("digest") > 0;
     const std::string decoder = r["decoder"].as<std::string>();

@@ -31,6 +31,7 @@ int CmdServe(int argc, char** argv) {
       ("tls-cert", "PEM certificate chain (TLS)", cli::value<std::string>()->default_value(""))
       ("tls-key", "PEM private key (TLS)", cli::value<std::string>()->default_value(""))
       ("insecure-plaintext", "allow a non-loopback address without TLS")
+      ("grpc-only", "no data port: Process requests on gRPC only (without TLS they may also come on a TCP port of their own, which costs clients less CPU)")
       ("max-in-flight", "calls at once per client connection", cli::value<uint32_t>()->default_value("8"))
       ("max-calls", "calls at once from all clients together", cli::value<uint32_t>()->default_value("64"))
       ("max-memory-mb", "reply memory held by all calls together", cli::value<uint64_t>()->default_value("2048"))
@@ -57,6 +58,7 @@ int CmdServe(int argc, char** argv) {
     if (!r["tls-cert"].as<std::string>().empty()) so.tls_cert = remote::ReadFile(r["tls-cert"].as<std::string>());
     if (!r["tls-key"].as<std::string>().empty()) so.tls_key = remote::ReadFile(r["tls-key"].as<std::string>());
     so.insecure_plaintext = r.count("insecure-plaintext") > 0;
+    so.data_path = r.count("grpc-only") == 0;
     so.max_in_flight = std::max<uint32_t>(1, r["max-in-flight"].as<uint32_t>());
     so.max_calls = r["max-calls"].as<uint32_t>();
     const uint64_t mb = r["max-memory-mb"].as<uint64_t>();

@@ -120,7 +120,8 @@ class Loader:
       wire_compression, ship_uint8 (default True: float batches travel as uint8 and are normalised
       here), wire_planes (default False: finished RGB rows; True: uncropped JPEGs travel as
       their YCbCr planes where those are fewer bytes: half the link and less worker CPU, more CPU
-      here); batches are identical to a local run's;
+      here), data_path (default True: without tls_root, requests go on the worker's data port, not
+      gRPC: less CPU here; False: gRPC only); batches are identical to a local run's;
     - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
       layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
       dct_scaling (crops decode at the smallest DCT scale that keeps them at least the output size;

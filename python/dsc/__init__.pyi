@@ -81,6 +81,7 @@ class Loader:
         wire_compression: bool = ...,
         ship_uint8: bool = ...,
         wire_planes: bool = ...,
+        data_path: bool = ...,
         crop: Literal["none", "random_resized", "center"] = ...,
         out_size: Union[int, Tuple[int, int]] = ...,
         out_w: int = ...,

@@ -595,13 +595,14 @@ def test_remote_workers_deliver_the_local_batches(small, dsc_binary):
         addr = line.split()[-1]
         opts = dict(preset="cifar-train", batch_size=64, seed=3)
         local = [(x.clone(), y.clone()) for x, y in dsc.Loader(path, threads=1, **opts).epoch(0)]
-        remote_loader = dsc.Loader(path, remote=[addr], local_threads=0, **opts)
-        remote = [(x.clone(), y.clone()) for x, y in remote_loader.epoch(0)]
-        assert len(remote) == len(local) == 16
-        for (a, la), (b, lb) in zip(local, remote):
-            assert torch.equal(a, b) and torch.equal(la, lb)
-        info = remote_loader._core.info()
-        assert info["remote"][0]["address"] == addr and info["remote"][0]["samples"] == 16 * 64
+        for data_path in (True, False):  # the worker's data port, or gRPC only
+            remote_loader = dsc.Loader(path, remote=[addr], local_threads=0, data_path=data_path, **opts)
+            remote = [(x.clone(), y.clone()) for x, y in remote_loader.epoch(0)]
+            assert len(remote) == len(local) == 16
+            for (a, la), (b, lb) in zip(local, remote):
+                assert torch.equal(a, b) and torch.equal(la, lb)
+            info = remote_loader._core.info()
+            assert info["remote"][0]["address"] == addr and info["remote"][0]["samples"] == 16 * 64
     finally:
         worker.kill()
         worker.wait()
