@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -319,8 +320,19 @@ class GrpcExecutor : public RemoteExecutor {
     if (fd < 0) {
       fd = ConnectTcp(HostOfAddress(address_), port, deadline, &error);
       if (fd < 0) {
-        *why = who + ": data port " + std::to_string(port) + ": " + error;
-        return RunResult::kRetry;
+        // E.g. a firewall that lets only the gRPC port through: this worker's requests go on gRPC until
+        // its next handshake (a worker that died fails there too, and is reconnected as usual).
+        bool warn = false;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (generation == generation_) data_port_ = 0;
+          warn = !warned_data_;
+          warned_data_ = true;
+        }
+        if (warn)
+          std::fprintf(stderr, "dsc: %s: its data port %u cannot be reached (%s); its requests go on gRPC (--wire-grpc skips the data port)\n",
+                       who.c_str(), unsigned(port), error.c_str());
+        return Run(t, deadline_ms, why);
       }
       {
         std::lock_guard<std::mutex> l(mu_);
@@ -567,6 +579,7 @@ class GrpcExecutor : public RemoteExecutor {
   uint16_t data_port_ = 0;
   std::string ticket_;
   uint64_t generation_ = 0;  // handshakes so far
+  bool warned_data_ = false;  // that the data port could not be reached
   std::vector<int> idle_;
   std::set<int> active_fds_;
   std::atomic<uint64_t> wire_bytes_{0};

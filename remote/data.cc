@@ -125,7 +125,7 @@ int ListenTcp(const std::string& host, uint16_t* port, std::string* error) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   const std::string h = host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty() ? std::string() : host;
-  if (const int rc = ::getaddrinfo(h.empty() ? nullptr : h.c_str(), "0", &hints, &list); rc != 0) {
+  if (const int rc = ::getaddrinfo(h.empty() ? nullptr : h.c_str(), std::to_string(*port).c_str(), &hints, &list); rc != 0) {
     *error = "cannot resolve " + host + ": " + ::gai_strerror(rc);
     return -1;
   }
@@ -134,11 +134,13 @@ int ListenTcp(const std::string& host, uint16_t* port, std::string* error) {
   for (addrinfo* a = list; a && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
+    const int one = 1;  // a fixed port is free again at once after a restart (TIME_WAIT)
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 64) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-      *error = std::string("cannot listen for the data path: ") + std::strerror(errno);
+      *error = "cannot listen for the data path on port " + std::to_string(*port) + ": " + std::strerror(errno);
       ::close(fd);
       fd = -1;
       continue;

@@ -36,7 +36,8 @@ size_t RecvSome(int fd, void* out, size_t n, Clock::time_point deadline, std::st
 
 // Connects to host:port within `deadline` (non-blocking, TCP_NODELAY); -1 with `error` set on failure.
 int ConnectTcp(const std::string& host, uint16_t port, Clock::time_point deadline, std::string* error);
-// Listens on host (the --listen address's host) at a free port; -1 with `error` set on failure.
+// Listens on host (the --listen address's host) at *port, or a free port when it is 0 (set to the
+// port); -1 with `error` set on failure.
 int ListenTcp(const std::string& host, uint16_t* port, std::string* error);
 
 // Whether the peer has hung up (or the connection failed), without reading.

@@ -358,7 +358,7 @@ class WorkerService final : public Worker::Service {
     rep->set_jpeg_version(JpegVersion());
     rep->set_threads(uint32_t(pool_.size()));
     rep->set_max_samples(kMaxRequestSamples);
-    if (data_port_) rep->set_data_port(data_port_), rep->set_data_ticket(ticket_);
+    if (data_port_) rep->set_data_port(o_.report_data_port ? o_.report_data_port : data_port_), rep->set_data_ticket(ticket_);
     if (req->protocol() != kProtocol || req->dsc_version() != DscVersion() || req->jpeg_version() != JpegVersion())
       return rep->set_file_id(0), grpc::Status::OK;  // the client compares versions and explains
     for (size_t i = 0; i < files_.size(); ++i) {
@@ -734,6 +734,9 @@ std::string ValidateServeOptions(const ServeOptions& o, std::string* warning) {
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
   if (o.threads < 0 || o.threads > 1024) return "--threads must be 0 (all cores) to 1024";
   if (o.max_calls < 1 || o.max_calls > 4096) return "--max-calls must be 1 to 4096";
+  if (o.data_port > 65535) return "--data-port must be 0 (any free port) to 65535";
+  if (o.data_port && (!o.data_path || !o.tls_cert.empty()))
+    return "--data-port is for a plaintext worker's data path (not with --grpc-only or TLS)";
   if (!IsPort(o.listen.substr(o.listen.rfind(':') + 1), /*allow_zero=*/true))
     return "--listen " + o.listen + ": the port must be 0 (any free port) to 65535";
   if (!IsLoopback(o.listen)) {
@@ -800,7 +803,7 @@ int Serve(const ServeOptions& o) {
   if (o.data_path && o.tls_cert.empty()) {
     std::string host = HostOf(o.listen), error;
     if (!host.empty() && host[0] == '[') host = host.substr(1, host.size() - 2);
-    uint16_t data_port = 0;
+    uint16_t data_port = uint16_t(o.data_port);
     const int fd = ListenTcp(host, &data_port, &error);
     if (fd < 0) throw Error("cannot listen on " + o.listen + ": " + error);
     std::string ticket(kTicketBytes, '\0');

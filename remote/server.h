@@ -19,10 +19,12 @@ struct ServeOptions {
   // Without TLS, Process requests may also come on a TCP port of their own (remote/data.h), which the
   // handshake gives to authenticated clients: less CPU for the client than gRPC. false: gRPC only.
   bool data_path = true;
+  uint32_t data_port = 0;  // the data path's port; 0: any free one (the handshake tells clients)
   // Test hooks: after N Process calls, fail every further one / stall (until the client gives up,
   // or for stall_ms) / die as kill -9 would. 0 = off.
   uint64_t fail_after = 0, stall_after = 0, stall_ms = 0, die_after = 0;
   std::string report_version;  // test hook: claim this dsc version in the handshake ("" = the real one)
+  uint32_t report_data_port = 0;  // test hook: give clients this data port in the handshake (0 = the real one)
 };
 
 // Runs until SIGTERM or SIGINT (then drains calls in progress and returns 0). Prints

@@ -1190,5 +1190,48 @@ TEST(Remote, HostileDataConnectionsAreClosedAndTheWorkerKeepsServing) {
   EXPECT_GT(StatusOf(*stub).data_requests(), 0u);
 }
 
+// A data port the client cannot reach (a firewall that lets only the gRPC port through) puts that
+// worker's requests on gRPC, with one warning; --data-port fixes the port, and is refused where there
+// is no data path.
+TEST(Remote, AnUnreachableDataPortFallsBackToGrpc) {
+  Worker w({Built().cifar, "--threads", "1", "--report-data-port", "1"});
+  auto stub = StubFor(w);
+  testing::internal::CaptureStderr();
+  {
+    Loader l(Built().cifar, Remote({&w}, 0));
+    EXPECT_EQ(Digests(l, 3), Local());
+    EXPECT_GT(RemoteSamples(l), 0u);
+  }
+  const std::string said = testing::internal::GetCapturedStderr();
+  const size_t at = said.find("its data port 1 cannot be reached");
+  EXPECT_NE(at, std::string::npos) << said;
+  EXPECT_EQ(said.find("its data port", at + 1), std::string::npos) << "warned more than once:\n" << said;
+  const remote::StatusReply r = StatusOf(*stub);
+  EXPECT_GT(r.requests(), 0u);
+  EXPECT_EQ(r.data_requests(), 0u);
+
+  std::string error;
+  uint16_t port = 0;  // a free port, for the next worker's data path
+  const int probe = remote::ListenTcp("127.0.0.1", &port, &error);
+  ASSERT_GE(probe, 0) << error;
+  ::close(probe);
+  Worker fixed({Built().cifar, "--threads", "1", "--data-port", std::to_string(port)});
+  auto fs = StubFor(fixed);
+  remote::HelloReply hello;
+  grpc::ClientContext c;
+  ASSERT_TRUE(fs->Hello(&c, remote::HelloRequest(), &hello).ok());
+  EXPECT_EQ(hello.data_port(), port);
+  {
+    Loader l(Built().cifar, Remote({&fixed}, 0));
+    EXPECT_EQ(Digests(l, 1)[0], Local()[0]);
+  }
+  EXPECT_GT(StatusOf(*fs).data_requests(), 0u);
+  std::string out;
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --data-port 70000", &out), 2);
+  EXPECT_NE(out.find("--data-port must be 0 (any free port) to 65535"), std::string::npos) << out;
+  EXPECT_EQ(RunDsc("serve " + Built().cifar + " --grpc-only --data-port 7000", &out), 2);
+  EXPECT_NE(out.find("--data-port is for a plaintext worker's data path"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -32,6 +32,7 @@ int CmdServe(int argc, char** argv) {
       ("tls-key", "PEM private key (TLS)", cli::value<std::string>()->default_value(""))
       ("insecure-plaintext", "allow a non-loopback address without TLS")
       ("grpc-only", "no data port: Process requests on gRPC only (without TLS they may also come on a TCP port of their own, which costs clients less CPU)")
+      ("data-port", "the data port (0 = a free one; set one that a firewall lets through)", cli::value<uint32_t>()->default_value("0"))
       ("max-in-flight", "calls at once per client connection", cli::value<uint32_t>()->default_value("8"))
       ("max-calls", "calls at once from all clients together", cli::value<uint32_t>()->default_value("64"))
       ("max-memory-mb", "reply memory held by all calls together", cli::value<uint64_t>()->default_value("2048"))
@@ -40,6 +41,7 @@ int CmdServe(int argc, char** argv) {
       ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cli::value<uint64_t>()->default_value("0"))
       ("die-after", "test hook: die as kill -9 would at call N + 1", cli::value<uint64_t>()->default_value("0"))
       ("report-version", "test hook: claim this dsc version in the handshake", cli::value<std::string>()->default_value(""))
+      ("report-data-port", "test hook: give clients this data port in the handshake", cli::value<uint32_t>()->default_value("0"))
       ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
   opts.parse_positional({"files"});
   remote::ServeOptions so;
@@ -59,6 +61,8 @@ int CmdServe(int argc, char** argv) {
     if (!r["tls-key"].as<std::string>().empty()) so.tls_key = remote::ReadFile(r["tls-key"].as<std::string>());
     so.insecure_plaintext = r.count("insecure-plaintext") > 0;
     so.data_path = r.count("grpc-only") == 0;
+    so.data_port = r["data-port"].as<uint32_t>();
+    so.report_data_port = r["report-data-port"].as<uint32_t>();
     so.max_in_flight = std::max<uint32_t>(1, r["max-in-flight"].as<uint32_t>());
     so.max_calls = r["max-calls"].as<uint32_t>();
     const uint64_t mb = r["max-memory-mb"].as<uint64_t>();
