@@ -287,7 +287,7 @@ class WorkerService final : public Worker::Service {
     if (!grpc::SerializationTraits<ProcessRequest>::Deserialize(&in, &req).ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed request");
     if (auto s = Authenticate(ctx); !s.ok()) return s;
-    return DoProcess(&req, ctx->peer(), [ctx] { return ctx->IsCancelled(); }, [stream](const grpc::Slice* parts, size_t n) {
+    return DoProcess(&req, ctx->peer(), false, [ctx] { return ctx->IsCancelled(); }, [stream](const grpc::Slice* parts, size_t n) {
       const grpc::ByteBuffer rep(parts, n);
       return stream->Write(rep) ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     });
@@ -335,7 +335,7 @@ class WorkerService final : public Worker::Service {
         return;
       }
       bool sent = false, sent_ok = false;
-      const grpc::Status st = DoProcess(&req, peer, [fd] { return PeerGone(fd); }, [&](const grpc::Slice* parts, size_t k) {
+      const grpc::Status st = DoProcess(&req, peer, true, [fd] { return PeerGone(fd); }, [&](const grpc::Slice* parts, size_t k) {
         sent = true;
         uint8_t head[kReplyHeadBytes];
         uint64_t total = 0;
@@ -347,7 +347,6 @@ class WorkerService final : public Worker::Service {
         return sent_ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
       });
       if (sent ? !sent_ok : !send_error(st)) return;
-      if (sent) ++data_requests_;
     }
   }
 
@@ -394,15 +393,16 @@ class WorkerService final : public Worker::Service {
     rep->set_reserved_bytes(reserved_);
     rep->set_requests(requests_);
     rep->set_cancelled(cancelled_);
-    rep->set_data_requests(data_requests_.load());
+    rep->set_data_requests(data_requests_);
     return grpc::Status::OK;
   }
 
   // A ProcessReply in protobuf's wire format, fields in number order: a small head (compressed,
   // images_size, sample_error, params, forms, the images field's key and length), then the images slice.
   // Written while its memory is still counted (Admit / Leave). The caller has authenticated the client;
-  // `cancelled` says whether it went away, `send` sends the reply's parts (at most 3).
-  grpc::Status DoProcess(const ProcessRequest* req, const std::string& peer, const std::function<bool()>& cancelled,
+  // `cancelled` says whether it went away, `send` sends the reply's parts (at most 3); `data_path`: the
+  // request came on the data path (counted apart).
+  grpc::Status DoProcess(const ProcessRequest* req, const std::string& peer, bool data_path, const std::function<bool()>& cancelled,
                          const std::function<grpc::Status(const grpc::Slice*, size_t)>& send) {
     const uint64_t n = calls_.fetch_add(1) + 1;
     if (o_.die_after && n > o_.die_after) ::raise(SIGKILL);  // test hook: as kill -9
@@ -518,7 +518,7 @@ class WorkerService final : public Worker::Service {
     const grpc::Slice parts[2] = {grpc::Slice(head), images};
     const grpc::Status st = send(parts, 2);
     std::lock_guard<std::mutex> l(mu_);
-    if (st.ok()) ++requests_;
+    if (st.ok()) ++requests_, data_requests_ += data_path;
     return st;
   }
 
@@ -623,12 +623,11 @@ class WorkerService final : public Worker::Service {
   std::atomic<uint64_t> calls_{0};
   uint16_t data_port_ = 0;
   std::string ticket_;
-  std::atomic<uint64_t> data_requests_{0};
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const SampleWork>> works_;
   std::map<std::string, uint32_t> per_peer_;
   uint32_t in_flight_ = 0;
-  uint64_t reserved_ = 0, requests_ = 0, cancelled_ = 0;
+  uint64_t reserved_ = 0, requests_ = 0, cancelled_ = 0, data_requests_ = 0;
   bool used_ = false, stop_ = false;  // used_: calls ended since the last give-back
   std::chrono::steady_clock::time_point last_leave_;
   std::condition_variable idle_cv_;
