@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "format/bytes.h"
 #include "format/error.h"
 #include "remote/data.h"
 #include "remote/wire.h"
@@ -353,14 +354,14 @@ class GrpcExecutor : public RemoteExecutor {
     std::vector<std::unique_ptr<uint8_t[]>> buffers;  // pieces' memory, freed after parsing
     if (error.empty()) {
       uint8_t len[4];
-      for (int i = 0; i < 4; ++i) len[i] = uint8_t(bytes.size() >> (8 * i));
+      le::put32(len, uint32_t(bytes.size()));
       iovec parts[2] = {{len, 4}, {bytes.data(), bytes.size()}};
       error = SendAll(fd, parts, 2, deadline);
     }
     if (error.empty()) error = RecvAll(fd, head, sizeof head, deadline);
     if (error.empty()) {
-      code = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
-      for (int i = 0; i < 8; ++i) n |= uint64_t(head[4 + i]) << (8 * i);
+      code = le::get32(head);
+      n = le::get64(head + 4);
       if (code != 0 && n > kMaxErrorBytes) error = "an error message of " + std::to_string(n) + " bytes";
       if (code == 0 && n > uint64_t(limit))
         error = "a reply of " + std::to_string(n) + " bytes, larger than a request of " + std::to_string(t.count) + " samples can need";

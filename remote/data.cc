@@ -1,6 +1,5 @@
 #include "remote/data.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -55,30 +54,22 @@ std::string SendAll(int fd, iovec* parts, size_t n, Clock::time_point deadline, 
   return "";
 }
 
-size_t RecvSome(int fd, void* out, size_t n, Clock::time_point deadline, std::string* error) {
+size_t RecvSome(int fd, void* out, size_t n, Clock::time_point deadline, std::string* error, const std::function<bool()>& stop) {
   for (;;) {
     const ssize_t r = ::recv(fd, out, n, 0);
     if (r > 0) return size_t(r);
     if (r == 0) return *error = "the peer closed the connection", 0;
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return *error = std::string("recv: ") + std::strerror(errno), 0;
-    if (auto e = Wait(fd, POLLIN, deadline, {}); !e.empty()) return *error = e, 0;
+    if (auto e = Wait(fd, POLLIN, deadline, stop); !e.empty()) return *error = e, 0;
   }
 }
 
 std::string RecvAll(int fd, void* out, size_t n, Clock::time_point deadline, const std::function<bool()>& stop) {
   auto* p = static_cast<uint8_t*>(out);
-  while (n) {
-    const ssize_t r = ::recv(fd, p, n, 0);
-    if (r > 0) {
-      p += r, n -= size_t(r);
-      continue;
-    }
-    if (r == 0) return "the peer closed the connection";
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return std::string("recv: ") + std::strerror(errno);
-    if (auto e = Wait(fd, POLLIN, deadline, stop); !e.empty()) return e;
-  }
+  std::string error;
+  for (size_t k; n; p += k, n -= k)
+    if (!(k = RecvSome(fd, p, n, deadline, &error, stop))) return error;
   return "";
 }
 

@@ -32,7 +32,8 @@ std::string SendAll(int fd, iovec* parts, size_t n, Clock::time_point deadline, 
 std::string RecvAll(int fd, void* out, size_t n, Clock::time_point deadline, const std::function<bool()>& stop = {});
 // Reads what is there now, at most n bytes, after waiting for some until `deadline`; 0 with `error`
 // set on failure.
-size_t RecvSome(int fd, void* out, size_t n, Clock::time_point deadline, std::string* error);
+size_t RecvSome(int fd, void* out, size_t n, Clock::time_point deadline, std::string* error,
+                const std::function<bool()>& stop = {});
 
 // Connects to host:port within `deadline` (non-blocking, TCP_NODELAY); -1 with `error` set on failure.
 int ConnectTcp(const std::string& host, uint16_t port, Clock::time_point deadline, std::string* error);

@@ -27,6 +27,7 @@
 #include <system_error>
 #include <thread>
 
+#include "format/bytes.h"
 #include "format/error.h"
 #include "kernels/cpu.h"
 #include "reader/dataset.h"
@@ -307,8 +308,8 @@ class WorkerService final : public Worker::Service {
     std::string got(kTicketBytes, '\0');
     if (!RecvAll(fd, got.data(), got.size(), Clock::now() + kReadTime, give_up).empty() || !SameToken(got, ticket_)) return;
     auto frame = [&](uint32_t code, uint64_t n, uint8_t* head) {
-      for (int i = 0; i < 4; ++i) head[i] = uint8_t(code >> (8 * i));
-      for (int i = 0; i < 8; ++i) head[4 + i] = uint8_t(n >> (8 * i));
+      le::put32(head, code);
+      le::put64(head + 4, n);
     };
     auto send_error = [&](const grpc::Status& st) {
       std::string m = st.error_message().substr(0, kMaxErrorBytes);
@@ -322,7 +323,7 @@ class WorkerService final : public Worker::Service {
       uint8_t len[4];
       // Idle between requests for as long as the client keeps the connection.
       if (!RecvAll(fd, len, 4, Clock::time_point::max(), [&] { return stopping.load(); }).empty()) return;
-      const uint32_t n = uint32_t(len[0]) | uint32_t(len[1]) << 8 | uint32_t(len[2]) << 16 | uint32_t(len[3]) << 24;
+      const uint32_t n = le::get32(len);
       if (n == 0 || n > kMaxRequestBytes) {
         send_error(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a request of " + std::to_string(n) + " bytes"));
         return;

@@ -22,6 +22,7 @@
 
 #include <png.h>
 #include <turbojpeg.h>
+#include "format/bytes.h"
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "remote/client.h"
@@ -1121,9 +1122,8 @@ TEST(Remote, HostileDataConnectionsAreClosedAndTheWorkerKeepsServing) {
   auto error_frame = [&](int fd, uint32_t* code, std::string* message) {
     uint8_t head[remote::kReplyHeadBytes];
     if (!remote::RecvAll(fd, head, sizeof head, Clock::now() + std::chrono::seconds(10)).empty()) return false;
-    *code = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t(head[4 + i]) << (8 * i);
+    *code = le::get32(head);
+    const uint64_t n = le::get64(head + 4);
     EXPECT_LE(n, remote::kMaxErrorBytes);
     message->resize(size_t(std::min<uint64_t>(n, remote::kMaxErrorBytes)));
     return remote::RecvAll(fd, message->data(), message->size(), Clock::now() + std::chrono::seconds(10)).empty();
@@ -1134,7 +1134,11 @@ TEST(Remote, HostileDataConnectionsAreClosedAndTheWorkerKeepsServing) {
     EXPECT_TRUE(e == "the peer closed the connection" || e == "recv: Connection reset by peer") << e;
     return e != "timed out" && !e.empty();
   };
-  auto le32 = [](uint32_t v) { return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)}; };
+  auto le32 = [](uint32_t v) {
+    uint8_t b[4];
+    le::put32(b, v);
+    return std::string(reinterpret_cast<const char*>(b), 4);
+  };
   const std::string valid = FirstSampleRequest().SerializeAsString();
   {  // a wrong ticket, then a valid request: closed without a reply
     const int fd = open(std::string(remote::kTicketBytes, 'x') + le32(uint32_t(valid.size())) + valid);
@@ -1179,7 +1183,7 @@ TEST(Remote, HostileDataConnectionsAreClosedAndTheWorkerKeepsServing) {
     const int fd = open(hello.data_ticket() + le32(uint32_t(valid.size())) + valid);
     uint8_t head[remote::kReplyHeadBytes];
     ASSERT_EQ(remote::RecvAll(fd, head, sizeof head, Clock::now() + std::chrono::seconds(10)), "");
-    EXPECT_EQ(head[0] | head[1] | head[2] | head[3], 0);  // status OK
+    EXPECT_EQ(le::get32(head), 0u);  // status OK
     ::close(fd);
   }
   ::close(open(""));                                    // connects and leaves
