@@ -182,6 +182,9 @@ struct LoaderOptions {
 // Throws OptionError for a bad option. With the output image's width and height (0: unknown) it also
 // checks the options bounded by them (translate, cutout). The Loader's constructor calls it.
 void ValidateOptions(const LoaderOptions& o, uint32_t width = 0, uint32_t height = 0);
+// The options a rank runs with: batch_size becomes global_batch_size / world_size (world_size must
+// divide it; OptionError otherwise), and global_batch_size is set from batch_size when it was 0.
+LoaderOptions WithRankBatch(LoaderOptions o);
 // Throws OptionError when the batch buffers a loader may hold at once (the ring, the leases and a
 // spare: prefetch + 2 + max_leases of `buffer_bytes` each, plus kBatchSampleOverhead per sample)
 // exceed this machine's physical memory: an absurd batch x prefetch fails at construction, not after

@@ -130,6 +130,26 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   }
 }
 
+// batch_size becomes the per-rank share of global_batch_size, which world_size must divide.
+LoaderOptions WithRankBatch(LoaderOptions o) {
+  if (o.world_size == 0) throw OptionError("world_size must be at least 1");
+  if (o.global_batch_size) {
+    if (o.global_batch_size % o.world_size)
+      throw OptionError("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
+                  std::to_string(o.world_size));
+    o.batch_size = o.global_batch_size / o.world_size;
+    // Named as the user set it: the batch_size check below would name a value they never gave.
+    if (o.batch_size > (1u << 20))
+      throw OptionError("invalid loader option global_batch_size = " + std::to_string(o.global_batch_size) + ": " +
+                        std::to_string(o.batch_size) + " per rank (world_size " + std::to_string(o.world_size) +
+                        "), more than 1048576");
+  }
+  if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
+    throw OptionError("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
+  o.global_batch_size = o.batch_size * o.world_size;
+  return o;
+}
+
 void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes) {
   // Each buffer also holds per-sample arrays (augmentation parameters, labels, indices, flags): with
   // small images they outweigh the pixels (1-pixel crops at batch 2^20: 4.4 GB counted as 390 MB).

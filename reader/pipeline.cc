@@ -32,42 +32,7 @@
 
 namespace dsc {
 
-size_t DTypeSize(DType t) { return t == DType::kFloat32 ? 4 : t == DType::kFloat16 ? 2 : 1; }
-
 namespace {
-
-constexpr float kCifarMean[3] = {125.307f, 122.961f, 113.8575f};
-constexpr float kCifarStd[3] = {51.5865f, 50.847f, 51.255f};
-constexpr float kImagenetMean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};
-constexpr float kImagenetStd[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
-
-void SetNormalize(kernels::AugmentSpec* s, const float* mean, const float* std) {
-  s->normalize = true;
-  for (int c = 0; c < 3; ++c) {
-    s->mean[c] = mean[c];
-    s->std[c] = std[c];
-  }
-}
-
-// batch_size becomes the per-rank share of global_batch_size, which world_size must divide.
-LoaderOptions WithRankBatch(LoaderOptions o) {
-  if (o.world_size == 0) throw OptionError("world_size must be at least 1");
-  if (o.global_batch_size) {
-    if (o.global_batch_size % o.world_size)
-      throw OptionError("global_batch_size " + std::to_string(o.global_batch_size) + " is not divisible by world_size " +
-                  std::to_string(o.world_size));
-    o.batch_size = o.global_batch_size / o.world_size;
-    // Named as the user set it: the batch_size check below would name a value they never gave.
-    if (o.batch_size > (1u << 20))
-      throw OptionError("invalid loader option global_batch_size = " + std::to_string(o.global_batch_size) + ": " +
-                        std::to_string(o.batch_size) + " per rank (world_size " + std::to_string(o.world_size) +
-                        "), more than 1048576");
-  }
-  if (uint64_t(o.batch_size) * o.world_size > UINT32_MAX)
-    throw OptionError("batch_size " + std::to_string(o.batch_size) + " x world_size " + std::to_string(o.world_size) + " is too large");
-  o.global_batch_size = o.batch_size * o.world_size;
-  return o;
-}
 
 // Options checked before the file is opened, so that a bad option is reported as such.
 const LoaderOptions& Validated(const LoaderOptions& o) {
@@ -81,42 +46,6 @@ uint64_t NowNs() {
 
 
 }  // namespace
-
-LoaderOptions LoaderOptions::CifarTrain() {
-  LoaderOptions o;
-  o.augment.flip = true;
-  o.augment.translate = 2;
-  o.augment.cutout = 4;
-  for (int c = 0; c < 3; ++c) o.augment.fill[c] = uint8_t(kCifarMean[c] + 0.5f);
-  SetNormalize(&o.augment, kCifarMean, kCifarStd);
-  return o;
-}
-
-LoaderOptions LoaderOptions::CifarTest() {
-  LoaderOptions o;
-  o.order = Order::kSequential;
-  SetNormalize(&o.augment, kCifarMean, kCifarStd);
-  return o;
-}
-
-LoaderOptions LoaderOptions::ImagenetTrain() {
-  LoaderOptions o;
-  o.augment.crop = kernels::CropMode::kRandomResized;
-  o.augment.out_w = o.augment.out_h = 224;
-  o.augment.flip = true;
-  SetNormalize(&o.augment, kImagenetMean, kImagenetStd);
-  return o;
-}
-
-LoaderOptions LoaderOptions::ImagenetTest() {
-  LoaderOptions o;
-  o.order = Order::kSequential;
-  o.augment.crop = kernels::CropMode::kCenter;
-  o.augment.resize = 256;
-  o.augment.out_w = o.augment.out_h = 224;
-  SetNormalize(&o.augment, kImagenetMean, kImagenetStd);
-  return o;
-}
 
 // Batch images: 64-byte aligned; a large batch (photos: 38 MB of float32 for 64 images) in huge pages
 // (reader/huge_pages.h). Freed with std::free.
