@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 §5: remote workers on loopback against local decoding, side by side per round.
+# Remote workers on loopback against local decoding, side by side per round.
 # Local baseline: `dsc bench --threads 1` (one decode thread + the consumer) on cores 0-1. Remote: one
 # `dsc serve --threads 1` pinned to core 1, the client pinned to core 0 with --local-threads 0.
 # Prints medians of: images/s, the client process's CPU time per delivered image (getrusage over
@@ -7,8 +7,7 @@
 # and without --wire-compression; for cifar-train on CIFAR-10 and imagenet-train on the 500 photos,
 # delivering float32 NCHW and uint8 NHWC (the GPU path's form); the worker process's CPU time per image;
 # for float32 also with --wire-finished (workers send finished float32 batches instead of uint8) and
-# with --wire-planes (uncropped JPEGs as their YCbCr planes instead of RGB rows: the default in sessions
-# 27-32, RGB rows again since session 33).
+# with --wire-planes (uncropped JPEGs as their YCbCr planes instead of the default RGB rows).
 # usage: bench/run_remote_bench.sh [BUILD_DIR] [ROUNDS] [EPOCHS]
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
