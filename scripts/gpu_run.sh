@@ -18,7 +18,7 @@
 # libtorch is CPU-only). Runs the GPU tests and the rest of the unit suite, `dsc bench` (with
 # `--decoder gpu` when this dsc has it) and `dsc train --device cuda`. Writes what it saw to $OUT
 # (when set) or results/: env.txt, build.log, tests.txt, bench.txt, train.txt, train.json.
-# Run on an H100 machine (PyTorch 2.11, GCC 13, no network): bench/RESULTS.md, "On an NVIDIA H100".
+# Run on H100 and H200 machines (PyTorch 2.11, GCC 13, no network): bench/RESULTS.md, "On a GPU (H100, H200)".
 set -uo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
 SRC=${DSC_SRC:-$B/src}
@@ -195,8 +195,8 @@ if want python; then
        cmake "${args[@]}" -DPython3_EXECUTABLE="$py" -DPython_EXECUTABLE="$py" \
          -Dpybind11_DIR="$pybind11_dir" >>"$RES/build.log" 2>&1 &&
        ninja -C "$build" -j "$JOBS" dsc_python dsc_testdata dsc >>"$RES/build.log" 2>&1; then
-      # `import dsc` alone first, with the head of any crash report (on the H200, session 25, the
-      # suite's first fixture segfaulted: a libstdc++ linked statically into the module, fixed in session 28).
+      # `import dsc` alone first, with the head of any crash report: a crash at import (e.g. two
+      # libstdc++ copies, one static in the module) then shows apart from the suite's failures.
       PYTHONPATH=$build/python python3 -X faulthandler -c 'import torch, PIL.Image, dsc; print("import dsc:", dsc.__file__)' 2>&1 | head -30
       ctest --test-dir "$build" -R "Python\." --output-on-failure 2>&1  # whole: a crash report leads, the failed tests end it
       # The test that needs a GPU, by name, with its verdict (ctest shows only failures).
