@@ -154,7 +154,7 @@ BENCHMARK(BM_OnePass)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 // The trainer's finishing of remote photos (uint8 224x224 NHWC from the wire -> normalised float32
 // NCHW): a batch of 64 images (time per batch) into one 38.5 MB buffer in huge pages, as the loader's;
 // every other row mirrored. Memory-bound: the yardstick for the trainer's finishing cost per remote
-// photo (bench/RESULTS.md, remote workers, session 10).
+// photo (bench/RESULTS.md, "JPEG kernels and microbenchmarks").
 void BM_NormalizeBatch224(benchmark::State& state) {
   constexpr size_t kW = 224, kN = 64, kImage = kW * kW * 3;
   const size_t sources = size_t(state.range(0));  // 1: the source stays in the cache; 24 (370 MB): it does not
@@ -212,9 +212,10 @@ BENCHMARK(BM_NormalizeCifarRing)->Arg(0)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark
 
 // A CIFAR float32 batch from YCbCr planes (the remote client's planes path and the local fused path):
 // 512 images of 32x32, 4:2:0, shifted by -4..4, every other one mirrored, a third with a 16x16
-// cutout, into one 6 MB batch in huge pages (time per image). Arg 0: one call per row, as before
-// session 28; arg 1: one call per image (kernels::YccRowsToFloat); arg 2: a uint8 NHWC batch instead,
-// one call per image (kernels::YccRowsToRgb, a uint8 worker's and local thread's CIFAR path).
+// cutout, into one 6 MB batch in huge pages (time per image). Arg 0: one call per row (the per-row
+// set-up the per-image call saves); arg 1: one call per image (kernels::YccRowsToFloat); arg 2: a
+// uint8 NHWC batch instead, one call per image (kernels::YccRowsToRgb, a uint8 worker's and local
+// thread's CIFAR path).
 void BM_YccCifarBatch(benchmark::State& state) {
   constexpr int kW = 32, kN = 512;
   constexpr size_t kPlane = size_t(kW) * kW, kImage = 3 * kPlane;

@@ -435,9 +435,8 @@ __attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size
           for (int k = 0; k < 2; ++k) v[c][k] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(h[k]), sc[c]), bi[c]);
         }
       }
-      // Ordinary stores, unlike the AVX-512 twin's streaming ones (measured on Intel): on the AMD EPYC
-      // (Zen 3, 32 MB L3) this was measured on, streaming stores cost a CIFAR float32 remote client
-      // 1.25x its CPU per image and a local thread 1.1x (bench/RESULTS.md, session 31).
+      // Ordinary stores, unlike the AVX-512 twin's streaming ones: the AVX2-only CPUs this runs on have
+      // large L3s that hold the batch ring, and streaming stores there cost the loader more CPU.
       const int o = mirror ? q.w - ox - 16 : ox;
       for (int c = 0; c < 3; ++c)
         for (int k = 0; k < 2; ++k) _mm256_storeu_ps(out[c] + o + 8 * k, v[c][k]);

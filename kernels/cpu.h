@@ -18,8 +18,8 @@ namespace dsc::kernels {
 
 namespace detail {
 // The SIMD level the dispatchers read: 0 scalar, 1 AVX2, 2 AVX-512; set when the program starts and by
-// ForceScalar / LimitToAvx2. Read inline: a dispatch per row (CIFAR's 32-pixel rows) made the calls
-// through UseAvx512 -> UseAvx2 and their static guards ~4% of a remote client's CPU. Zero (scalar, the
+// ForceScalar / LimitToAvx2. Read inline: kernels dispatch per row, and on CIFAR's 32-pixel rows two
+// out-of-line calls and their static guards per row were a visible share of the work. Zero (scalar, the
 // same bits) for whatever runs before kernels/cpu.cc's static initialiser.
 extern std::atomic<uint8_t> g_simd_level;
 }  // namespace detail

@@ -67,12 +67,13 @@ class JpegDecoder {
   // Decodes n images that share one header (`head`: SOI to the end of the SOS header, as a file's
   // shared JPEG tables; `bodies[i]`: image i's entropy-coded data and EOI) in one pass, as one image
   // of their stacked height with a restart marker between them: libjpeg derives its Huffman tables and
-  // sets itself up once instead of once per image (1.9x the per-image decode on CIFAR-10). A restart
-  // resets every predictor and planes are not upsampled, so image i's planes (GroupPlanes) equal its
-  // own DecodePlanes' byte for byte. Only for a baseline 8-bit Huffman header with one scan of every
-  // component, no restart interval, planes-decodable sampling and at most kGroupMaxMcus MCUs a
-  // image; false for anything else, and for any error in the data (error() says which): the caller
-  // then decodes each image alone, and that decode names the damaged one. Overwrites the planes.
+  // sets itself up once instead of once per image (on CIFAR-size images that set-up costs about as
+  // much as the decode). A restart resets every predictor and planes are not upsampled, so image i's
+  // planes (GroupPlanes) equal its own DecodePlanes' byte for byte. Only for a baseline 8-bit Huffman
+  // header with one scan of every component, no restart interval, planes-decodable sampling and at
+  // most kGroupMaxMcus MCUs a image; false for anything else, and for any error in the data (error()
+  // says which): the caller then decodes each image alone, and that decode names the damaged one.
+  // Overwrites the planes.
   static constexpr int kGroupMaxMcus = 64;
   bool DecodePlanesGroup(const uint8_t* head, size_t head_size, const uint8_t* const* bodies, const size_t* body_sizes,
                          int n);

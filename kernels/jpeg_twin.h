@@ -516,9 +516,8 @@ size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t*
 size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 
 // memcpy for the stager's payload bytes and arrays: vector loads and stores, the destination prefetched
-// for writing a page ahead. glibc's memcpy takes `rep movsb` for copies of a few KiB and up, which was
-// slower here (AMD Zen 5 VM: the vector loop took ~8% off a photo's staging, the write prefetch ~8%
-// more; bench/RESULTS.md session 25). Host only.
+// for writing a page ahead. glibc's memcpy takes `rep movsb` for copies of a few KiB and up, which is
+// slower for the stager's payload-sized copies. Host only.
 void TwinCopy(uint8_t* dst, const uint8_t* src, size_t n);
 
 // ---- The interval index (docs/format.md "Restart-indexed JPEG payloads") ---------------------------

@@ -18,9 +18,8 @@ size_t Align(size_t v) { return (v + 63) & ~size_t(63); }
 uint32_t LastUnit(const TwinFrame& f, const TwinCropPlan& p) {
   return uint32_t(p.row1 - 1) * (f.mcus_x / f.restart_interval) + uint32_t(p.col1 - 1);
 }
-// How far ahead of a crop's copy its bytes are prefetched, into L2 (whose miss queue is deeper than
-// L1's): 4 KiB. Into L1, 2 KiB was the best of 1, 2, 4 and 8; into L2 4 KiB beat that by ~5%, and 2,
-// 8 and 16 KiB did not (bench/RESULTS.md, session 26).
+// How far ahead of a crop's copy its bytes are prefetched: 4 KiB, into L2, whose miss queue is deeper
+// than L1's, so more of the payload's stream from memory is in flight (the fastest distance and level).
 constexpr uintptr_t kCropPrefetch = 4096;
 // Copies the crop's intervals of each row to `to`, one row after another. With bounds from the interval
 // index (which the scan took on trust), false unless every interval copied ends on its RSTn and the one

@@ -56,9 +56,8 @@ __attribute__((target("avx2"))) void NormalizeRowPlanarAvx2(const uint8_t* rgb, 
                                                              bool rev) {
   const __m256 sr = _mm256_set1_ps(scale[0]), sg = _mm256_set1_ps(scale[1]), sb = _mm256_set1_ps(scale[2]);
   const __m256 br = _mm256_set1_ps(bias[0]), bg = _mm256_set1_ps(bias[1]), bb = _mm256_set1_ps(bias[2]);
-  // Ordinary stores, unlike the AVX-512 version's streaming ones (measured on Intel): CPUs that take
-  // this path are mostly AMD EPYCs before Zen 4, and on one (Zen 3) streaming stores cost a photo
-  // float32 remote client 1.05x its CPU per image (bench/RESULTS.md, session 32).
+  // Ordinary stores, unlike the AVX-512 version's streaming ones: the CPUs that take this path (mostly
+  // AMD EPYCs before Zen 4) keep the batch in their large L3, where streaming stores cost more CPU.
   size_t x = 0;
   for (; x + 16 <= w; x += 16) {
     __m128i ch[3];

@@ -1,8 +1,8 @@
 // Command-line options for the dsc programs: a thin front for cxxopts, which only cli_options.cc
-// includes. cxxopts is header-only and built on std::regex, so each translation unit that included it
-// took 13 s more to compile in Release and 96 s more under ASan+UBSan (gcc 12), and eleven did, in each
-// of CI's four builds. The names mirror cxxopts' (add_options()(...), value<T>()->default_value(...), r["x"].as<T>()), so
-// a command reads as a cxxopts user expects; the semantics are cxxopts' own.
+// includes: cxxopts is header-only and built on std::regex, which makes every file that includes it
+// slow to compile (most of all under the sanitizers). The names mirror cxxopts' (add_options()(...),
+// value<T>()->default_value(...), r["x"].as<T>()), so a command reads as a cxxopts user expects; the
+// semantics are cxxopts' own.
 #pragma once
 #include <cstddef>
 #include <cstdint>
