@@ -388,31 +388,31 @@ class GrpcExecutor : public RemoteExecutor {
     auto bytes_of = [&](uint32_t j) {
       return forms.empty() ? sample_bytes : SampleFormBytes(SampleForm(forms[j]), t.width, t.height);
     };
-    if (v.has_params && v.params_bytes != uint64_t(t.count) * kParamBytes)
-      return bad("params of " + std::to_string(v.params_bytes) + " bytes");
-    if (v.has_forms) {  // planes were asked for only where a sink finishes the samples
+    if (v.params.present && v.params.size != uint64_t(t.count) * kParamBytes)
+      return bad("params of " + std::to_string(v.params.size) + " bytes");
+    if (v.forms.present) {  // planes were asked for only where a sink finishes the samples
       if (!spec_.planes() || !t.sink) return bad("sample forms not asked for");
-      if (v.forms_bytes != t.count) return bad("forms of " + std::to_string(v.forms_bytes) + " bytes");
+      if (v.forms.size != t.count) return bad("forms of " + std::to_string(v.forms.size) + " bytes");
       forms.resize(t.count);
-      CopyPieces(v.forms, forms.data());
+      CopyPieces(v.forms.pieces, forms.data());
       want = 0;
       for (uint32_t j = 0; j < t.count; ++j) {
         if (forms[j] >= kSampleForms) return bad("sample form " + std::to_string(forms[j]));
         want += bytes_of(j);
       }
     }
-    if (v.has_images) {
+    if (v.images.present) {
       if (v.images_size != want) return bad("images of " + std::to_string(v.images_size) + " bytes, expected " + std::to_string(want));
-      if (!v.compressed && v.images_bytes != want) return bad("images of " + std::to_string(v.images_bytes) + " bytes");
+      if (!v.compressed && v.images.size != want) return bad("images of " + std::to_string(v.images.size) + " bytes");
     }
     if (!v.sample_error.empty()) {
       *why = who + ": " + v.sample_error;
       return RunResult::kSampleError;
     }
-    if (!v.has_images || !v.has_params) return bad("missing images or params");
+    if (!v.images.present || !v.params.present) return bad("missing images or params");
     uint8_t one[kParamBytes];
     size_t fill = 0, i = 0;
-    for (BytePiece p : v.params) {
+    for (BytePiece p : v.params.pieces) {
       while (p.size) {
         const size_t c = std::min(p.size, kParamBytes - fill);
         std::memcpy(one + fill, p.data, c);
@@ -424,7 +424,7 @@ class GrpcExecutor : public RemoteExecutor {
       ZSTD_DCtx* z = Dctx();
       ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
       ZSTD_outBuffer out{t.images, want, 0};
-      for (const BytePiece& p : v.images) {
+      for (const BytePiece& p : v.images.pieces) {
         ZSTD_inBuffer in{p.data, p.size, 0};
         while (in.pos < in.size) {
           const size_t rc = ZSTD_decompressStream(z, &out, &in);
@@ -437,12 +437,12 @@ class GrpcExecutor : public RemoteExecutor {
         t.sink->Take(uint32_t(j), forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), &whole, 1);
       }
     } else if (!t.sink) {
-      CopyPieces(v.images, t.images);
+      CopyPieces(v.images.pieces, t.images);
     } else {  // each sample to the sink where it lies in the pieces
       uint32_t j = 0;
       size_t filled = 0, size = t.count ? bytes_of(0) : 0;
       std::vector<BytePiece> parts;
-      for (BytePiece p : v.images) {
+      for (BytePiece p : v.images.pieces) {
         while (p.size) {
           const size_t c = std::min(p.size, size - filled);
           parts.push_back({p.data, c});

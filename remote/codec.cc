@@ -88,7 +88,10 @@ std::string EncodeSampleErrorReply(const std::string& message) {
 }
 
 std::string ParseReply(const BytePiece* pieces, size_t n, ReplyView* out) {
-  *out = ReplyView();
+  out->compressed = false;  // the vectors keep their memory: a caller may reuse one view
+  out->images_size = 0;
+  out->sample_error.clear();
+  for (ReplyView::Bytes* f : {&out->params, &out->forms, &out->images}) f->present = false, f->size = 0, f->pieces.clear();
   Cursor r(pieces, n);
   while (!r.done()) {
     uint64_t key, v;
@@ -106,33 +109,24 @@ std::string ParseReply(const BytePiece* pieces, size_t n, ReplyView* out) {
       continue;
     }
     if (type != kLengthDelimited || !r.Varint(&v)) return "unexpected wire type";
-    switch (field) {
-      case kSampleError: {
-        if (v > kMaxSampleErrorBytes) return "error message too long";
-        std::vector<BytePiece> parts;
-        if (!r.Take(v, &parts)) return "truncated error";
-        out->sample_error.clear();
-        for (const BytePiece& p : parts) out->sample_error.append(reinterpret_cast<const char*>(p.data), p.size);
-        break;
-      }
-      case kParams:
-        out->params.clear();
-        if (!r.Take(v, &out->params)) return "truncated params";
-        out->has_params = true, out->params_bytes = v;
-        break;
-      case kForms:
-        out->forms.clear();
-        if (!r.Take(v, &out->forms)) return "truncated forms";
-        out->has_forms = true, out->forms_bytes = v;
-        break;
-      case kImages:
-        out->images.clear();
-        if (!r.Take(v, &out->images)) return "truncated images";
-        out->has_images = true, out->images_bytes = v;
-        break;
-      default:
-        if (!r.Take(v, nullptr)) return "truncated field";
+    if (field == kSampleError) {
+      if (v > kMaxSampleErrorBytes) return "error message too long";
+      std::vector<BytePiece> parts;
+      if (!r.Take(v, &parts)) return "truncated error";
+      out->sample_error.clear();
+      for (const BytePiece& p : parts) out->sample_error.append(reinterpret_cast<const char*>(p.data), p.size);
+      continue;
     }
+    ReplyView::Bytes* bytes = field == kParams ? &out->params : field == kForms ? &out->forms : field == kImages ? &out->images : nullptr;
+    if (!bytes) {
+      if (!r.Take(v, nullptr)) return "truncated field";
+      continue;
+    }
+    bytes->pieces.clear();
+    if (!r.Take(v, &bytes->pieces))
+      return field == kParams ? "truncated params" : field == kForms ? "truncated forms" : "truncated images";
+    bytes->present = true;
+    bytes->size = v;
   }
   return "";
 }

@@ -29,12 +29,15 @@ std::string EncodeSampleErrorReply(const std::string& message);
 // A reply read where it lies: its bytes fields are pieces of the received buffers (valid while they
 // are). A field that comes twice keeps its last value, as in protobuf.
 struct ReplyView {
+  struct Bytes {
+    bool present = false;  // the field was there (an empty one too)
+    uint64_t size = 0;
+    std::vector<BytePiece> pieces;
+  };
   bool compressed = false;
   uint64_t images_size = 0;
   std::string sample_error;
-  bool has_params = false, has_forms = false, has_images = false;
-  std::vector<BytePiece> params, forms, images;
-  uint64_t params_bytes = 0, forms_bytes = 0, images_bytes = 0;  // each field's length
+  Bytes params, forms, images;
 };
 
 // Reads a reply spread over n pieces (gRPC's slices or the data path's buffers). "" on success, else

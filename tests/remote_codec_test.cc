@@ -70,14 +70,14 @@ TEST(RemoteCodec, ReadsAnyProtobufEncodingWhereItLies) {
     ASSERT_EQ(ParseReply(pieces.data(), pieces.size(), &v), "") << step;
     EXPECT_TRUE(v.compressed);
     EXPECT_EQ(v.images_size, 123456u);
-    EXPECT_TRUE(v.has_params && v.has_forms && v.has_images);
-    EXPECT_EQ(Gather(v.params), r.params());
-    EXPECT_EQ(v.params_bytes, r.params().size());
-    EXPECT_EQ(Gather(v.forms), r.forms());
-    EXPECT_EQ(Gather(v.images), r.images());
-    EXPECT_EQ(v.images_bytes, r.images().size());
+    EXPECT_TRUE(v.params.present && v.forms.present && v.images.present);
+    EXPECT_EQ(Gather(v.params.pieces), r.params());
+    EXPECT_EQ(v.params.size, r.params().size());
+    EXPECT_EQ(Gather(v.forms.pieces), r.forms());
+    EXPECT_EQ(Gather(v.images.pieces), r.images());
+    EXPECT_EQ(v.images.size, r.images().size());
     std::string copied(r.images().size(), '\0');
-    CopyPieces(v.images, reinterpret_cast<uint8_t*>(copied.data()));
+    CopyPieces(v.images.pieces, reinterpret_cast<uint8_t*>(copied.data()));
     EXPECT_EQ(copied, r.images());
   }
   ProcessReply e;
@@ -87,7 +87,7 @@ TEST(RemoteCodec, ReadsAnyProtobufEncodingWhereItLies) {
   ReplyView v;
   ASSERT_EQ(ParseReply(pieces.data(), pieces.size(), &v), "");
   EXPECT_EQ(v.sample_error, "sample 9: truncated JPEG");
-  EXPECT_FALSE(v.has_params || v.has_forms || v.has_images);
+  EXPECT_FALSE(v.params.present || v.forms.present || v.images.present);
 }
 
 // Every cut of a reply short of its end inside a field is named, whatever the pieces.
