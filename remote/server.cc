@@ -67,10 +67,9 @@ int Serve(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   // A reference to the gRPC library that is never given back, so that the server's destructors are
-  // not its last user. The library's final shutdown joins its executor threads, and one of them may
-  // be in a TCP "backup poller" (started when a large reply filled the socket buffer), which sleeps
-  // in 10 s polls that nothing wakes (gRPC 1.51, tcp_posix.cc). A worker that had sent photo batches
-  // took 10 s to exit after SIGTERM in about a third of the runs, with nothing left to drain.
+  // not its last user: the library's final shutdown joins its executor threads, and one of them may
+  // sleep in a TCP "backup poller" for up to 10 s (gRPC 1.51, tcp_posix.cc), delaying exit after
+  // SIGTERM with nothing left to drain.
   grpc_init();  // after the mask: the library starts threads
 
   WorkerService service(o);
@@ -85,16 +84,16 @@ int Serve(const ServeOptions& o) {
     creds = grpc::SslServerCredentials(so);
   }
   int port = 0;
-  // gRPC sets SO_REUSEPORT: a second worker on a port in use started and took a random share of the
-  // connections (a stale worker, or one serving another file, answered some clients and not others).
+  // No SO_REUSEPORT (gRPC's default): a second worker on a port in use must fail, not take a random
+  // share of the connections (a stale worker, or one serving another file, would answer some clients).
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(o.listen, creds, &port);
   b.RegisterService(&grpc_worker);
   b.SetMaxReceiveMessageSize(1 << 20);  // requests are small: samples and options
   b.SetMaxSendMessageSize(-1);          // replies are bounded by max_memory instead
-  // A call holds its gRPC thread while the decode pool works, and gRPC's sync server lets at most
-  // MAX_POLLERS (default 2) idle threads live: with a client's calls in flight it made and ended a
-  // thread every few requests. Keep enough for one client's calls to come and go without that.
+  // A call holds its gRPC thread while the decode pool works, and gRPC's sync server keeps at most
+  // MAX_POLLERS (default 2) idle threads: keep enough for one client's calls to come and go without
+  // a thread made and ended every few requests.
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, int(std::min<uint32_t>(o.max_in_flight, 64)) + 2);
   // Every call holds a thread: bound them, or many connections make thousands (each admitted call also
   // counts against --max-calls; past this, gRPC answers RESOURCE_EXHAUSTED and the client backs off).
