@@ -19,6 +19,7 @@
 
 #include "format/bytes.h"
 #include "format/error.h"
+#include "remote/codec.h"
 #include "remote/data.h"
 #include "remote/wire.h"
 #include "remote/worker.grpc.pb.h"
@@ -32,8 +33,8 @@ namespace {
 }
 
 // A remote worker's address: HOST:PORT, [IPV6]:PORT, or a gRPC target with a scheme (dns:, unix:,
-// ipv4:, ipv6:), passed on as is. gRPC took a port past 65535 modulo 2^16 and ignored text after it:
-// 127.0.0.1:99999 reached port 34463.
+// ipv4:, ipv6:), passed on as is. Checked here because gRPC takes a port past 65535 modulo 2^16 and
+// ignores text after it.
 void CheckAddress(const std::string& a) {
   if (a.empty()) Bad("''", "an empty address: each worker is HOST:PORT");
   for (const char* scheme : {"dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:"})
@@ -54,64 +55,6 @@ void CheckAddress(const std::string& a) {
 }
 
 constexpr const char* kProcessMethod = "/dsc.remote.Worker/Process";
-
-// Reads a protobuf message's fields where it lies, in gRPC's slices or the data path's receive
-// buffers, without gathering it first.
-class SliceReader {
- public:
-  explicit SliceReader(grpc::ByteBuffer* bb) {
-    if (!bb->Dump(&held_).ok()) held_.clear();
-    for (const grpc::Slice& s : held_) slices_.push_back({s.begin(), s.size()});
-  }
-  explicit SliceReader(std::vector<BytePiece> pieces) : slices_(std::move(pieces)) {}
-  bool done() {
-    Settle();
-    return i_ == slices_.size();
-  }
-  bool Varint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      *v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  }
-  // Hands the next n bytes to fn(ptr, len) piece by piece.
-  template <typename Fn>
-  bool Take(uint64_t n, Fn fn) {
-    while (n) {
-      Settle();
-      if (i_ == slices_.size()) return false;
-      const size_t k = size_t(std::min<uint64_t>(n, slices_[i_].size - off_));
-      if (!fn(slices_[i_].data + off_, k)) return false;
-      off_ += k;
-      n -= k;
-    }
-    return true;
-  }
-  bool Skip(uint64_t n) {
-    return Take(n, [](const uint8_t*, size_t) { return true; });
-  }
-
- private:
-  void Settle() {
-    while (i_ < slices_.size() && off_ == slices_[i_].size) {
-      ++i_;
-      off_ = 0;
-    }
-  }
-  bool Byte(uint8_t* b) {
-    Settle();
-    if (i_ == slices_.size()) return false;
-    *b = slices_[i_].data[off_++];
-    return true;
-  }
-  std::vector<grpc::Slice> held_;
-  std::vector<BytePiece> slices_;
-  size_t i_ = 0, off_ = 0;
-};
 
 grpc::ChannelArguments ChannelArgs(int max_receive) {
   grpc::ChannelArguments a;
@@ -254,8 +197,7 @@ class GrpcExecutor : public RemoteExecutor {
     cc.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     if (!token_.empty()) cc.AddMetadata(kTokenKey, token_);
     // A completion queue of this call's own, waited on here: this thread polls the socket and reads the
-    // reply itself. The callback API read replies on gRPC's own threads (two or more of them on the
-    // trainer's cores) and handed each to this thread.
+    // reply itself, rather than gRPC's own threads taking the trainer's cores and handing it over.
     grpc::CompletionQueue cq;
     grpc::Status status;
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> call = stub->PrepareUnaryCall(&cc, kProcessMethod, send, &cq);
@@ -295,8 +237,11 @@ class GrpcExecutor : public RemoteExecutor {
       }
       return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? RunResult::kBusy : RunResult::kRetry;
     }
-    SliceReader r(&reply);
-    return Parse(r, t, why);
+    std::vector<grpc::Slice> slices;  // the reply where gRPC received it
+    if (!reply.Dump(&slices).ok()) slices.clear();
+    std::vector<BytePiece> pieces;
+    for (const grpc::Slice& s : slices) pieces.push_back({s.begin(), s.size()});
+    return Read(pieces, t, why);
   }
 
   // Run on the data path (remote/data.h): a connection of this executor's (kept between requests), the
@@ -386,14 +331,12 @@ class GrpcExecutor : public RemoteExecutor {
       // As on gRPC: the worker's call or memory limit means busy, not down.
       return code == uint32_t(grpc::StatusCode::RESOURCE_EXHAUSTED) ? RunResult::kBusy : RunResult::kRetry;
     }
-    SliceReader r(std::move(pieces));
-    return Parse(r, t, why);
+    return Read(pieces, t, why);
   }
 
   // n bytes from fd into receive buffers of 64 KiB, as pieces. The buffers are the caller's and go back
-  // to malloc once the reply is parsed, so the next reply lands in memory just used (as gRPC's read
-  // buffers do): buffers kept per thread between replies made the kernel's copy into them 3x as costly
-  // (bench/RESULTS.md, session 38).
+  // to malloc once the reply is read, so the next reply lands in memory still in cache (as gRPC's read
+  // buffers do); buffers kept per thread between replies make the kernel's copy into them dearer.
   static std::string Receive(int fd, uint64_t n, Clock::time_point deadline, std::vector<std::unique_ptr<uint8_t[]>>* buffers,
                              std::vector<BytePiece>* pieces) {
     constexpr size_t kBuffer = 64 << 10;
@@ -428,16 +371,16 @@ class GrpcExecutor : public RemoteExecutor {
     return int(std::min<uint64_t>(bound, uint64_t(INT32_MAX)));
   }
 
-  // Reads a ProcessReply from the received slices into the task's slots.
-  RunResult Parse(SliceReader& r, const ChunkTask& t, std::string* why) {
+  // Reads a ProcessReply, where it lies in the received pieces, into the task's slots. Checked whole
+  // before a byte reaches the task: a malformed reply leaves the chunk to another worker.
+  RunResult Read(const std::vector<BytePiece>& pieces, const ChunkTask& t, std::string* why) {
     const std::string who = "remote worker " + address_;
     auto bad = [&](const std::string& what) {
       *why = who + ": malformed reply (" + what + ")";
       return RunResult::kRetry;
     };
-    bool compressed = false, got_images = false, got_params = false;
-    uint64_t images_size = 0;
-    std::string sample_error;
+    ReplyView& v = View();
+    if (const std::string e = ParseReply(pieces.data(), pieces.size(), &v); !e.empty()) return bad(e);
     const size_t sample_bytes = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype);
     size_t want = sample_bytes * t.count;
     std::vector<uint8_t>& forms = Forms();  // each sample's SampleForm when the reply has them
@@ -445,108 +388,81 @@ class GrpcExecutor : public RemoteExecutor {
     auto bytes_of = [&](uint32_t j) {
       return forms.empty() ? sample_bytes : SampleFormBytes(SampleForm(forms[j]), t.width, t.height);
     };
-    while (!r.done()) {
-      uint64_t key, n;
-      if (!r.Varint(&key)) return bad("truncated field key");
-      const uint32_t field = uint32_t(key >> 3), type = uint32_t(key & 7);
-      if (type == 0) {
-        uint64_t v;
-        if (!r.Varint(&v)) return bad("truncated varint");
-        if (field == 1) compressed = v != 0;
-        if (field == 2) images_size = v;
-        continue;
-      }
-      if (type == 1 || type == 5) {
-        if (!r.Skip(type == 1 ? 8 : 4)) return bad("truncated fixed field");
-        continue;
-      }
-      if (type != 2 || !r.Varint(&n)) return bad("unexpected wire type");
-      if (field == 3) {
-        if (n > 65536) return bad("error message too long");
-        if (!r.Take(n, [&](const uint8_t* p, size_t k) { return sample_error.append(reinterpret_cast<const char*>(p), k), true; }))
-          return bad("truncated error");
-      } else if (field == 4) {
-        if (n != uint64_t(t.count) * kParamBytes) return bad("params of " + std::to_string(n) + " bytes");
-        uint8_t one[kParamBytes];
-        size_t fill = 0, i = 0;
-        if (!r.Take(n, [&](const uint8_t* p, size_t k) {
-              while (k) {
-                const size_t c = std::min(k, kParamBytes - fill);
-                std::memcpy(one + fill, p, c);
-                fill += c, p += c, k -= c;
-                if (fill == kParamBytes) t.params[i++] = GetParams(one), fill = 0;
-              }
-              return true;
-            }))
-          return bad("truncated params");
-        got_params = true;
-      } else if (field == 5) {  // planes were asked for only where a sink finishes the samples
-        if (!spec_.planes() || !t.sink || got_images) return bad("sample forms not asked for");
-        if (n != t.count) return bad("forms of " + std::to_string(n) + " bytes");
-        if (!r.Take(n, [&](const uint8_t* p, size_t k) { return forms.insert(forms.end(), p, p + k), true; }))
-          return bad("truncated forms");
-        want = 0;
-        for (uint32_t j = 0; j < t.count; ++j) {
-          if (forms[j] >= kSampleForms) return bad("sample form " + std::to_string(forms[j]));
-          want += bytes_of(j);
-        }
-      } else if (field == 6) {
-        if (images_size != want) return bad("images of " + std::to_string(images_size) + " bytes, expected " + std::to_string(want));
-        if (!compressed) {
-          if (n != want) return bad("images of " + std::to_string(n) + " bytes");
-          uint8_t* out = t.images;
-          bool ok;
-          if (!t.sink) {
-            ok = r.Take(n, [&](const uint8_t* p, size_t k) { return std::memcpy(out, p, k), out += k, true; });
-          } else {  // each sample to the sink where it lies in the slices (they live as long as r)
-            uint32_t j = 0;
-            size_t fill = 0, size = t.count ? bytes_of(0) : 0;
-            std::vector<BytePiece> pieces;
-            ok = r.Take(n, [&](const uint8_t* p, size_t k) {
-              while (k) {
-                const size_t c = std::min(k, size - fill);
-                pieces.push_back({p, c});
-                fill += c, p += c, k -= c;
-                if (fill == size) {
-                  t.sink->Take(j, forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), pieces.data(), pieces.size());
-                  pieces.clear();
-                  fill = 0;
-                  if (++j < t.count) size = bytes_of(j);
-                }
-              }
-              return true;
-            });
-          }
-          if (!ok) return bad("truncated images");
-        } else {
-          ZSTD_DCtx* z = Dctx();
-          ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
-          ZSTD_outBuffer out{t.images, want, 0};
-          bool ok = r.Take(n, [&](const uint8_t* p, size_t k) {
-            ZSTD_inBuffer in{p, k, 0};
-            while (in.pos < in.size) {
-              const size_t rc = ZSTD_decompressStream(z, &out, &in);
-              if (ZSTD_isError(rc) || (out.pos == out.size && in.pos < in.size && rc != 0)) return false;
-            }
-            return true;
-          });
-          if (!ok || out.pos != want) return bad("bad zstd frame");
-          for (size_t j = 0, at = 0; t.sink && j < t.count; at += bytes_of(uint32_t(j++))) {
-            const BytePiece whole{t.images + at, bytes_of(uint32_t(j))};
-            t.sink->Take(uint32_t(j), forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), &whole, 1);
-          }
-        }
-        got_images = true;
-      } else if (!r.Skip(n)) {
-        return bad("truncated field");
+    if (v.params.present && v.params.size != uint64_t(t.count) * kParamBytes)
+      return bad("params of " + std::to_string(v.params.size) + " bytes");
+    if (v.forms.present) {  // planes were asked for only where a sink finishes the samples
+      if (!spec_.planes() || !t.sink) return bad("sample forms not asked for");
+      if (v.forms.size != t.count) return bad("forms of " + std::to_string(v.forms.size) + " bytes");
+      forms.resize(t.count);
+      CopyPieces(v.forms.pieces, forms.data());
+      want = 0;
+      for (uint32_t j = 0; j < t.count; ++j) {
+        if (forms[j] >= kSampleForms) return bad("sample form " + std::to_string(forms[j]));
+        want += bytes_of(j);
       }
     }
-    if (!sample_error.empty()) {
-      *why = who + ": " + sample_error;
+    if (v.images.present) {
+      if (v.images_size != want) return bad("images of " + std::to_string(v.images_size) + " bytes, expected " + std::to_string(want));
+      if (!v.compressed && v.images.size != want) return bad("images of " + std::to_string(v.images.size) + " bytes");
+    }
+    if (!v.sample_error.empty()) {
+      *why = who + ": " + v.sample_error;
       return RunResult::kSampleError;
     }
-    if (!got_images || !got_params) return bad("missing images or params");
+    if (!v.images.present || !v.params.present) return bad("missing images or params");
+    uint8_t one[kParamBytes];
+    size_t fill = 0, i = 0;
+    for (BytePiece p : v.params.pieces) {
+      while (p.size) {
+        const size_t c = std::min(p.size, kParamBytes - fill);
+        std::memcpy(one + fill, p.data, c);
+        fill += c, p.data += c, p.size -= c;
+        if (fill == kParamBytes) t.params[i++] = GetParams(one), fill = 0;
+      }
+    }
+    if (v.compressed) {
+      ZSTD_DCtx* z = Dctx();
+      ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
+      ZSTD_outBuffer out{t.images, want, 0};
+      for (const BytePiece& p : v.images.pieces) {
+        ZSTD_inBuffer in{p.data, p.size, 0};
+        while (in.pos < in.size) {
+          const size_t rc = ZSTD_decompressStream(z, &out, &in);
+          if (ZSTD_isError(rc) || (out.pos == out.size && in.pos < in.size && rc != 0)) return bad("bad zstd frame");
+        }
+      }
+      if (out.pos != want) return bad("bad zstd frame");
+      for (size_t j = 0, at = 0; t.sink && j < t.count; at += bytes_of(uint32_t(j++))) {
+        const BytePiece whole{t.images + at, bytes_of(uint32_t(j))};
+        t.sink->Take(uint32_t(j), forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), &whole, 1);
+      }
+    } else if (!t.sink) {
+      CopyPieces(v.images.pieces, t.images);
+    } else {  // each sample to the sink where it lies in the pieces
+      uint32_t j = 0;
+      size_t filled = 0, size = t.count ? bytes_of(0) : 0;
+      std::vector<BytePiece> parts;
+      for (BytePiece p : v.images.pieces) {
+        while (p.size) {
+          const size_t c = std::min(p.size, size - filled);
+          parts.push_back({p.data, c});
+          filled += c, p.data += c, p.size -= c;
+          if (filled == size) {
+            t.sink->Take(j, forms.empty() ? SampleForm::kRgb : SampleForm(forms[j]), parts.data(), parts.size());
+            parts.clear();
+            filled = 0;
+            if (++j < t.count) size = bytes_of(j);
+          }
+        }
+      }
+    }
     return RunResult::kOk;
+  }
+
+  // A parsed reply, kept per calling thread so that its piece lists are allocated once.
+  static ReplyView& View() {
+    thread_local ReplyView view;
+    return view;
   }
 
   // A reply's sample forms, kept per calling thread (Run is called by several at once).
@@ -589,9 +505,9 @@ class GrpcExecutor : public RemoteExecutor {
 }  // namespace
 
 RemoteConnector Connector() {
-  // gRPC frees each reply's receive buffers at the top of a thread's heap; with malloc's default
-  // 128 KiB trim threshold their pages go back to the kernel and fault in again for the next reply,
-  // which cost 8x the CPU of the copy itself on CIFAR (docs/remote.md). Keep up to 256 MiB instead.
+  // Receive buffers are freed at the top of a thread's heap; with malloc's default 128 KiB trim
+  // threshold their pages would go back to the kernel and fault in again for the next reply, costing
+  // more CPU than the copy itself. Keep up to 256 MiB instead.
   static const bool tuned = mallopt(M_TRIM_THRESHOLD, 256 << 20) != 0;
   (void)tuned;
   return [](const std::string& address, const RemoteOptions& o, const RemoteContext& c) -> std::unique_ptr<RemoteExecutor> {

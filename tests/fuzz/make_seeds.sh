@@ -6,7 +6,7 @@ dsc=$1
 cifar=$2
 out=$3
 rm -rf "$out"
-mkdir -p "$out/open" "$out/load" "$out/pickle" "$out/sources" "$out/tmp/tree/a" "$out/tmp/tree/b"
+mkdir -p "$out/open" "$out/load" "$out/pickle" "$out/sources" "$out/reply" "$out/tmp/tree/a" "$out/tmp/tree/b"
 i=0
 for f in $(ls "$cifar/train/cat" | head -3); do cp "$cifar/train/cat/$f" "$out/tmp/tree/a/"; done
 for f in $(ls "$cifar/train/dog" | head -2); do cp "$cifar/train/dog/$f" "$out/tmp/tree/b/"; done
@@ -48,6 +48,20 @@ for proto in (2, 4, 5):
     blob = pickle.dumps(d, protocol=proto)
     open(os.path.join(out, "pickle/p%d" % proto), "wb").write(blob)
     open(os.path.join(out, "sources/pickle%d" % proto), "wb").write(b"\x02" + blob)
+# reply: a split byte (fuzz_reply.cc), then a ProcessReply as a worker writes it (remote/codec.cc).
+def varint(v):
+    b = bytearray()
+    while v >= 0x80:
+        b.append(v & 0x7f | 0x80)
+        v >>= 7
+    return bytes(b + bytes([v]))
+def field(n, payload):
+    return varint(n << 3 | 2) + varint(len(payload)) + payload
+params = bytes(range(52)) * 2
+plain = varint(2 << 3) + varint(2 * 48) + field(4, params) + field(6, bytes(96))
+forms = varint(1 << 3) + b"\x01" + varint(2 << 3) + varint(1024 + 3072) + field(4, params) + field(5, b"\x01\x00") + field(6, bytes(40))
+for name, step, body in (("plain", 0, plain), ("plain7", 6, plain), ("forms", 16, forms), ("error", 3, field(3, b"a damaged sample"))):
+    open(os.path.join(out, "reply", name), "wb").write(bytes([step]) + body)
 PY
 rm -rf "$out/tmp"
 echo "seed corpus in $out"
