@@ -18,7 +18,7 @@
 #   bench/ab.sh --pin 1 OLD/dsc build/dsc 5 -- jpg.beton --threads 1 --epochs 4
 #   bench/ab.sh --pin 0 --serve build/dsc OLD/dsc build/dsc 6 -- cifar.beton --preset cifar-train \
 #       --dtype float32 --epochs 4 --local-threads 0
-#   bench/ab.sh --pin 0 --serve build/dsc --b-flags --wire-grpc build/dsc build/dsc 4 -- cifar.beton ...
+#   bench/ab.sh --pin 0 --serve build/dsc --b-flags --data-path=false build/dsc build/dsc 4 -- cifar.beton ...
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 pin=() aflags="" bflags="" serve="" sides="" perf=0

@@ -6,7 +6,7 @@
 # whole epochs, every thread including gRPC's; epochs after the first), and wire bytes per image with
 # and without --wire-compression; for cifar-train on CIFAR-10 and imagenet-train on the 500 photos,
 # delivering float32 NCHW and uint8 NHWC (the GPU path's form); the worker process's CPU time per image;
-# for float32 also with --wire-finished (workers send finished float32 batches instead of uint8) and
+# for float32 also with --ship-uint8=false (workers send finished float32 batches instead of uint8) and
 # with --wire-planes (uncropped JPEGs as their YCbCr planes instead of the default RGB rows).
 # usage: bench/run_remote_bench.sh [BUILD_DIR] [ROUNDS] [EPOCHS]
 set -euo pipefail
@@ -49,7 +49,7 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
       v[wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
       v[worker_cpu]+="$(echo "($w1 - $w0) * 1000000 / $(echo "$j" | rsamples)" | bc -l) "
       if [ "$dtype" = float32 ]; then  # workers send the finished float32 batch (the old wire)
-        j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --wire-finished)
+        j=$(taskset -c 0 "$dsc" bench "$file" "${common[@]}" --remote "$addr" --local-threads 0 --ship-uint8=false)
         v[fin_ips]+="$(echo "$j" | field images_per_second) "
         v[fin_cpu]+="$(echo "$j" | field cpu_us_per_image) "
         v[fin_wire]+="$(echo "$j" | field remote_wire_bytes_per_image) "
@@ -70,7 +70,7 @@ for job in "cifar-train cifar.beton 512" "imagenet-train photos.beton 64"; do
     printf "%-15s %-8s worker CPU %.1f us/img (local thread's process: %.1f)\n" "$preset" "$dtype" "$(m worker_cpu)" "$lc"
     if [ "$dtype" = float32 ]; then
       fi_=$(m fin_ips) fc=$(m fin_cpu)
-      printf "%-15s %-8s --wire-finished: remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
+      printf "%-15s %-8s --ship-uint8=false: remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \
         "$preset" "$dtype" "$fi_" "$(echo "$fi_ / $li" | bc -l)" "$fc" "$(echo "100 * $fc / $lc" | bc -l)" "$(m fin_wire)"
       pi=$(m pl_ips) pc=$(m pl_cpu)
       printf "%-15s %-8s --wire-planes:   remote %8.0f img/s (%.2fx) %7.1f us CPU/img (%.0f%% of local), wire %.0f B/img\n" \

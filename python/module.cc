@@ -41,6 +41,7 @@
 #include "reader/bottleneck.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
+#include "reader/option_table.h"
 #include "writer/build.h"
 
 namespace py = pybind11;
@@ -159,164 +160,97 @@ std::string AsChoice(const std::string& name, py::handle h, const std::vector<st
   BadValue(name, "= '" + s + "' is not one of " + list);
 }
 
-// A sequence of exactly n numbers.
-std::vector<float> AsFloats(const std::string& name, py::handle h, size_t n) {
-  if (!py::isinstance<py::sequence>(h) || PyUnicode_Check(h.ptr()))
-    BadType(name, h, ("a sequence of " + std::to_string(n) + " numbers").c_str());
-  py::sequence s = py::reinterpret_borrow<py::sequence>(h);
-  if (s.size() != n) BadValue(name, "needs " + std::to_string(n) + " numbers, got " + std::to_string(s.size()));
-  std::vector<float> v;
-  for (size_t i = 0; i < n; ++i) v.push_back(AsFloat(name + "[" + std::to_string(i) + "]", s[i]));
-  return v;
-}
-
 std::string AsStr(const std::string& name, py::handle h) {
   if (!py::isinstance<py::str>(h)) BadType(name, h, "a str");
   return h.cast<std::string>();
 }
 
-using Setter = std::function<void(dsc::LoaderOptions&, const std::string&, py::handle)>;
-
-const std::map<std::string, Setter>& LoaderSetters() {
-  using O = dsc::LoaderOptions;
-  static const std::map<std::string, Setter> m = {
-      {"batch_size", [](O& o, auto& n, py::handle h) { o.batch_size = AsInt<uint32_t>(n, h, 1, UINT32_MAX); }},
-      {"global_batch_size", [](O& o, auto& n, py::handle h) { o.global_batch_size = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
-      {"threads", [](O& o, auto& n, py::handle h) { o.threads = AsInt<int>(n, h, 0, INT32_MAX); }},
-      {"prefetch", [](O& o, auto& n, py::handle h) { o.prefetch = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
-      {"max_leases", [](O& o, auto& n, py::handle h) { o.max_leases = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
-      {"order", [](O& o, auto& n, py::handle h) {
-         const std::string v = AsChoice(n, h, {"random", "quasi_random", "sequential"});
-         o.order = v == "random" ? dsc::Order::kRandom : v == "sequential" ? dsc::Order::kSequential : dsc::Order::kQuasiRandom;
-       }},
-      {"seed", [](O& o, auto& n, py::handle h) { o.seed = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
-      {"rank", [](O& o, auto& n, py::handle h) { o.rank = AsInt<uint32_t>(n, h, 0, UINT32_MAX); }},
-      {"world_size", [](O& o, auto& n, py::handle h) { o.world_size = AsInt<uint32_t>(n, h, 1, UINT32_MAX); }},
-      {"drop_last", [](O& o, auto& n, py::handle h) { o.drop_last = AsBool(n, h); }},
-      {"quasi_window", [](O& o, auto& n, py::handle h) { o.quasi_window = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
-      {"subset", [](O& o, auto& n, py::handle h) {
-         if (!py::isinstance<py::sequence>(h) && !py::isinstance<py::array>(h)) BadType(n, h, "a sequence of sample indices");
-         o.subset.clear();
-         for (py::handle x : py::iter(h)) {
-           py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(x.ptr()));
-           if (!i) {
-             PyErr_Clear();
-             BadType(n + " entry", x, "an int");
-           }
-           o.subset.push_back(AsInt<uint32_t>(n + " entry", i, 0, UINT32_MAX));
-         }
-       }},
-      {"dtype", [](O& o, auto& n, py::handle h) {
-         const std::string v = AsChoice(n, h, {"float32", "float16", "uint8"});
-         o.dtype = v == "float32" ? dsc::DType::kFloat32 : v == "float16" ? dsc::DType::kFloat16 : dsc::DType::kUint8;
-       }},
-      {"layout", [](O& o, auto& n, py::handle h) {
-         o.layout = AsChoice(n, h, {"NCHW", "NHWC"}) == "NCHW" ? dsc::Layout::kNCHW : dsc::Layout::kNHWC;
-       }},
-      {"fancy_upsampling", [](O& o, auto& n, py::handle h) { o.fancy_upsampling = AsBool(n, h); }},
-      {"verify", [](O& o, auto& n, py::handle h) { o.verify = AsBool(n, h); }},
-      {"pread", [](O& o, auto& n, py::handle h) { o.use_pread = AsBool(n, h); }},
-      {"dct_scaling", [](O& o, auto& n, py::handle h) { o.dct_scaling = AsBool(n, h); }},
-      {"cache_budget", [](O& o, auto& n, py::handle h) { o.cache_budget = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
-      {"readahead_bytes", [](O& o, auto& n, py::handle h) { o.readahead_bytes = AsInt<uint64_t>(n, h, 0, UINT64_MAX); }},
-      {"collect_stats", [](O& o, auto& n, py::handle h) { o.collect_stats = AsBool(n, h); }},
-      {"max_pixels", [](O& o, auto& n, py::handle h) { o.max_pixels = AsInt<uint64_t>(n, h, 1, UINT64_MAX); }},
-      // The deferred work (flip, translate, cutout, normalise from per-sample parameters) is done by
-      // C++'s gpu::Augmenter or kernels::AugmentBatchCpu, neither reachable from here: True would hand
-      // out un-augmented images as if they were augmented.
-      {"defer_augment", [](O& o, auto& n, py::handle h) {
-         if (AsBool(n, h))
-           BadValue(n, "True is for C++ (the deferred flip / translate / cutout / normalise run in dsc::gpu::Augmenter); "
-                       "Python receives finished batches: for uint8 on the GPU use dtype='uint8', layout='NHWC', normalize=False");
-         o.defer_augment = false;
-       }},
-      {"autotune", [](O& o, auto& n, py::handle h) { o.autotune = AsBool(n, h); }},
-      // Remote workers (docs/remote.md): `remote` is a list of "host:port" (or one comma-separated str).
-      {"remote", [](O& o, auto& n, py::handle h) {
-         o.remote.addresses.clear();
-         if (py::isinstance<py::str>(h)) {
-           o.remote.addresses = dsc::SplitAddresses(h.cast<std::string>());
-         } else {
-           if (!py::isinstance<py::sequence>(h)) BadType(n, h, "a list of \"host:port\" str");
-           for (py::handle x : py::iter(h)) o.remote.addresses.push_back(AsStr(n + " entry", x));
-         }
-#ifdef DSC_HAVE_REMOTE
-         o.remote.connect = dsc::remote::Connector();
-#else
-         if (!o.remote.addresses.empty())
-           BadValue(n, "needs dsc built with gRPC (libgrpc++-dev, protobuf-compiler-grpc); this module was built without");
-#endif
-       }},
-      {"token", [](O& o, auto& n, py::handle h) { o.remote.token = AsStr(n, h); }},
-#ifdef DSC_HAVE_REMOTE
-      {"token_file", [](O& o, auto& n, py::handle h) { o.remote.token = dsc::remote::ReadTokenFile(AsStr(n, h)); }},
-      {"tls_root", [](O& o, auto& n, py::handle h) { o.remote.tls_root = dsc::remote::ReadFile(AsStr(n, h)); }},  // a PEM file
-#endif
-      {"local_threads", [](O& o, auto& n, py::handle h) { o.remote.local_threads = AsInt<int>(n, h, -1, INT32_MAX); }},
-      {"wire_compression", [](O& o, auto& n, py::handle h) { o.remote.compression = AsBool(n, h); }},
-      {"ship_uint8", [](O& o, auto& n, py::handle h) { o.remote.ship_uint8 = AsBool(n, h); }},
-      {"wire_planes", [](O& o, auto& n, py::handle h) { o.remote.planes = AsBool(n, h); }},
-      {"data_path", [](O& o, auto& n, py::handle h) { o.remote.data_path = AsBool(n, h); }},
-      // Augmentation (kernels/augment.h AugmentSpec).
-      {"crop", [](O& o, auto& n, py::handle h) {
-         const std::string v = AsChoice(n, h, {"none", "random_resized", "center"});
-         o.augment.crop = v == "none" ? dsc::kernels::CropMode::kNone
-                          : v == "center" ? dsc::kernels::CropMode::kCenter : dsc::kernels::CropMode::kRandomResized;
-       }},
-      {"out_size", [](O& o, auto& n, py::handle h) {
-         if (IsInt(h)) {
-           o.augment.out_w = o.augment.out_h = AsInt<int>(n, h, 1, INT32_MAX);
-         } else {
-           // (height, width), as torchvision's size: whole pixels (15.9 was taken as 15)
-           if (!py::isinstance<py::sequence>(h) || PyUnicode_Check(h.ptr())) BadType(n, h, "an int or a sequence of 2 ints");
-           const py::sequence s = py::reinterpret_borrow<py::sequence>(h);
-           if (s.size() != 2) BadValue(n, "needs 2 ints (height, width), got " + std::to_string(s.size()));
-           auto side = [&](size_t i) {  // 16 or 16.0 (np.array([16., 16.]) was taken), not 15.9
-             const py::object v = s[i];
-             const std::string name = n + "[" + std::to_string(i) + "]";
-             if (IsInt(v)) return AsInt<int>(name, v, 1, INT32_MAX);
-             const float f = AsFloat(name, v);
-             if (!(f >= 1 && f <= float(1 << 24) && f == std::floor(f))) BadType(name, v, "a whole number of pixels");
-             return int(f);
-           };
-           o.augment.out_h = side(0);
-           o.augment.out_w = side(1);
-         }
-       }},
-      {"out_w", [](O& o, auto& n, py::handle h) { o.augment.out_w = AsInt<int>(n, h, 0, INT32_MAX); }},
-      {"out_h", [](O& o, auto& n, py::handle h) { o.augment.out_h = AsInt<int>(n, h, 0, INT32_MAX); }},
-      {"scale", [](O& o, auto& n, py::handle h) {
-         const auto v = AsFloats(n, h, 2);
-         o.augment.scale_min = v[0];
-         o.augment.scale_max = v[1];
-       }},
-      {"ratio", [](O& o, auto& n, py::handle h) {
-         const auto v = AsFloats(n, h, 2);
-         o.augment.ratio_min = v[0];
-         o.augment.ratio_max = v[1];
-       }},
-      {"center_ratio", [](O& o, auto& n, py::handle h) { o.augment.center_ratio = AsFloat(n, h); }},
-      {"resize", [](O& o, auto& n, py::handle h) { o.augment.resize = AsInt<int>(n, h, 0, 1 << 16); }},
-      {"flip", [](O& o, auto& n, py::handle h) { o.augment.flip = AsBool(n, h); }},
-      {"translate", [](O& o, auto& n, py::handle h) { o.augment.translate = AsInt<int>(n, h, 0, INT32_MAX); }},
-      {"cutout", [](O& o, auto& n, py::handle h) { o.augment.cutout = AsInt<int>(n, h, 0, INT32_MAX); }},
-      {"fill", [](O& o, auto& n, py::handle h) {
-         if (!py::isinstance<py::sequence>(h)) BadType(n, h, "a sequence of 3 ints in 0..255");
-         py::sequence s = py::reinterpret_borrow<py::sequence>(h);
-         if (s.size() != 3) BadValue(n, "needs 3 values (R, G, B), got " + std::to_string(s.size()));
-         for (int c = 0; c < 3; ++c) o.augment.fill[c] = AsInt<uint8_t>(n + "[" + std::to_string(c) + "]", s[size_t(c)], 0, 255);
-       }},
-      {"normalize", [](O& o, auto& n, py::handle h) { o.augment.normalize = AsBool(n, h); }},
-      {"mean", [](O& o, auto& n, py::handle h) {
-         const auto v = AsFloats(n, h, 3);
-         for (int c = 0; c < 3; ++c) o.augment.mean[c] = v[size_t(c)];
-       }},
-      {"std", [](O& o, auto& n, py::handle h) {
-         const auto v = AsFloats(n, h, 3);
-         for (int c = 0; c < 3; ++c) o.augment.std[c] = v[size_t(c)];
-       }},
+// A keyword argument as its option-table row's text (reader/option_table.h): the type is checked here,
+// with Python's TypeError; the value by the row, whose OptionError (a ValueError) every front end shares.
+std::string LoaderOptionText(const dsc::OptionRow& row, py::handle h) {
+  using T = dsc::OptionType;
+  const std::string& n = row.name;
+  auto whole = [](py::handle v) { return std::string(py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())))); };
+  auto int_text = [&](const std::string& name, py::handle v) {
+    if (!IsInt(v)) BadType(name, v, "an int");
+    return whole(v);
   };
-  return m;
+  auto sequence = [&](const char* want) {
+    if (!(py::isinstance<py::sequence>(h) || py::isinstance<py::array>(h)) || PyUnicode_Check(h.ptr())) BadType(n, h, want);
+    return py::reinterpret_borrow<py::object>(h);
+  };
+  auto join = [](const std::vector<std::string>& parts) {
+    std::string s;
+    for (const auto& p : parts) s += (s.empty() ? "" : ",") + p;
+    return s;
+  };
+  switch (row.type) {
+    case T::kBool: return dsc::TextOf(AsBool(n, h));
+    case T::kInt: return int_text(n, h);
+    case T::kFloat: return dsc::TextOf(AsFloat(n, h));
+    case T::kChoice:
+    case T::kText: return AsStr(n, h);
+    case T::kThreads:
+      if (PyUnicode_Check(h.ptr())) return AsStr(n, h);  // 'auto', 'auto:N'
+      if (!IsInt(h)) BadType(n, h, "an int, 'auto' or 'auto:N'");
+      return whole(h);
+    case T::kInts:
+    case T::kFloats: {
+      const std::string want = "a sequence of " + std::to_string(row.count) + (row.type == T::kInts ? " ints" : " numbers");
+      const py::sequence s = py::reinterpret_borrow<py::sequence>(sequence(want.c_str()));
+      std::vector<std::string> parts;  // the row checks the count
+      for (size_t i = 0; i < s.size(); ++i) {
+        const std::string name = n + "[" + std::to_string(i) + "]";
+        parts.push_back(row.type == T::kInts ? int_text(name, s[i]) : dsc::TextOf(AsFloat(name, s[i])));
+      }
+      return join(parts);
+    }
+    case T::kIndices: {
+      std::vector<std::string> parts;
+      for (py::handle x : py::iter(sequence("a sequence of sample indices"))) {
+        py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(x.ptr()));
+        if (!i) {
+          PyErr_Clear();
+          BadType(n + " entry", x, "an int");
+        }
+        parts.push_back(std::string(py::str(i)));
+      }
+      return join(parts);
+    }
+    case T::kTexts: {
+      if (PyUnicode_Check(h.ptr())) return AsStr(n, h);  // "host:port,host:port"
+      std::vector<std::string> parts;
+      for (py::handle x : py::iter(sequence("a list of \"host:port\" str"))) parts.push_back(AsStr(n + " entry", x));
+      return join(parts);
+    }
+    case T::kSize: {
+      if (IsInt(h)) return int_text(n, h);
+      // (height, width), as torchvision's size: whole pixels (15.9 was taken as 15)
+      const py::sequence s = py::reinterpret_borrow<py::sequence>(sequence("an int or a sequence of 2 ints"));
+      if (s.size() != 2) BadValue(n, "needs 2 ints (height, width), got " + std::to_string(s.size()));
+      std::vector<std::string> parts;
+      for (size_t i = 0; i < 2; ++i) {  // 16 or 16.0 (np.array([16., 16.]) was taken), not 15.9
+        const py::object v = s[i];
+        const std::string name = n + "[" + std::to_string(i) + "]";
+        if (IsInt(v)) {
+          parts.push_back(whole(v));
+          continue;
+        }
+        const float f = AsFloat(name, v);
+        if (!(f >= 1 && f <= float(1 << 24) && f == std::floor(f))) BadType(name, v, "a whole number of pixels");
+        parts.push_back(std::to_string(int(f)));
+      }
+      return join(parts);
+    }
+  }
+  BadType(n, h, "a value");
+}
+
+std::vector<std::string> PythonOptionNames() {
+  std::vector<std::string> v;
+  for (const auto& row : dsc::LoaderOptionTable())
+    if (row.where & dsc::kOnPython) v.push_back(row.name);
+  return v;
 }
 
 template <typename M>
@@ -332,60 +266,46 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-const std::vector<std::string> kPresets = {"cifar-train", "cifar-test", "imagenet-train", "imagenet-test"};
-
-// A crop option the chosen crop mode does not use was ignored in silence (out_size=(64, 64) without a
-// crop kept the stored size). Values equal to the defaults pass: a config that spells out every option
-// changes nothing by it.
-void CheckCropOptions(const dsc::kernels::AugmentSpec& a, const std::vector<std::string>& given) {
-  using dsc::kernels::CropMode;
-  const dsc::kernels::AugmentSpec d;
-  const char* mode = a.crop == CropMode::kNone ? "'none'" : a.crop == CropMode::kCenter ? "'center'" : "'random_resized'";
-  for (const std::string& n : given) {
-    const char* uses = nullptr;  // the modes that use option n
-    bool changed = false;
-    if (n == "out_size" || n == "out_w" || n == "out_h") {
-      uses = "crop='center' or 'random_resized' (crop='none' keeps the stored size)";
-      changed = a.crop == CropMode::kNone && (a.out_w != d.out_w || a.out_h != d.out_h);
-    } else if (n == "scale" || n == "ratio") {
-      uses = "crop='random_resized'";
-      changed = a.crop != CropMode::kRandomResized &&
-                (n == "scale" ? a.scale_min != d.scale_min || a.scale_max != d.scale_max
-                              : a.ratio_min != d.ratio_min || a.ratio_max != d.ratio_max);
-    } else if (n == "resize") {
-      uses = "crop='center'";
-      changed = a.crop != CropMode::kCenter && a.resize != d.resize;
-    } else if (n == "center_ratio") {
-      uses = "crop='center' without resize (resize > 0 crops the resized image to out_size instead)";
-      changed = (a.crop != CropMode::kCenter || a.resize > 0) && a.center_ratio != d.center_ratio;
-    }
-    if (changed)
-      throw dsc::OptionError("option " + n + " has no effect with crop=" + mode + (a.resize > 0 && n == "center_ratio" ? " and resize > 0" : "") +
-                             ": it applies to " + uses);
-  }
+// help(dsc.Loader)'s list of options, from the table.
+std::string LoaderOptionsDoc() {
+  std::string s;
+  for (const auto& row : dsc::LoaderOptionTable())
+    if (row.where & dsc::kOnPython) s += "    - " + row.name + " [" + dsc::TypeHint(row) + "]: " + row.help + "\n";
+  return s;
 }
 
 dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
   std::vector<std::string> given;
   dsc::LoaderOptions o;
   if (preset) {
-    if (*preset == "cifar-train") o = dsc::LoaderOptions::CifarTrain();
-    else if (*preset == "cifar-test") o = dsc::LoaderOptions::CifarTest();
-    else if (*preset == "imagenet-train") o = dsc::LoaderOptions::ImagenetTrain();
-    else if (*preset == "imagenet-test") o = dsc::LoaderOptions::ImagenetTest();
-    else throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(kPresets) + " (or None)");
+    const auto& names = dsc::PresetNames();
+    if (std::find(names.begin(), names.end(), *preset) == names.end())
+      throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(names) + " (or None)");
+    o = dsc::Preset(*preset);
   }
-  const auto& setters = LoaderSetters();
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
-    auto it = setters.find(name);
-    if (it == setters.end())
-      throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(Names(setters)));
+    const dsc::OptionRow* row = dsc::FindLoaderOption(name);
+    if (!row || !(row->where & dsc::kOnPython) || name.find('-') != std::string::npos)
+      throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(PythonOptionNames()));
     if (v.is_none()) continue;  // None: keep the preset's value
-    it->second(o, name, v);
+    // The deferred work (flip, translate, cutout, normalise from per-sample parameters) is done by
+    // C++'s gpu::Augmenter or kernels::AugmentBatchCpu, neither reachable from here: True would hand
+    // out un-augmented images as if they were augmented.
+    if (name == "defer_augment" && AsBool(name, v))
+      BadValue(name, "True is for C++ (the deferred flip / translate / cutout / normalise run in dsc::gpu::Augmenter); "
+                     "Python receives finished batches: for uint8 on the GPU use dtype='uint8', layout='NHWC', normalize=False");
+    row->set(o, LoaderOptionText(*row, v));
     given.push_back(name);
   }
-  CheckCropOptions(o.augment, given);
+  dsc::CheckGivenOptions(o, given, [](const std::string& row) { return "option " + row; });
+  if (!o.remote.addresses.empty()) {
+#ifdef DSC_HAVE_REMOTE
+    o.remote.connect = dsc::remote::Connector();
+#else
+    BadValue("remote", "needs dsc built with gRPC (libgrpc++-dev, protobuf-compiler-grpc); this module was built without");
+#endif
+  }
   return o;
 }
 
@@ -812,8 +732,36 @@ PYBIND11_MODULE(_dsc, m) {
     return dsc::Checksum(info.ptr, size_t(info.size * info.itemsize));
   });
   m.def("random_subset", &dsc::RandomSubset, py::arg("total"), py::arg("n"), py::arg("seed"));
-  m.def("loader_option_names", [] { return Names(LoaderSetters()); });
-  m.attr("presets") = kPresets;
+  m.attr("__version__") = DSC_VERSION;  // the dsc program's `dsc --version`
+  m.def("loader_option_names", &PythonOptionNames);
+  m.def("loader_options_doc", &LoaderOptionsDoc);
+  // The table's rows (name, type, where, example and refused values), for tests that walk it.
+  m.def("loader_option_table", [] {
+    static const char* kTypes[] = {"bool", "int", "float", "choice", "text", "ints", "floats", "indices", "texts", "threads", "size"};
+    py::list rows;
+    for (const auto& r : dsc::LoaderOptionTable()) {
+      py::dict d;
+      d["name"] = r.name;
+      d["type"] = kTypes[size_t(r.type)];
+      d["cli"] = bool(r.where & dsc::kOnCli);
+      d["python"] = bool(r.where & dsc::kOnPython);
+      d["wire"] = bool(r.where & dsc::kOnWire);
+      d["needs"] = r.needs;
+      d["example"] = r.example;
+      d["bad"] = r.bad;
+      d["help"] = r.help;
+      rows.append(d);
+    }
+    return rows;
+  });
+  m.attr("presets") = dsc::PresetNames();
+  // The resolved options as the table's text, for tests that compare front ends.
+  m.def("resolved_loader_options", [](const std::optional<std::string>& preset, const py::dict& kwargs) {
+    const dsc::LoaderOptions o = MakeLoaderOptions(preset, kwargs);
+    std::map<std::string, std::string> out;
+    for (const auto& row : dsc::LoaderOptionTable()) out[row.name] = row.get(o);
+    return out;
+  });
 #ifdef DSC_HAVE_REMOTE  // whether remote= can reach `dsc serve` workers (the option exists either way, to say why not)
   m.attr("has_remote") = true;
 #else

@@ -3,7 +3,7 @@
 namespace dsc {
 
 SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
-    : augment_(o.augment), defer_(o.defer_augment) {
+    : augment_(o.augment), defer_(o.defer_augment), verify_(o.verify) {
   if (o.augment.crop != kernels::CropMode::kNone) {  // Loader::set_output_size may have changed it
     augment_.out_w = int(width);
     augment_.out_h = int(height);

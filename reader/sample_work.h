@@ -25,12 +25,13 @@ class SampleWork {
   uint32_t width() const { return format_.width; }
   uint32_t height() const { return format_.height; }
   bool defers() const { return defer_; }  // its processors write the deferred form
+  bool verify() const { return verify_; }  // LoaderOptions::verify: payload blocks are checked on first touch
   // Its processors can write samples as planes (SampleProcessor::Process's `form`): finished uint8 NHWC.
   bool writes_forms() const { return SampleProcessor::WritesForms(defer_, format_); }
 
  private:
   kernels::AugmentSpec augment_;
-  bool defer_ = false;
+  bool defer_ = false, verify_ = false;
   float table_[3 * 256];
   uint16_t half_[3 * 256];
   OutputFormat format_;

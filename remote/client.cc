@@ -179,8 +179,7 @@ class GrpcExecutor : public RemoteExecutor {
     if (t.width != spec_.width() || t.height != spec_.height()) {  // Loader::set_output_size
       WorkSpec& s = *req.mutable_spec();
       s.set_width(t.width);
-      s.set_height(t.height);
-      if (s.crop() != 0) s.set_out_w(int32_t(t.width)), s.set_out_h(int32_t(t.height));
+      s.set_height(t.height);  // a crop's output size (FromSpec)
     }
     req.set_seed(t.seed);
     req.set_epoch(t.epoch);
@@ -276,7 +275,7 @@ class GrpcExecutor : public RemoteExecutor {
           warned_data_ = true;
         }
         if (warn)
-          std::fprintf(stderr, "dsc: %s: its data port %u cannot be reached (%s); its requests go on gRPC (--wire-grpc skips the data port)\n",
+          std::fprintf(stderr, "dsc: %s: its data port %u cannot be reached (%s); its requests go on gRPC (--data-path=false skips the data port)\n",
                        who.c_str(), unsigned(port), error.c_str());
         return Run(t, deadline_ms, why);
       }

@@ -153,7 +153,7 @@ Outcome WorkerService::Process(const ProcessRequest& req, const std::string& pee
 
   DecodeCall c;
   try {
-    c.ds = req.spec().verify() ? f.Verified() : f.plain.get();
+    c.ds = work->verify() ? f.Verified() : f.plain.get();
   } catch (const std::exception& e) {
     return {Code::kInternal, e.what()};
   }

@@ -8,6 +8,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "format/bytes.h"
+#include "reader/option_table.h"
 
 #ifndef DSC_VERSION
 #define DSC_VERSION "0.0.0"
@@ -19,71 +20,33 @@ const char* DscVersion() { return DSC_VERSION; }
 uint32_t JpegVersion() { return LIBJPEG_TURBO_VERSION_NUMBER; }
 
 void ToSpec(const LoaderOptions& o, uint32_t width, uint32_t height, WorkSpec* s) {
-  const auto& a = o.augment;
-  s->set_crop(uint32_t(a.crop));
-  s->set_out_w(a.out_w);
-  s->set_out_h(a.out_h);
-  s->set_scale_min(a.scale_min);
-  s->set_scale_max(a.scale_max);
-  s->set_ratio_min(a.ratio_min);
-  s->set_ratio_max(a.ratio_max);
-  s->set_center_ratio(a.center_ratio);
-  s->set_resize(a.resize);
-  s->set_flip(a.flip);
-  s->set_translate(a.translate);
-  s->set_cutout(a.cutout);
-  s->set_fill(std::string(reinterpret_cast<const char*>(a.fill), 3));
-  s->set_normalize(a.normalize);
-  s->clear_mean();
-  s->clear_std();
-  for (int c = 0; c < 3; ++c) {
-    s->add_mean(a.mean[c]);
-    s->add_std(a.std[c]);
+  s->clear_options();
+  for (const OptionRow& row : LoaderOptionTable()) {
+    if (!(row.where & kOnWire)) continue;
+    SpecOption* e = s->add_options();
+    e->set_name(row.name);
+    e->set_value(row.get(o));
   }
-  s->set_dtype(uint32_t(o.dtype));
-  s->set_layout(uint32_t(o.layout));
-  s->set_fancy_upsampling(o.fancy_upsampling);
-  s->set_dct_scaling(o.dct_scaling);
-  s->set_defer_augment(o.defer_augment);
-  s->set_verify(o.verify);
-  s->set_max_pixels(o.max_pixels);
   s->set_width(width);
   s->set_height(height);
 }
 
 LoaderOptions FromSpec(const WorkSpec& s, uint32_t* width, uint32_t* height) {
-  if (s.crop() > 2) throw OptionError("crop mode " + std::to_string(s.crop()) + " is unknown");
-  if (s.dtype() > 2) throw OptionError("dtype " + std::to_string(s.dtype()) + " is unknown");
-  if (s.layout() > 1) throw OptionError("layout " + std::to_string(s.layout()) + " is unknown");
-  if (s.fill().size() != 3 || s.mean_size() != 3 || s.std_size() != 3)
-    throw OptionError("fill, mean and std need 3 values each");
   LoaderOptions o;
-  auto& a = o.augment;
-  a.crop = kernels::CropMode(s.crop());
-  a.out_w = s.out_w();
-  a.out_h = s.out_h();
-  a.scale_min = s.scale_min();
-  a.scale_max = s.scale_max();
-  a.ratio_min = s.ratio_min();
-  a.ratio_max = s.ratio_max();
-  a.center_ratio = s.center_ratio();
-  a.resize = s.resize();
-  a.flip = s.flip();
-  a.translate = s.translate();
-  a.cutout = s.cutout();
-  for (int c = 0; c < 3; ++c) {
-    a.fill[c] = uint8_t(s.fill()[size_t(c)]);
-    a.mean[c] = s.mean(c);
-    a.std[c] = s.std(c);
+  size_t at = 0;  // the entries come in table order, one per wire row
+  for (const OptionRow& row : LoaderOptionTable()) {
+    if (!(row.where & kOnWire)) continue;
+    if (at >= size_t(s.options_size()) || s.options(int(at)).name() != row.name)
+      throw OptionError("the spec lacks option " + row.name + " (entry " + std::to_string(at) + ")");
+    row.set(o, s.options(int(at)).value());
+    ++at;
   }
-  a.normalize = s.normalize();
-  o.dtype = DType(s.dtype());
-  o.layout = Layout(s.layout());
-  o.fancy_upsampling = s.fancy_upsampling();
-  o.dct_scaling = s.dct_scaling();
-  o.defer_augment = s.defer_augment();
-  o.verify = s.verify();
-  o.max_pixels = s.max_pixels();
+  if (at != size_t(s.options_size())) throw OptionError("the spec has an unknown option '" + s.options(int(at)).name() + "'");
+  // A crop's output is the spec's size (Loader::set_output_size changes it between requests).
+  if (o.augment.crop != kernels::CropMode::kNone) {
+    o.augment.out_w = int(std::min<uint32_t>(s.width(), INT32_MAX));
+    o.augment.out_h = int(std::min<uint32_t>(s.height(), INT32_MAX));
+  }
   o.threads = 1;
   ValidateOptions(o, s.width(), s.height());
   if (s.width() == 0 || s.height() == 0 || uint64_t(s.width()) * s.height() > (1ull << 28))

@@ -11,7 +11,7 @@
 
 namespace dsc::remote {
 
-constexpr uint32_t kProtocol = 2;  // 2: sample forms (ProcessReply.forms)
+constexpr uint32_t kProtocol = 3;  // 2: sample forms (ProcessReply.forms); 3: options as table text
 constexpr size_t kParamBytes = 4 * 8 + 5 * 4;  // one kernels::SampleParams on the wire
 constexpr uint32_t kMaxRequestSamples = kMaxRemoteRequestSamples;  // per ProcessRequest (reader/executor.h)
 constexpr const char* kTokenKey = "dsc-token";  // call metadata
@@ -19,8 +19,9 @@ constexpr const char* kTokenKey = "dsc-token";  // call metadata
 const char* DscVersion();
 uint32_t JpegVersion();  // libjpeg-turbo's, as LIBJPEG_TURBO_VERSION_NUMBER
 
+// The options a worker needs (the option table's kOnWire rows, as text) and the output size.
 void ToSpec(const LoaderOptions& o, uint32_t width, uint32_t height, WorkSpec* spec);
-// Throws OptionError for a spec ValidateOptions refuses.
+// Throws OptionError for a spec that lacks an option, has an unknown one, or that ValidateOptions refuses.
 LoaderOptions FromSpec(const WorkSpec& spec, uint32_t* width, uint32_t* height);
 std::string SpecKey(const WorkSpec& spec);  // equal specs, equal keys (deterministic serialisation)
 

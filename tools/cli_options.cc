@@ -2,11 +2,17 @@
 
 #include <cxxopts.hpp>
 
+#include <algorithm>
+
 namespace dsc::tools::cli {
 
 struct Options::Impl {
   Impl(std::string program, std::string description) : opts(std::move(program), std::move(description)) {}
   cxxopts::Options opts;
+  std::vector<std::string> groups, hidden;  // in declaration order
+  void Saw(const std::string& group) {
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+  }
 };
 
 struct ParseResult::Impl {
@@ -32,6 +38,7 @@ std::shared_ptr<cxxopts::Value> MakeValue(const ValueSpec& spec) {
     case Kind::kStrings: v = cxxopts::value<std::vector<std::string>>(); break;
   }
   if (spec.has_default()) v->default_value(spec.default_text());
+  if (spec.has_implicit()) v->implicit_value(spec.implicit_text());
   return v;
 }
 
@@ -43,21 +50,30 @@ Options::Options(std::string program, std::string description)
 Options::~Options() = default;
 
 Options::Adder& Options::Adder::operator()(const std::string& names, const std::string& help) {
-  owner_->impl_->opts.add_options()(names, help);
+  owner_->impl_->Saw(group_);
+  owner_->impl_->opts.add_options(group_)(names, help);
   return *this;
 }
 
 Options::Adder& Options::Adder::operator()(const std::string& names, const std::string& help,
                                            const std::shared_ptr<ValueSpec>& value) {
-  owner_->impl_->opts.add_options()(names, help, MakeValue(*value));
+  owner_->impl_->Saw(group_);
+  owner_->impl_->opts.add_options(group_)(names, help, MakeValue(*value));
   return *this;
 }
+
+void Options::hide_group(const std::string& group) { impl_->hidden.push_back(group); }
 
 void Options::positional_help(const std::string& text) { impl_->opts.positional_help(text); }
 
 void Options::parse_positional(const std::vector<std::string>& names) { impl_->opts.parse_positional(names); }
 
-std::string Options::help() const { return impl_->opts.help(); }
+std::string Options::help() const {
+  std::vector<std::string> shown;
+  for (const auto& g : impl_->groups)
+    if (std::find(impl_->hidden.begin(), impl_->hidden.end(), g) == impl_->hidden.end()) shown.push_back(g);
+  return impl_->opts.help(shown);
+}
 
 ParseResult Options::parse(int argc, const char* const* argv) {
   try {

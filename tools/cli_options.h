@@ -42,14 +42,22 @@ class ValueSpec : public std::enable_shared_from_this<ValueSpec> {
     has_default_ = true;
     return shared_from_this();
   }
+  // The value of the flag given alone (--flip for --flip=true).
+  std::shared_ptr<ValueSpec> implicit_value(std::string text) {
+    implicit_ = std::move(text);
+    has_implicit_ = true;
+    return shared_from_this();
+  }
   Kind kind() const { return kind_; }
   bool has_default() const { return has_default_; }
   const std::string& default_text() const { return default_; }
+  bool has_implicit() const { return has_implicit_; }
+  const std::string& implicit_text() const { return implicit_; }
 
  private:
   Kind kind_;
-  bool has_default_ = false;
-  std::string default_;
+  bool has_default_ = false, has_implicit_ = false;
+  std::string default_, implicit_;
 };
 
 template <class T>
@@ -76,10 +84,14 @@ class Options {
 
    private:
     friend class Options;
-    explicit Adder(Options* owner) : owner_(owner) {}
+    Adder(Options* owner, std::string group) : owner_(owner), group_(std::move(group)) {}
     Options* owner_;
+    std::string group_;
   };
-  Adder add_options() { return Adder(this); }
+  // Options of `group` are listed under its name in help(); a hidden group's are accepted but not
+  // listed (test hooks).
+  Adder add_options(std::string group = "") { return Adder(this, std::move(group)); }
+  void hide_group(const std::string& group);
 
   void positional_help(const std::string& text);
   // The options that bare arguments fill, in order (a vector option takes all that remain).

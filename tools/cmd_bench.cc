@@ -19,10 +19,11 @@
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
 #include "reader/loader.h"
+#include "reader/option_table.h"
 #include "reader/readahead.h"
 #include "reader/trace.h"
 #include "tools/commands.h"
-#include "tools/remote_cli.h"
+#include "tools/loader_flags.h"
 
 namespace dsc::tools {
 
@@ -68,27 +69,6 @@ double ProcessCpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// "512M" -> bytes (K, M or G suffixes). Digits only: stoull took "-1" as 2^64 - 1, and a shift past
-// 64 bits wrapped (to 0, "no budget").
-uint64_t ParseBytes(const char* flag, const std::string& text) {
-  size_t used = 0;
-  uint64_t v = 0;
-  const auto bad = [&](const std::string& why) {
-    return cli::UsageError(std::string(flag) + " " + text + ": " + why);
-  };
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw bad("expected bytes with an optional K, M or G");
-  try {
-    v = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    throw bad("too large");
-  }
-  const std::string unit = text.substr(used);
-  const int shift = unit == "K" || unit == "k" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : unit.empty() ? 0 : -1;
-  if (shift < 0) throw bad("expected bytes with an optional K, M or G");
-  if (v > (UINT64_MAX >> shift)) throw bad("too large");
-  return v << shift;
 }
 
 // `indices`: when set, receives each batch's sample indices, one line per batch.
@@ -138,6 +118,9 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+// Every loader option the table gives the CLI.
+const LoaderFlagSet kBenchFlags{};
+
 int CmdBench(int argc, char** argv) {
   cli::Options opts("dsc bench", "Measure the loader's throughput on FILE, per stage, and name the bottleneck.\n\n"
                     "  dsc bench cifar10.beton --preset cifar-train --epochs 3\n"
@@ -145,50 +128,24 @@ int CmdBench(int argc, char** argv) {
                     "  dsc bench cifar10.beton --digest --scalar   # epoch digests with every SIMD path off\n");
   opts.positional_help("FILE");
   opts.add_options()
-      ("preset", "cifar-train, cifar-test, imagenet-train or imagenet-test", cli::value<std::string>()->default_value("cifar-train"))
-      ("batch-size", "samples per batch on this rank", cli::value<uint32_t>()->default_value("512"))
-      ("global-batch-size", "samples per batch over all ranks (overrides --batch-size)", cli::value<uint32_t>()->default_value("0"))
-      ("rank", "this rank (distributed)", cli::value<uint32_t>()->default_value("0"))
-      ("world-size", "number of ranks", cli::value<uint32_t>()->default_value("1"))
       ("indices-out", "write the sample indices of each batch this rank delivers to FILE, one line per batch",
        cli::value<std::string>()->default_value(""))
       ("epochs", "epochs to run (the first is reported but excluded from the median)", cli::value<int>()->default_value("3"))
-      ("threads", "decode threads (0 = all cores), or 'auto' / 'auto:N' for the loader's controller (at most N, default all "
-       "cores): as many threads as the consumer needs, adjusted while it runs", cli::value<std::string>()->default_value("0"))
-      ("prefetch", "batches prepared ahead", cli::value<uint32_t>()->default_value("3"))
-      ("order", "random, quasi_random or sequential (default: the preset's)", cli::value<std::string>()->default_value(""))
-      ("dtype", "float32, float16 or uint8 (uint8 implies NHWC, no normalisation)", cli::value<std::string>()->default_value("float32"))
       ("decoder", "cpu, or gpu: the loader stages the JPEGs the GPU decoder takes (the rest it decodes, counted per reason) "
        "and the GPU decodes and augments them (--dtype is then its output); without a usable GPU, a notice and the "
        "loader's side only", cli::value<std::string>()->default_value("cpu"))
-      ("seed", "random seed", cli::value<uint64_t>()->default_value("0"))
       ("consumer-ms", "simulate a training step of X ms per batch", cli::value<double>()->default_value("0"))
       ("consumer-spin", "the simulated step spins (keeps a core busy, as a GPU-polling trainer does) instead of sleeping")
       ("trace", "write a Chrome/Perfetto trace of one more epoch, run after the measured ones, to FILE", cli::value<std::string>()->default_value(""))
-      ("verify", "check block checksums on first touch")
       ("digest", "print an XXH3-128 digest of each epoch's delivered batches (images, labels, indices, padding): equal digests "
                  "= identical data, whatever the threads, prefetch or machine")
       ("scalar", "turn every SIMD path off (dsc's AVX2 kernels and libjpeg-turbo's SIMD; also DSC_FORCE_SCALAR=1 in the "
                  "environment): with --digest, checks that the SIMD paths give the same bits")
       ("cold", "drop the file's cached pages before every epoch; report bytes read from storage and the file's sequential read rate")
-      ("cache-budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G suffixes; 0 = kernel readahead only)",
-       cli::value<std::string>()->default_value("256M"))
-      ("readahead", "quasi_random: bytes of coming blocks asked for ahead of use, within the cache budget (K/M/G; 0 = the whole budget)",
-       cli::value<std::string>()->default_value("64M"))
-      ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,ADDR:PORT...] that decode beside the local threads",
-       cli::value<std::string>()->default_value(""))
-      ("token-file", "the workers' token", cli::value<std::string>()->default_value(""))
-      ("tls-root", "PEM of the CA that signed the workers' certificates (TLS)", cli::value<std::string>()->default_value(""))
-      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable; default --threads)",
-       cli::value<int>()->default_value("-1"))
-      ("wire-compression", "with --remote: zstd the images on the wire")
-      ("remote-chunk", "with --remote: samples per request", cli::value<uint32_t>()->default_value("0"))
-      ("wire-finished", "with --remote: workers send float batches as floats (default: as uint8, normalised here)")
-      ("wire-planes", "with --remote: uncropped JPEGs of float batches travel as their YCbCr planes, not RGB rows (half the bytes, less CPU on the worker, more here)")
-      ("wire-rows", "with --remote: float batches travel as finished RGB rows (the default)")
-      ("wire-grpc", "with --remote: requests and replies on gRPC only, not on a plaintext worker's data port")
+      ("show-options", "print the loader options the flags resolve to (name = value, one per line) and exit; FILE is not read")
       ("json", "machine-readable output")
       ("h,help", "show this help")("file", "", cli::value<std::string>());
+  DeclareLoaderFlags(opts, kBenchFlags, "cifar-train");
   opts.parse_positional({"file"});
   std::string file, trace_path, threads_arg, indices_path;
   LoaderOptions o;
@@ -200,90 +157,30 @@ int CmdBench(int argc, char** argv) {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
-    if (!r.count("file")) throw cli::UsageError("expected FILE");
-    file = r["file"].as<std::string>();
-    const std::string preset = r["preset"].as<std::string>();
-    if (preset == "cifar-train") o = LoaderOptions::CifarTrain();
-    else if (preset == "cifar-test") o = LoaderOptions::CifarTest();
-    else if (preset == "imagenet-train") o = LoaderOptions::ImagenetTrain();
-    else if (preset == "imagenet-test") o = LoaderOptions::ImagenetTest();
-    else throw cli::UsageError("unknown --preset '" + preset + "'");
-    o.batch_size = r["batch-size"].as<uint32_t>();
-    o.global_batch_size = r["global-batch-size"].as<uint32_t>();
-    o.rank = r["rank"].as<uint32_t>();
-    o.world_size = r["world-size"].as<uint32_t>();
-    if (o.world_size == 0 || o.rank >= o.world_size)
-      throw cli::UsageError("--rank " + std::to_string(o.rank) + " must be below --world-size " +
-                                           std::to_string(o.world_size));
-    if (o.global_batch_size % o.world_size)
-      throw cli::UsageError("--global-batch-size " + std::to_string(o.global_batch_size) +
-                                           " is not divisible by --world-size " + std::to_string(o.world_size));
+    const bool show = r.count("show-options") > 0;
+    if (!r.count("file") && !show) throw cli::UsageError("expected FILE");
+    if (!show) file = r["file"].as<std::string>();
+    o = ApplyLoaderFlags(r, kBenchFlags, true);
+    if (show) {
+      for (const OptionRow& row : LoaderOptionTable())
+        if (row.where & kOnCli) std::printf("%s = %s\n", row.name.c_str(), row.get(o).c_str());
+      return kExitOk;
+    }
     indices_path = r["indices-out"].as<std::string>();
     epochs = r["epochs"].as<int>();
     if (epochs < 1) throw cli::UsageError("--epochs must be at least 1");
-    threads_arg = r["threads"].as<std::string>();
-    // The whole of N: "3x" was taken as 3, and "abc" said only "stoi".
-    auto count = [&](const std::string& n) {
-      size_t used = 0;
-      int v = -1;
-      try {
-        v = std::stoi(n, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (n.empty() || used != n.size() || !std::isdigit(static_cast<unsigned char>(n[0])))
-        throw cli::UsageError("--threads " + threads_arg + ": expected N, auto or auto:N");
-      return v;
-    };
-    if (threads_arg.rfind("auto", 0) == 0) {
-      o.autotune = true;
-      if (threads_arg.size() > 4) {
-        if (threads_arg[4] != ':') throw cli::UsageError("--threads " + threads_arg + ": expected N, auto or auto:N");
-        o.threads = count(threads_arg.substr(5));
-      }
-    } else {
-      o.threads = count(threads_arg);
+    threads_arg = GetLoaderOption(o, "threads");
+    if (o.dtype == DType::kUint8) {  // uint8 is NHWC and unnormalised: said once, not three flags each time
+      if (!LoaderFlagGiven(r, kBenchFlags, "layout")) o.layout = Layout::kNHWC;
+      if (!LoaderFlagGiven(r, kBenchFlags, "normalize")) o.augment.normalize = false;
     }
-    o.prefetch = r["prefetch"].as<uint32_t>();
-    const std::string order = r["order"].as<std::string>();
-    if (order == "random") o.order = Order::kRandom;
-    else if (order == "quasi_random") o.order = Order::kQuasiRandom;
-    else if (order == "sequential") o.order = Order::kSequential;
-    else if (!order.empty()) throw cli::UsageError("unknown --order '" + order + "'");
-    const std::string dtype = r["dtype"].as<std::string>();
-    if (dtype == "float16") o.dtype = DType::kFloat16;
-    else if (dtype == "uint8") { o.dtype = DType::kUint8; o.layout = Layout::kNHWC; o.augment.normalize = false; }
-    else if (dtype != "float32") throw cli::UsageError("unknown --dtype '" + dtype + "'");
-    o.seed = r["seed"].as<uint64_t>();
     consumer_ms = r["consumer-ms"].as<double>();
     if (!(consumer_ms >= 0 && consumer_ms <= 1e6)) throw cli::UsageError("--consumer-ms must be 0 to 1e6");
     spin = r.count("consumer-spin") > 0;
     if (spin && consumer_ms == 0) throw cli::UsageError("--consumer-spin needs --consumer-ms (the step it spins for)");
     trace_path = r["trace"].as<std::string>();
-    o.verify = r.count("verify") > 0;
     cold = r.count("cold") > 0;
-    o.cache_budget = ParseBytes("--cache-budget", r["cache-budget"].as<std::string>());
-    o.readahead_bytes = ParseBytes("--readahead", r["readahead"].as<std::string>());
     json = r.count("json") > 0;
-    ApplyRemoteFlags(r["remote"].as<std::string>(), r["token-file"].as<std::string>(), r["tls-root"].as<std::string>(),
-                     r["local-threads"].as<int>(), r.count("wire-compression") > 0, &o);
-    if (r.count("remote-chunk")) {
-      if (o.remote.addresses.empty()) throw Error("--remote-chunk needs --remote");
-      o.remote.chunk = r["remote-chunk"].as<uint32_t>();
-    }
-    if (r.count("wire-finished")) {
-      if (o.remote.addresses.empty()) throw Error("--wire-finished needs --remote");
-      o.remote.ship_uint8 = false;
-    }
-    if (r.count("wire-planes") || r.count("wire-rows")) {
-      if (o.remote.addresses.empty()) throw Error(std::string(r.count("wire-rows") ? "--wire-rows" : "--wire-planes") + " needs --remote");
-      if (r.count("wire-planes") && r.count("wire-rows")) throw Error("--wire-planes and --wire-rows exclude each other");
-      o.remote.planes = r.count("wire-planes") > 0;
-    }
-    if (r.count("wire-grpc")) {
-      if (o.remote.addresses.empty()) throw Error("--wire-grpc needs --remote");
-      o.remote.data_path = false;
-    }
     digest = r.count("digest") > 0;
     const std::string decoder = r["decoder"].as<std::string>();
     if (decoder == "gpu") {

@@ -36,13 +36,16 @@ int CmdServe(int argc, char** argv) {
       ("max-in-flight", "calls at once per client connection", cli::value<uint32_t>()->default_value("8"))
       ("max-calls", "calls at once from all clients together", cli::value<uint32_t>()->default_value("64"))
       ("max-memory-mb", "reply memory held by all calls together", cli::value<uint64_t>()->default_value("2048"))
+      ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
+  // Fault injection for the tests (tests/remote_test.cc): accepted, never listed by --help.
+  opts.add_options("Test hooks")
       ("fail-after", "test hook: fail every call after the first N", cli::value<uint64_t>()->default_value("0"))
       ("stall-after", "test hook: stall every call after the first N", cli::value<uint64_t>()->default_value("0"))
       ("stall-ms", "test hook: how long a stalled call stalls (0 = until the client gives up)", cli::value<uint64_t>()->default_value("0"))
       ("die-after", "test hook: die as kill -9 would at call N + 1", cli::value<uint64_t>()->default_value("0"))
       ("report-version", "test hook: claim this dsc version in the handshake", cli::value<std::string>()->default_value(""))
-      ("report-data-port", "test hook: give clients this data port in the handshake", cli::value<uint32_t>()->default_value("0"))
-      ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
+      ("report-data-port", "test hook: give clients this data port in the handshake", cli::value<uint32_t>()->default_value("0"));
+  opts.hide_group("Test hooks");
   opts.parse_positional({"files"});
   remote::ServeOptions so;
   try {

@@ -42,6 +42,7 @@ Error = _dsc.Error
 OptionError = _dsc.OptionError
 PRESETS = tuple(_dsc.presets)
 LOADER_OPTIONS = tuple(_dsc.loader_option_names())
+__version__ = _dsc.__version__
 
 try:
     import torch as _torch
@@ -105,36 +106,18 @@ class Loader:
     preset: 'cifar-train' (flip, translate 2, cutout 4 filled with the CIFAR mean, normalise),
     'cifar-test' (normalise, sequential), 'imagenet-train' (RandomResizedCrop(224), flip, normalise),
     'imagenet-test' (Resize(256) + CenterCrop(224), normalise, sequential), or None (no augmentation, no normalisation). Keyword options then override single fields; every
-    field of the C++ LoaderOptions is reachable (dsc.LOADER_OPTIONS lists them):
+    field of the C++ LoaderOptions is reachable (dsc.LOADER_OPTIONS lists them; the same options are
+    `dsc bench`'s flags in kebab-case, from one table). They are listed at the end of this text.
 
-    - batch_size (per rank), global_batch_size (all ranks together; fix this one to keep batches the
-      same when the rank count changes), drop_last, order ('random', 'quasi_random', 'sequential'),
-      quasi_window, seed, subset (sample indices to load), rank, world_size (with 'sequential' every
-      sample comes once, unpadded: on several ranks a rank's last batch may be short or hold 0 images,
-      so that every rank yields the same number of batches);
-    - threads (decode threads, 0 = all cores), prefetch (batches prepared ahead), max_leases (batch
-      buffers that may stand in for batches Python still holds; see below);
-    - autotune (threads becomes the maximum; a controller keeps only the threads the loop needs);
-    - remote workers (`dsc serve`, docs/remote.md): remote (["host:port", ...]), token or token_file,
-      tls_root (a PEM file), local_threads (beside the workers; 0 = none while one is reachable),
-      wire_compression, ship_uint8 (default True: float batches travel as uint8 and are normalised
-      here), wire_planes (default False: finished RGB rows; True: uncropped JPEGs travel as
-      their YCbCr planes where those are fewer bytes: half the link and less worker CPU, more CPU
-      here), data_path (default True: without tls_root, requests go on the worker's data port, not
-      gRPC: less CPU here; False: gRPC only); batches are identical to a local run's;
-    - dtype ('float32', 'float16', 'uint8': uint8 needs layout='NHWC' and normalize=False),
-      layout ('NCHW', 'NHWC'), fancy_upsampling (PIL-identical JPEG chroma upsampling, slower),
-      dct_scaling (crops decode at the smallest DCT scale that keeps them at least the output size;
-      False: always at full size, Pillow's result exactly with fancy_upsampling), verify (check block
-      checksums), pread (pread instead of mmap), max_pixels (defer_augment=True is C++ only: refused);
-    - files larger than RAM (quasi_random on a mapped file, docs/distributed.md): cache_budget (bytes
-      of the file kept in the page cache by block readahead in plan order; 0 = the kernel's readahead
-      only), readahead_bytes (bytes of coming blocks asked for ahead of use; 0 = the whole budget);
-    - collect_stats (per-stage worker times, read with Loader.stats());
-    - augmentation: crop ('none', 'random_resized', 'center'), out_size (int or (height, width)) or
-      out_w / out_h, scale and ratio ((min, max) of RandomResizedCrop), center_ratio, resize (crop 'center'
-      with resize > 0: torchvision's Resize(resize) + CenterCrop(out_size)), flip, translate,
-      cutout, fill ((R, G, B) for translate and cutout), normalize, mean and std (in 0..255 pixel units).
+    - global_batch_size: fix this one, not batch_size, to keep batches the same when the rank count
+      changes; with order 'sequential' every sample comes once, unpadded: on several ranks a rank's
+      last batch may be short or hold 0 images, so that every rank yields the same number of batches;
+    - max_leases: batch buffers that may stand in for batches Python still holds (see below);
+    - remote workers (`dsc serve`, docs/remote.md): batches are identical to a local run's;
+    - dtype 'uint8' needs layout='NHWC' and normalize=False; defer_augment=True is C++ only (refused);
+    - files larger than RAM (quasi_random on a mapped file, docs/distributed.md): cache_budget and
+      readahead_bytes;
+    - mean and std are in 0..255 pixel units.
 
     An unknown option raises TypeError, a value of the wrong type TypeError, a bad value ValueError
     (dsc.OptionError), each naming the option and what is accepted; so does a crop option the crop mode
@@ -164,6 +147,8 @@ class Loader:
     Errors: a damaged sample raises dsc.Error naming the file and the sample index. Ctrl-C interrupts
     a wait for a batch within 100 ms (KeyboardInterrupt). A Loader created before fork() raises
     dsc.Error("create the Loader after fork ...") in the child: create it inside the worker instead.
+
+    Options:
     """
 
     def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
@@ -386,3 +371,7 @@ def merge_state_dicts(states):
                          "others not (epoch_end_pending differs): save every rank's state at the same step")
     return {"dsc_loader_state": _dsc.merge_states([raw for raw, _ in checked]), "version": 1,
             "epoch_end_pending": pending.pop() if pending else False}
+
+
+# help(dsc.Loader) lists every option from the option table (reader/option_table.h).
+Loader.__doc__ += "\n" + _dsc.loader_options_doc()

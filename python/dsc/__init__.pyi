@@ -11,6 +11,7 @@ class OptionError(Error, ValueError): ...
 
 PRESETS: Tuple[str, ...]
 LOADER_OPTIONS: Tuple[str, ...]
+__version__: str
 
 def build(
     source: PathLike,
@@ -28,7 +29,7 @@ def build(
     restart_interval: Union[Literal["auto", "none"], int] = ...,
     jpeg_tables: Literal["shared", "inline"] = ...,
     block_size: int = ...,
-    threads: int = ...,
+    threads: Union[int, str] = ...,
     max_pixels: int = ...,
     max_file_size: int = ...,
     skip_invalid: bool = ...,
@@ -82,6 +83,8 @@ class Loader:
         ship_uint8: bool = ...,
         wire_planes: bool = ...,
         data_path: bool = ...,
+        remote_chunk: int = ...,
+        remote_in_flight: int = ...,
         crop: Literal["none", "random_resized", "center"] = ...,
         out_size: Union[int, Tuple[int, int]] = ...,
         out_w: int = ...,

@@ -1,0 +1,88 @@
+#include "tools/loader_flags.h"
+
+#include <algorithm>
+
+#include "reader/option_table.h"
+#ifdef DSC_HAVE_REMOTE
+#include "remote/client.h"
+#endif
+
+namespace dsc::tools {
+
+namespace {
+
+bool Declared(const LoaderFlagSet& set, const OptionRow& row) {
+  if (!(row.where & kOnCli)) return false;
+  return set.only.empty() || std::find(set.only.begin(), set.only.end(), row.name) != set.only.end();
+}
+
+std::string FlagOf(const LoaderFlagSet& set, const std::string& row) {
+  const auto it = set.rename.find(row);
+  if (it != set.rename.end()) return it->second;
+  const OptionRow* r = FindLoaderOption(row);
+  return r ? CliFlag(*r) : row;
+}
+
+std::string PresetList() {
+  std::string s;
+  for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+void DeclareLoaderFlags(cli::Options& opts, const LoaderFlagSet& set, const char* preset_default) {
+  const std::string group = "Loader options (dsc.Loader's keyword arguments, snake_case)";
+  auto add = opts.add_options(group);
+  if (preset_default) add("preset", "options to start from: " + PresetList(), cli::value<std::string>()->default_value(preset_default));
+  for (const OptionRow& row : LoaderOptionTable()) {
+    if (!Declared(set, row)) continue;
+    auto v = cli::value<std::string>();
+    if (row.type == OptionType::kBool) v->implicit_value("true");
+    add(FlagOf(set, row.name), row.help + " [" + TypeHint(row) + "]", v);
+  }
+}
+
+bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const std::string& row) {
+  const OptionRow* o = FindLoaderOption(row);
+  return o && Declared(set, *o) && r.count(FlagOf(set, row)) > 0;
+}
+
+LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset) {
+  LoaderOptions o;
+  if (has_preset) {
+    const std::string preset = r["preset"].as<std::string>();
+    const auto& names = PresetNames();
+    if (std::find(names.begin(), names.end(), preset) == names.end())
+      throw cli::UsageError("unknown --preset '" + preset + "': " + PresetList());
+    o = Preset(preset);
+  }
+  std::vector<std::string> given;
+  for (const OptionRow& row : LoaderOptionTable()) {
+    if (!Declared(set, row)) continue;
+    const std::string flag = FlagOf(set, row.name);
+    if (!r.count(flag)) continue;
+    const std::string text = r[flag].as<std::string>();
+    try {
+      row.set(o, text);
+    } catch (const OptionValueError& e) {
+      throw cli::UsageError("--" + flag + " " + e.value() + ": " + e.why());
+    }
+    given.push_back(row.name);
+  }
+  try {
+    CheckGivenOptions(o, given, [&](const std::string& row) { return "--" + FlagOf(set, row); });
+  } catch (const OptionError& e) {
+    throw cli::UsageError(e.what());
+  }
+  if (!o.remote.addresses.empty()) {
+#ifdef DSC_HAVE_REMOTE
+    o.remote.connect = remote::Connector();
+#else
+    throw cli::UsageError("--remote: this dsc was built without gRPC (install libgrpc++-dev, protobuf-compiler-grpc and rebuild)");
+#endif
+  }
+  return o;
+}
+
+}  // namespace dsc::tools
