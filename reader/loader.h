@@ -20,6 +20,10 @@
 // Errors: a damaged sample (corrupt payload, checksum mismatch with verify = true) surfaces as a
 // dsc::Error thrown from the iteration, naming the file and the sample index. Leaving a loop early,
 // throwing out of it, or destroying the loader mid-epoch stops the workers without hanging.
+//
+// What a loader hands out has headers of its own, included here: Batch and BatchLease
+// (reader/batch.h), LoaderState (reader/loader_state.h), StageStats and RemoteWorkerStats
+// (reader/stage_stats.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,13 +36,15 @@
 #include "format/error.h"
 #include "kernels/augment.h"
 #include "kernels/limits.h"
+#include "reader/batch.h"
 #include "reader/dataset.h"
 #include "reader/fingerprint.h"
+#include "reader/loader_state.h"
 #include "reader/order.h"
+#include "reader/stage_stats.h"
 
 namespace dsc {
 
-enum class DType : uint8_t { kFloat32, kFloat16, kUint8 };
 class RemoteExecutor;
 struct RemoteContext;
 struct RemoteOptions;
@@ -81,17 +87,6 @@ struct RemoteOptions {
   // Makes the executors: dsc::remote::Connector() (link dsc::remote). Required with addresses.
   RemoteConnector connect;
 };
-
-// One worker's share, for dsc bench and logs.
-struct RemoteWorkerStats {
-  std::string address;
-  bool up = false;             // connected now
-  uint64_t samples = 0;        // delivered by it
-  uint64_t requests = 0, failures = 0;  // failures: requests given to another executor
-  uint64_t wire_bytes = 0;
-};
-enum class Layout : uint8_t { kNCHW, kNHWC };
-size_t DTypeSize(DType t);
 
 struct LoaderOptions {
   uint32_t batch_size = 512;  // samples per batch on this rank; ignored when global_batch_size is set
@@ -193,128 +188,6 @@ void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes);
 // A batch buffer's bytes per sample besides its images: augmentation parameters, 2 label fields, the
 // index, the padding and fallback flags.
 inline constexpr uint64_t kBatchSampleOverhead = sizeof(kernels::SampleParams) + 2 * sizeof(int32_t) + sizeof(uint32_t) + 2;
-
-// One batch, valid until the next one is requested (or the range ends), unless leased (BatchLease).
-struct Batch {
-  uint64_t epoch = 0;
-  uint64_t index = 0;        // batch number within the epoch
-  uint32_t size = 0;         // samples in this batch, padding included
-  uint32_t padding_count = 0;
-  const void* images = nullptr;
-  DType dtype = DType::kFloat32;
-  Layout layout = Layout::kNCHW;
-  uint32_t channels = 3, height = 0, width = 0;
-  const int32_t* labels[2] = {nullptr, nullptr};  // per label field; labels[f][i] for sample i
-  size_t label_fields = 0;
-  const uint32_t* indices = nullptr;  // dataset index of each sample
-  const uint8_t* padding = nullptr;   // 1: the sample repeats another to fill the batch
-  // Each sample's augmentation parameters. With defer_augment they describe the work left to do on
-  // the uint8 images (source region = the whole image); otherwise what was already applied.
-  const kernels::SampleParams* params = nullptr;
-  bool deferred = false;  // LoaderOptions::defer_augment: images un-augmented, params say what is left
-  // LoaderOptions::Decoder::kGpu: the staged payloads (kernels/jpeg_twin_batch.h, in the same buffer
-  // right after the images, so one copy moves both). Staged image i decodes into the batch's images at
-  // byte offset TwinImage::rgb (its sample's slot); the other slots already hold CPU-decoded pixels.
-  // fallback[j]: 0 when sample j is staged, else why it was decoded on the CPU (a kernels::TwinReason,
-  // or kNotJpeg).
-  const uint8_t* staged = nullptr;
-  size_t staged_bytes = 0;
-  const uint8_t* fallback = nullptr;
-  static constexpr uint8_t kNotJpeg = 31;
-  template <typename T>
-  const T* images_as() const { return static_cast<const T*>(images); }
-  size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }
-};
-
-// A batch kept past the iterator's next step: for an asynchronous copy to a GPU, a Python tensor view,
-// a batch handed to another thread.
-//
-//   for (auto it = range.begin(); it != range.end(); ++it) {
-//     dsc::BatchLease lease = it.lease();  // or loader.lease(*it)
-//     copier.push(std::move(lease));       // the copy thread drops it when the transfer is done
-//   }
-//
-// - Only the batch the iterator holds can be leased, before the next ++it (else dsc::Error). Leasing
-//   it twice gives two handles to one lease.
-// - A lease is a shared handle: copies share one reference count, and the batch (images, labels,
-//   indices, padding, params) stays valid and unchanged until the last copy is destroyed or
-//   release()d. Moving is free.
-// - The loader replaces a leased buffer in its ring by a spare: a released one, or a new one while
-//   fewer than LoaderOptions::max_leases spares exist, so memory never exceeds
-//   (prefetch + 1 + max_leases) batches. Past that, the workers wait for a lease to be released
-//   (backpressure) and so, a few batches later, does ++it: a consumer that holds more than
-//   max_leases leases itself must release them from another thread, or it waits forever.
-// - Leases may outlive their epoch range and the Loader: a lease released after the Loader is
-//   destroyed frees its buffer (through LoaderOptions::release when set).
-// - Without leases nothing changes: no allocation and no lock per batch.
-class BatchLease {
- public:
-  BatchLease() = default;
-  const Batch& operator*() const { return *batch_; }
-  const Batch* operator->() const { return batch_.get(); }
-  const Batch* get() const { return batch_.get(); }
-  explicit operator bool() const { return batch_ != nullptr; }
-  // Gives this handle's share back; the handle is empty afterwards.
-  void release() { batch_.reset(); }
-
- private:
-  friend class Pipeline;
-  explicit BatchLease(std::shared_ptr<const Batch> b) : batch_(std::move(b)) {}
-  std::shared_ptr<const Batch> batch_;
-};
-
-// Where a run is; save it with your checkpoint (Serialize) and hand it to restore(). Batches are
-// counted in global batches, so a state taken on W ranks restores on W' ranks (docs/determinism.md).
-struct LoaderState {
-  static constexpr uint32_t kVersion = 1;  // of Serialize's byte layout
-  RunIdentity run;          // restore() refuses a loader whose identity differs (naming the component)
-  uint64_t epoch = 0;
-  uint64_t next_batch = 0;  // the first global batch of the epoch's plan not yet handed out
-  uint32_t world_size = 1;  // ranks of the plan next_batch counts in; 0 = ranks were at different batches
-  uint32_t rank = 0;        // the rank that took it (0 after Merge)
-  uint32_t ranks = 1;       // ranks whose consumption `consumed` covers: 1, or world_size after Merge
-  // quasi_random only (empty otherwise); bitmaps over the file's samples, bit i % 8 of byte i / 8.
-  std::vector<uint8_t> excluded;  // samples this epoch's plan left out (consumed before a resume on other ranks)
-  std::vector<uint8_t> consumed;  // samples handed out this epoch by `ranks` ranks, `excluded` included
-
-  // Versioned little-endian bytes with a checksum: for checkpoints, Python's state_dict and remote workers.
-  std::string Serialize() const;
-  // Throws dsc::Error naming the byte offset and the problem for damaged, truncated or foreign bytes.
-  static LoaderState Deserialize(std::string_view bytes);
-  // One state from every rank of one run (each rank knows only its own consumption): consumption is
-  // united, so quasi_random can finish the epoch exactly once on another rank count. Throws when the
-  // states are not one run's W ranks at one epoch (or, for random/sequential, at one batch).
-  static LoaderState Merge(const std::vector<LoaderState>& ranks);
-};
-
-// Per-stage time summed over worker threads (nanoseconds), for `dsc bench` and reader/bottleneck.h.
-struct StageStats {
-  uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;
-  uint64_t consumer_wait_ns = 0;  // time the consumer waited for a batch
-  uint64_t samples = 0, payload_bytes = 0;
-  uint64_t advised_bytes = 0;  // bytes the block readahead asked of storage (quasi_random)
-  // Decoder::kGpu: samples staged for the GPU, and samples decoded on the CPU instead, per reason
-  // (index: kernels::TwinReason, or Batch::kNotJpeg; names: reader/gpu_stage.h FallbackName).
-  uint64_t twin_staged = 0;
-  uint64_t twin_fallback[32] = {};
-  // Decoder::kGpu: host time spent checking and staging the staged payloads (part of decode_ns; the
-  // CPU decodes of fallbacks excluded): the loader's share of the GPU decode.
-  uint64_t twin_stage_ns = 0;
-  StageStats& operator+=(const StageStats& o) {
-    read_ns += o.read_ns;
-    decode_ns += o.decode_ns;
-    augment_ns += o.augment_ns;
-    collate_ns += o.collate_ns;
-    consumer_wait_ns += o.consumer_wait_ns;
-    samples += o.samples;
-    payload_bytes += o.payload_bytes;
-    advised_bytes += o.advised_bytes;
-    twin_staged += o.twin_staged;
-    twin_stage_ns += o.twin_stage_ns;
-    for (int i = 0; i < 32; ++i) twin_fallback[i] += o.twin_fallback[i];
-    return *this;
-  }
-};
 
 class Pipeline;
 
