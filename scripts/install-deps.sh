@@ -10,6 +10,7 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       libtorch-dev                  # the torch adapter and dsc train (CPU-only libtorch 1.13)
       libgloo-dev                   # headers of c10d's Gloo process group (dsc train on several ranks)
       python3-dev pybind11-dev python3-pytest python3-torch python3-torchvision  # import dsc and its tests
+      python3-setuptools python3-wheel python3-pip python3-venv  # pip install --no-build-isolation .
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl)  # dsc serve, remote workers
 # Ubuntu names libjpeg-turbo's libjpeg API package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1 && apt-cache show libjpeg-turbo8-dev >/dev/null 2>&1; then
