@@ -1,5 +1,5 @@
-// The GPU half of the pipeline (built when the CUDA toolkit is found). Run on an H100 (bench/RESULTS.md,
-// "On an NVIDIA H100"); CI has no GPU, so there the kernel's per-element code, its launch geometry
+// The GPU half of the pipeline (built when the CUDA toolkit is found; figures in bench/RESULTS.md,
+// "On a GPU (H100, H200)"). CI has no GPU, so there the kernel's per-element code, its launch geometry
 // and the buffer ring's rules are tested on the CPU.
 //
 //   cudaSetDevice(local_rank);                              // or pass the device explicitly below

@@ -1,7 +1,7 @@
 // Large buffers that are written afresh again and again (a loader's batches, a worker's replies):
 // in 2 MiB pages where the kernel gives them on request (THP "madvise" mode, Debian's default). Each
 // image writes a fresh span of hundreds of KB; in 4 KiB pages that is a TLB miss every 4 KiB, which
-// measured doubled the float32 output's cost (bench/RESULTS.md, session 7).
+// dominates the cost of writing float32 output.
 #pragma once
 #include <cstddef>
 

@@ -61,31 +61,33 @@ struct RemoteOptions {
   // Local decode threads beside the workers: -1 = LoaderOptions::threads; 0 = none while a worker is
   // reachable (one thread stands by and decodes while none is).
   int local_threads = -1;
-  uint32_t in_flight = 2;     // requests in flight per worker
-  // Samples per request (at most a batch); 0 = about 4 MiB of output per request, which amortises a
-  // call's cost without making replies so large that a slow worker holds a batch up (docs/remote.md).
-  uint32_t chunk = 0;
-  bool compression = false;   // zstd on the wire
-  // Float outputs travel as uint8, as a uint8 loader would deliver them (every transform applied), and
-  // the loader's driver threads only normalise them into the batch's dtype and layout: a quarter of
-  // float32's bytes, less CPU on both sides, the same batches. false: workers send the finished bytes.
-  bool ship_uint8 = true;
-  // With ship_uint8: a JPEG this loader would decode to planes (no crop: all of CIFAR-10) travels as
-  // its YCbCr planes when they are fewer bytes than RGB (subsampled chroma, gray), converted and
-  // augmented here (reader/executor.h SampleForm). CIFAR float32 on this project's VM against the
-  // default, finished RGB rows: 0.5x the bytes, 1.14x a worker thread's images/s and 0.86x its CPU, but
-  // 1.28x this process's CPU per image (docs/remote.md): for a link or workers that cannot keep up,
-  // while this process's CPU, which the workers are there to spare, has room.
-  bool planes = false;
-  // Requests to a plaintext worker go on its data port (a TCP connection of their own, remote/data.h)
-  // instead of gRPC, which costs this process less CPU per image (docs/remote.md). false: gRPC only
-  // (e.g. a firewall that opens only the gRPC port). With tls_root they always go on gRPC.
-  bool data_path = true;
-  // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
-  uint32_t deadline_ms = 0;
-  uint32_t connect_timeout_ms = 3000;
+  bool compression = false;  // zstd on the wire
   // Makes the executors: dsc::remote::Connector() (link dsc::remote). Required with addresses.
   RemoteConnector connect;
+
+  // Advanced: how requests travel. The defaults suit most links (docs/remote.md, "Tuning").
+  struct Transport {
+    uint32_t in_flight = 2;  // requests in flight per worker
+    // Samples per request (at most a batch); 0 = about 4 MiB of output per request, which amortises a
+    // call's cost without making replies so large that a slow worker holds a batch up.
+    uint32_t chunk = 0;
+    // Float outputs travel as uint8, as a uint8 loader would deliver them (every transform applied), and
+    // the loader's driver threads only normalise them into the batch's dtype and layout: a quarter of
+    // float32's bytes and less CPU on both sides, the same batches. false: workers send the finished bytes.
+    bool ship_uint8 = true;
+    // With ship_uint8: a JPEG this loader would decode to planes (no crop) travels as its YCbCr planes
+    // when they are fewer bytes than RGB, converted and augmented here (reader/executor.h SampleForm):
+    // fewer bytes and less worker CPU for more of this process's CPU, for a link or workers that
+    // cannot keep up.
+    bool planes = false;
+    // Requests to a plaintext worker go on its data port (a TCP connection of their own, remote/data.h)
+    // instead of gRPC, which costs this process less CPU per image. false: gRPC only (e.g. a firewall
+    // that opens only the gRPC port). With tls_root they always go on gRPC.
+    bool data_path = true;
+    // Per request: 0 = max(1 s, 10 x the median request time), and 30 s until 3 requests are timed.
+    uint32_t deadline_ms = 0;
+    uint32_t connect_timeout_ms = 3000;
+  } transport;
 };
 
 struct LoaderOptions {

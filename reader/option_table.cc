@@ -386,15 +386,15 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Bool("wire_compression", "with remote: zstd the images on the wire", [](O& o) -> bool& { return o.remote.compression; }));
   // Transport tuning: the defaults suit most links.
   t.push_back(Int<uint32_t>("remote_chunk", "with remote: samples per request (0: about 4 MiB of output)", 0, kMaxRemoteRequestSamples,
-                            [](O& o) -> uint32_t& { return o.remote.chunk; }, "64", "-1"));
+                            [](O& o) -> uint32_t& { return o.remote.transport.chunk; }, "64", "-1"));
   t.push_back(Int<uint32_t>("remote_in_flight", "with remote: requests in flight per worker", 1, 64,
-                            [](O& o) -> uint32_t& { return o.remote.in_flight; }, "4", "0"));
+                            [](O& o) -> uint32_t& { return o.remote.transport.in_flight; }, "4", "0"));
   t.push_back(Bool("ship_uint8", "with remote: float batches travel as uint8 and are normalised here (false: as floats)",
-                   [](O& o) -> bool& { return o.remote.ship_uint8; }));
+                   [](O& o) -> bool& { return o.remote.transport.ship_uint8; }));
   t.push_back(Bool("wire_planes", "with remote: uncropped JPEGs of float batches travel as YCbCr planes (fewer bytes, more CPU here)",
-                   [](O& o) -> bool& { return o.remote.planes; }));
+                   [](O& o) -> bool& { return o.remote.transport.planes; }));
   t.push_back(Bool("data_path", "with remote: plaintext workers' requests on their data port (false: gRPC only)",
-                   [](O& o) -> bool& { return o.remote.data_path; }));
+                   [](O& o) -> bool& { return o.remote.transport.data_path; }));
   for (size_t i = remote_group; i < t.size(); ++i) t[i].needs = "remote";
   return t;
 }

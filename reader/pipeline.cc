@@ -476,7 +476,7 @@ void Pipeline::Autotune(uint64_t k, uint32_t len, uint64_t wait_ns, uint64_t now
   seen_busy_ns_ = busy;
   seen_busy_samples_ = done;
   // What remote workers could deliver: the local threads need to cover only the rest.
-  if (!remotes_.empty()) ob.other_rate = remotes_.Capacity(opt_.remote.in_flight);
+  if (!remotes_.empty()) ob.other_rate = remotes_.Capacity(opt_.remote.transport.in_flight);
   const int before = active_local_.load(std::memory_order_relaxed);
   const int n = tuner_->Observe(ob);
   if (n == before) return;

@@ -20,7 +20,7 @@ void RemoteWorkers::Connect(const RemoteOptions& r, const RemoteContext& ctx, bo
     auto rm = std::make_unique<Remote>();
     rm->ex = std::move(ex);
     std::string why;
-    const ConnectResult c = rm->ex->Connect(int(r.connect_timeout_ms), &why);
+    const ConnectResult c = rm->ex->Connect(int(r.transport.connect_timeout_ms), &why);
     if (c == ConnectResult::kRefused) throw Error(why);
     if (c == ConnectResult::kReady) {
       rm->up = true;
@@ -61,7 +61,7 @@ RemoteContext Pipeline::MakeRemoteContext() const {
   c.width = width_;
   c.height = height_;
   c.max_request_samples = uint32_t(std::min<uint64_t>(kMaxRemoteRequestSamples, remote_chunks_ * chunk_size()));
-  c.planes = wire_uint8_ && opt_.remote.planes;
+  c.planes = wire_uint8_ && opt_.remote.transport.planes;
   c.run_fingerprint = RunIdentity::Of(ds_, opt_).Fingerprint();
   return c;
 }
@@ -70,12 +70,12 @@ void Pipeline::StartRemote() {
   const RemoteOptions& r = opt_.remote;
   if (!r.connect)
     throw OptionError("remote: LoaderOptions::remote.connect is not set (link dsc::remote and set it to dsc::remote::Connector())");
-  if (r.in_flight == 0 || r.in_flight > 64) throw OptionError("remote.in_flight must be 1 to 64, not " + std::to_string(r.in_flight));
-  wire_uint8_ = r.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8;
+  if (r.transport.in_flight == 0 || r.transport.in_flight > 64) throw OptionError("remote.transport.in_flight must be 1 to 64, not " + std::to_string(r.transport.in_flight));
+  wire_uint8_ = r.transport.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8;
   // About 4 MiB on the wire per request, sized by what travels (uint8 when the drivers finish the
   // samples): float32 CIFAR sized by its output took two requests per 512-batch, 11% more client CPU.
   const size_t wire_sample = wire_uint8_ ? size_t(3) * width_ * height_ : sample_bytes_;
-  const uint64_t per_request = r.chunk ? r.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, wire_sample));
+  const uint64_t per_request = r.transport.chunk ? r.transport.chunk : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, wire_sample));
   remote_chunks_ = std::max<uint64_t>(1, (std::min<uint64_t>(per_request, opt_.batch_size) + chunk_size() - 1) / chunk_size());
   // Within what a worker takes (a larger request was refused, and the worker marked down, every time).
   if (remote_chunks_ * chunk_size() > kMaxRemoteRequestSamples)
@@ -86,7 +86,7 @@ void Pipeline::StartRemote() {
   }
   remotes_.Connect(r, MakeRemoteContext(), standby_);
   for (size_t w = 0; w < remotes_.size(); ++w)
-    for (uint32_t i = 0; i < r.in_flight; ++i) drivers_.emplace_back([this, w] { DriverLoop(w); });
+    for (uint32_t i = 0; i < r.transport.in_flight; ++i) drivers_.emplace_back([this, w] { DriverLoop(w); });
 }
 
 void Pipeline::DriverLoop(size_t w) {
@@ -260,7 +260,7 @@ void Pipeline::RunRemote(Remote& rm, size_t w, DriverState* d) {
       // batch: the rest goes to the others (kept, nobody else could take it, and the epoch hung
       // while the worker stayed away).
       if (d->claim.pending()) queue_.GiveBackClaim(&d->claim, d->claim.pend0, d->claim.pend1);
-      remotes_.Reconnect(rm, int(opt_.remote.connect_timeout_ms));
+      remotes_.Reconnect(rm, int(opt_.remote.transport.connect_timeout_ms));
       if (!queue_.WaitForMore(true)) return;
       continue;
     }
@@ -328,7 +328,7 @@ void Pipeline::RunRemote(Remote& rm, size_t w, DriverState* d) {
     }
     std::string why;
     const auto c0 = std::chrono::steady_clock::now();
-    const RunResult r = rm.ex->Run(task, request_times_.Deadline(opt_.remote.deadline_ms), &why);
+    const RunResult r = rm.ex->Run(task, request_times_.Deadline(opt_.remote.transport.deadline_ms), &why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
     if (r == RunResult::kBusy) {
       // Turned away by the worker's limits (e.g. its --max-in-flight below ours): the chunk goes to

@@ -517,8 +517,8 @@ size_t SampleProcessor::DecodeStride(size_t width) { return (width * 3 + 31) / 3
 
 uint8_t* SampleProcessor::DecodeBuffer(size_t width, size_t height) {
   // libjpeg-turbo's SIMD colour conversion switches to non-temporal stores when a row is 32-byte
-  // aligned; reading those rows straight back then runs from memory (measured here: 97k vs 138k
-  // CIFAR images/s on one core). Rows therefore start 16 bytes past a 32-byte boundary: the stride
+  // aligned; reading those rows straight back then runs from memory instead of the cache. Rows
+  // therefore start 16 bytes past a 32-byte boundary: the stride
   // is a multiple of 32 and the base is offset by 16.
   const size_t need = DecodeStride(width) * height + 64;
   if (decode_buf_.size() < need) decode_buf_.resize(need);

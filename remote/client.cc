@@ -77,7 +77,7 @@ grpc::ChannelArguments ChannelArgs(int max_receive) {
 class GrpcExecutor : public RemoteExecutor {
  public:
   GrpcExecutor(const std::string& address, const RemoteOptions& o, const RemoteContext& c)
-      : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), data_path_(o.data_path), ctx_(c) {
+      : address_(address), token_(o.token), tls_root_(o.tls_root), compress_(o.compression), data_path_(o.transport.data_path), ctx_(c) {
     ToSpec(c.options, c.width, c.height, &spec_);
     spec_.set_planes(c.planes);
   }

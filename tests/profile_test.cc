@@ -148,7 +148,7 @@ BenchEpoch Epoch(double wait, uint64_t decode_ms) {
 }
 
 TEST(BenchVerdict, AGpuConsumerThatHardlyWaitsBoundsThroughputNotTheLargestStage) {
-  // --decoder gpu on an H200 (session 29): the consumer waited 3% while the loader's one thread staged
+  // --decoder gpu as measured on an H200: the consumer waited 3% while the loader's one thread staged
   // JPEGs (its "decode" stage) 60% of the time; the verdict said "decode bound: more cores".
   BenchEpoch e = Epoch(0.03, 600);
   e.gpu = true;

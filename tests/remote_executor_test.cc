@@ -191,7 +191,7 @@ LoaderOptions WithFakes(std::vector<Behaviour*> behaviours, int local_threads) {
   LoaderOptions o = Base();
   o.threads = 2;
   o.remote.local_threads = local_threads;
-  o.remote.chunk = 16;
+  o.remote.transport.chunk = 16;
   for (size_t i = 0; i < behaviours.size(); ++i) o.remote.addresses.push_back("fake" + std::to_string(i));
   o.remote.connect = [behaviours](const std::string& a, const RemoteOptions&, const RemoteContext& c) {
     return std::make_unique<FakeExecutor>(a, c, behaviours[size_t(std::stoi(a.substr(4)))]);
@@ -233,7 +233,7 @@ TEST(RemoteExecutor, StallingWorkerHitsItsDeadline) {
   slow.stall_after = 0;
   good.after = &slow;
   LoaderOptions o = WithFakes({&slow, &good}, 0);
-  o.remote.deadline_ms = 100;
+  o.remote.transport.deadline_ms = 100;
   std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(o, 2, &l), LocalDigests());
   EXPECT_GT(l->remote_stats()[0].failures, 0u);
@@ -301,7 +301,7 @@ TEST(RemoteExecutor, StoppingMidEpochWithAStalledWorkerDoesNotHang) {
   // Remote only: a local thread could take every task of the prefetch window before the fake's first
   // request (it did, 4 runs in 6, once small JPEGs were decoded in groups), and nothing would stall.
   LoaderOptions o = WithFakes({&slow}, 0);
-  o.remote.deadline_ms = 60000;  // only the cancellation can end the stalled request
+  o.remote.transport.deadline_ms = 60000;  // only the cancellation can end the stalled request
   const auto t0 = std::chrono::steady_clock::now();
   {
     Loader l(File(), o);
@@ -386,8 +386,8 @@ TEST(RemoteExecutor, FloatOutputsTravelAsUint8AndAreFinishedHere) {
       o.augment = local.augment;
       o.dtype = c.dtype;
       o.layout = c.layout;
-      o.remote.ship_uint8 = ship;
-      o.remote.planes = planes;
+      o.remote.transport.ship_uint8 = ship;
+      o.remote.transport.planes = planes;
       EXPECT_EQ(ResizedDigests(o), want);
       const bool uint8_wire = ship && c.dtype != DType::kUint8;
       EXPECT_EQ(a.asked, uint8_wire ? DType::kUint8 : c.dtype);
@@ -473,7 +473,7 @@ TEST(RemoteExecutor, WorkerDownMidReservedBatchGivesTheRestBack) {
   LoaderOptions o = WithFakes({&a, &b}, 0);
   o.order = local.order;
   o.prefetch = local.prefetch;
-  o.remote.chunk = 8;  // 4 requests a batch
+  o.remote.transport.chunk = 8;  // 4 requests a batch
   std::atomic<bool> finished{false};
   std::thread watchdog([&] {  // a hang would otherwise stop the whole suite
     for (int i = 0; i < 600 && !finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -507,7 +507,7 @@ TEST(RemoteExecutor, RequestsStayWithinTheWorkersLimit) {
   o.layout = local.layout;
   o.augment.normalize = false;
   o.prefetch = local.prefetch;
-  o.remote.chunk = local.batch_size;  // asks for the whole batch in one request
+  o.remote.transport.chunk = local.batch_size;  // asks for the whole batch in one request
   std::unique_ptr<Loader> l;
   EXPECT_EQ(Digests(o, 1, &l), Digests(local, 1));
   EXPECT_EQ(a.too_large.load(), 0);

@@ -127,7 +127,7 @@ LoaderOptions Base() {
   o.batch_size = 32;
   o.seed = 11;
   o.threads = 1;
-  o.remote.chunk = 16;
+  o.remote.transport.chunk = 16;
   o.remote.connect = remote::Connector();
   return o;
 }
@@ -312,14 +312,14 @@ TEST(Remote, JpegsTravelAsTheirPlanesAndEqualLocal) {
         local.remote = RemoteOptions();
         const auto want = run(local, &n, &wire);
         LoaderOptions rows = Remote({&a}, 0);
-        EXPECT_FALSE(rows.remote.planes);  // the default
+        EXPECT_FALSE(rows.remote.transport.planes);  // the default
         if (!compression) {  // RGB rows: 3,072 bytes and the parameters a sample
           EXPECT_EQ(run(rows, &n, &wire), want);
           EXPECT_GT(wire, n * (3072 + 52));
           n = wire = 0;
         }
         LoaderOptions planes = rows;
-        planes.remote.planes = true;
+        planes.remote.transport.planes = true;
         const auto got = run(planes, &n, &wire);
         EXPECT_EQ(got, want);
         ASSERT_GT(n, 0u);
@@ -614,8 +614,8 @@ TEST(Remote, LargeRepliesFromRecycledBuffersEqualLocal) {
   const auto want = Digests(l0, 3);
   LoaderOptions o = Remote({&a}, 0);
   o.batch_size = 200;
-  o.remote.chunk = 200;
-  o.remote.ship_uint8 = false;  // float32 on the wire: 12,288 bytes a sample
+  o.remote.transport.chunk = 200;
+  o.remote.transport.ship_uint8 = false;  // float32 on the wire: 12,288 bytes a sample
   Loader l(Built().cifar, o);
   EXPECT_EQ(Digests(l, 3), want);
   uint64_t wire = 0;
@@ -644,7 +644,7 @@ TEST(Remote, IdleWorkerGivesItsReplyMemoryBack) {
   o.augment.out_w = o.augment.out_h = 320;  // 300 KiB a sample, 19 MiB a request of 64
   o.augment.translate = o.augment.cutout = 0;
   o.batch_size = 64;
-  o.remote.chunk = 64;
+  o.remote.transport.chunk = 64;
   {
     Loader l(Built().cifar, o);
     Digests(l, 1);
@@ -666,7 +666,7 @@ TEST(Remote, KilledStalledAndAllGoneWorkersChangeNothing) {
   Worker good({Built().cifar, "--threads", "1"});
   {
     LoaderOptions o = Remote({&dies, &stalls, &good}, 0);
-    o.remote.deadline_ms = 500;
+    o.remote.transport.deadline_ms = 500;
     Loader l(Built().cifar, o);
     EXPECT_EQ(Digests(l, 3), Local());
     const auto st = l.remote_stats();
@@ -1075,7 +1075,7 @@ TEST(Remote, DataPathCarriesTheRequestsAndEqualsLocal) {
   EXPECT_EQ(data.data_requests(), data.requests());
   {
     LoaderOptions o = Remote({&w}, 0);
-    o.remote.data_path = false;
+    o.remote.transport.data_path = false;
     Loader l(Built().cifar, o);
     EXPECT_EQ(Digests(l, 3), Local());
   }

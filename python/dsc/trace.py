@@ -19,8 +19,8 @@ of every loader given the tracer: "loader worker N" with read / decode / augment
 and a "batch" span per batch share, and "loader consumer" with the loop's waits for batches.
 
 `phase` also decorates: `@dsc.trace.phase("evaluate")` makes every call of the function a span.
-A `with` phase costs about 0.9 µs (mostly the Python calls; recording is two clock reads and a lock
-in C++), 0.7 µs with the tracer disabled, which records nothing (bench/python_trace_bench.py). Each row keeps at most
+A `with` phase costs about a microsecond, mostly the Python calls (recording is two clock reads and a
+lock in C++; bench/python_trace_bench.py measures it). Each row keeps at most
 max_events_per_row events (later ones are dropped), so memory is bounded whatever the run.
 """
 import functools as _functools

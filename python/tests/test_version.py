@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import dsc
+
 
 def project_version():
     text = (pathlib.Path(os.environ["DSC_SOURCE_DIR"]) / "CMakeLists.txt").read_text()
@@ -21,3 +23,7 @@ def test_setup_py_reads_the_project_version():
     r = subprocess.run([sys.executable, "setup.py", "--version"], cwd=os.environ["DSC_SOURCE_DIR"],
                        check=True, capture_output=True, text=True)
     assert r.stdout.strip().splitlines()[-1] == project_version(), r.stdout + r.stderr
+
+
+def test_the_module_reports_the_project_version():
+    assert dsc.__version__ == project_version()
