@@ -35,7 +35,9 @@
 #include "format/checksum.h"
 #include "format/error.h"
 #include "kernels/limits.h"
+#include "python/args.h"
 #include "python/gil.h"
+#include "python/loader_options.h"
 #include "python/trace.h"
 #include "reader/info.h"
 #include "reader/bottleneck.h"
@@ -47,6 +49,7 @@
 namespace py = pybind11;
 using dsc::python::ParkIfFinalizing;
 using dsc::python::WithoutGil;
+using namespace dsc::python;  // argument checks (python/args.h), loader options
 
 namespace {
 
@@ -70,243 +73,11 @@ void SetError(PyObject* type, const char* what) {
 // Thrown by the wait hook when a signal handler raised (the Python error is already set).
 struct SignalRaised {};
 
-// ---- option parsing: every LoaderOptions field by name, with its type checked ----
-
-std::string TypeName(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
-[[noreturn]] void BadType(const std::string& name, py::handle h, const char* want) {
-  throw py::type_error("option " + name + " must be " + want + ", got " + TypeName(h) + " (" +
-                       std::string(py::str(py::repr(h))) + ")");
-}
-[[noreturn]] void BadValue(const std::string& name, const std::string& why) {
-  throw py::value_error("option " + name + " " + why);
-}
-
-// numpy.integer (its int scalars), or nullptr without numpy. Held for the process's life.
-PyObject* NumpyInteger() {
-  static PyObject* const type = [] {
-    PyObject* np = PyImport_ImportModule("numpy");
-    PyObject* t = np ? PyObject_GetAttrString(np, "integer") : nullptr;
-    Py_XDECREF(np);
-    if (!t) PyErr_Clear();
-    return t;
-  }();
-  return type;
-}
-
-// An int or a numpy integer scalar; not a bool (numpy's neither), float, str, array or tensor (those
-// have __index__ too, and out_size=np.array([16, 16]) is a sequence).
-bool IsInt(py::handle h) {
-  if (PyBool_Check(h.ptr())) return false;
-  if (PyLong_Check(h.ptr())) return true;
-  PyObject* integer = NumpyInteger();
-  const int is = integer ? PyObject_IsInstance(h.ptr(), integer) : 0;
-  if (is < 0) PyErr_Clear();
-  return is == 1;
-}
-
-template <typename T>
-T AsInt(const std::string& name, py::handle h, long long lo, unsigned long long hi) {
-  if (!IsInt(h)) BadType(name, h, "an int");
-  PyObject* index = PyNumber_Index(h.ptr());
-  if (!index) {
-    PyErr_Clear();
-    BadType(name, h, "an int");
-  }
-  const py::int_ v = py::reinterpret_steal<py::int_>(index);
-  if (py::int_(lo) > v || v > py::int_(hi))
-    BadValue(name, "= " + std::string(py::str(h)) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return lo < 0 ? T(v.cast<long long>()) : T(v.cast<unsigned long long>());
-}
-
-bool AsBool(const std::string& name, py::handle h) {
-  if (!PyBool_Check(h.ptr())) BadType(name, h, "a bool");
-  return h.cast<bool>();
-}
-
-// A real number (int, float, numpy's scalars) that a float holds: 2**1100 is an error naming the
-// option, not pybind11's cast failure.
-float AsFloat(const std::string& name, py::handle h) {
-  // Not a bool (numpy's bool_ has __float__), str, or array (a 1-element one has __float__ too).
-  const std::string type = TypeName(h);
-  if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || py::isinstance<py::array>(h) ||
-      type == "bool_" || type == "bool")
-    BadType(name, h, "a number");
-  const double d = PyFloat_AsDouble(h.ptr());
-  if (d == -1.0 && PyErr_Occurred()) {
-    const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
-    PyErr_Clear();
-    if (overflow) BadValue(name, "= " + std::string(py::str(h)) + " is out of a float's range");
-    BadType(name, h, "a number");
-  }
-  if (std::isfinite(d) && std::fabs(d) > double(std::numeric_limits<float>::max()))
-    BadValue(name, "= " + std::string(py::str(h)) + " is out of a float's range");
-  return float(d);
-}
-
-std::string AsChoice(const std::string& name, py::handle h, const std::vector<std::string>& choices) {
-  if (!PyUnicode_Check(h.ptr())) BadType(name, h, "a str");
-  const std::string s = h.cast<std::string>();
-  std::string list;
-  for (const auto& c : choices) {
-    if (c == s) return s;
-    // Appended piece by piece: GCC 12's LTO warned (-Wstringop-overflow, a false positive) on a
-    // concatenation of temporaries here.
-    if (!list.empty()) list += ", ";
-    list += '\'';
-    list += c;
-    list += '\'';
-  }
-  BadValue(name, "= '" + s + "' is not one of " + list);
-}
-
-std::string AsStr(const std::string& name, py::handle h) {
-  if (!py::isinstance<py::str>(h)) BadType(name, h, "a str");
-  return h.cast<std::string>();
-}
-
-// A keyword argument as its option-table row's text (reader/option_table.h): the type is checked here,
-// with Python's TypeError; the value by the row, whose OptionError (a ValueError) every front end shares.
-std::string LoaderOptionText(const dsc::OptionRow& row, py::handle h) {
-  using T = dsc::OptionType;
-  const std::string& n = row.name;
-  auto whole = [](py::handle v) { return std::string(py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())))); };
-  auto int_text = [&](const std::string& name, py::handle v) {
-    if (!IsInt(v)) BadType(name, v, "an int");
-    return whole(v);
-  };
-  auto sequence = [&](const char* want) {
-    if (!(py::isinstance<py::sequence>(h) || py::isinstance<py::array>(h)) || PyUnicode_Check(h.ptr())) BadType(n, h, want);
-    return py::reinterpret_borrow<py::object>(h);
-  };
-  auto join = [](const std::vector<std::string>& parts) {
-    std::string s;
-    for (const auto& p : parts) s += (s.empty() ? "" : ",") + p;
-    return s;
-  };
-  switch (row.type) {
-    case T::kBool: return dsc::TextOf(AsBool(n, h));
-    case T::kInt: return int_text(n, h);
-    case T::kFloat: return dsc::TextOf(AsFloat(n, h));
-    case T::kChoice:
-    case T::kText: return AsStr(n, h);
-    case T::kThreads:
-      if (PyUnicode_Check(h.ptr())) return AsStr(n, h);  // 'auto', 'auto:N'
-      if (!IsInt(h)) BadType(n, h, "an int, 'auto' or 'auto:N'");
-      return whole(h);
-    case T::kInts:
-    case T::kFloats: {
-      const std::string want = "a sequence of " + std::to_string(row.count) + (row.type == T::kInts ? " ints" : " numbers");
-      const py::sequence s = py::reinterpret_borrow<py::sequence>(sequence(want.c_str()));
-      std::vector<std::string> parts;  // the row checks the count
-      for (size_t i = 0; i < s.size(); ++i) {
-        const std::string name = n + "[" + std::to_string(i) + "]";
-        parts.push_back(row.type == T::kInts ? int_text(name, s[i]) : dsc::TextOf(AsFloat(name, s[i])));
-      }
-      return join(parts);
-    }
-    case T::kIndices: {
-      std::vector<std::string> parts;
-      for (py::handle x : py::iter(sequence("a sequence of sample indices"))) {
-        py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(x.ptr()));
-        if (!i) {
-          PyErr_Clear();
-          BadType(n + " entry", x, "an int");
-        }
-        parts.push_back(std::string(py::str(i)));
-      }
-      return join(parts);
-    }
-    case T::kTexts: {
-      if (PyUnicode_Check(h.ptr())) return AsStr(n, h);  // "host:port,host:port"
-      std::vector<std::string> parts;
-      for (py::handle x : py::iter(sequence("a list of \"host:port\" str"))) parts.push_back(AsStr(n + " entry", x));
-      return join(parts);
-    }
-    case T::kSize: {
-      if (IsInt(h)) return int_text(n, h);
-      // (height, width), as torchvision's size: whole pixels (15.9 was taken as 15)
-      const py::sequence s = py::reinterpret_borrow<py::sequence>(sequence("an int or a sequence of 2 ints"));
-      if (s.size() != 2) BadValue(n, "needs 2 ints (height, width), got " + std::to_string(s.size()));
-      std::vector<std::string> parts;
-      for (size_t i = 0; i < 2; ++i) {  // 16 or 16.0 (np.array([16., 16.]) was taken), not 15.9
-        const py::object v = s[i];
-        const std::string name = n + "[" + std::to_string(i) + "]";
-        if (IsInt(v)) {
-          parts.push_back(whole(v));
-          continue;
-        }
-        const float f = AsFloat(name, v);
-        if (!(f >= 1 && f <= float(1 << 24) && f == std::floor(f))) BadType(name, v, "a whole number of pixels");
-        parts.push_back(std::to_string(int(f)));
-      }
-      return join(parts);
-    }
-  }
-  BadType(n, h, "a value");
-}
-
-std::vector<std::string> PythonOptionNames() {
-  std::vector<std::string> v;
-  for (const auto& row : dsc::LoaderOptionTable())
-    if (row.where & dsc::kOnPython) v.push_back(row.name);
-  return v;
-}
-
 template <typename M>
 std::vector<std::string> Names(const M& m) {
   std::vector<std::string> v;
   for (const auto& [k, _] : m) v.push_back(k);
   return v;
-}
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-// help(dsc.Loader)'s list of options, from the table.
-std::string LoaderOptionsDoc() {
-  std::string s;
-  for (const auto& row : dsc::LoaderOptionTable())
-    if (row.where & dsc::kOnPython) s += "    - " + row.name + " [" + dsc::TypeHint(row) + "]: " + row.help + "\n";
-  return s;
-}
-
-dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
-  std::vector<std::string> given;
-  dsc::LoaderOptions o;
-  if (preset) {
-    const auto& names = dsc::PresetNames();
-    if (std::find(names.begin(), names.end(), *preset) == names.end())
-      throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(names) + " (or None)");
-    o = dsc::Preset(*preset);
-  }
-  for (auto [k, v] : kwargs) {
-    const std::string name = py::str(k);
-    const dsc::OptionRow* row = dsc::FindLoaderOption(name);
-    if (!row || !(row->where & dsc::kOnPython) || name.find('-') != std::string::npos)
-      throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(PythonOptionNames()));
-    if (v.is_none()) continue;  // None: keep the preset's value
-    // The deferred work (flip, translate, cutout, normalise from per-sample parameters) is done by
-    // C++'s gpu::Augmenter or kernels::AugmentBatchCpu, neither reachable from here: True would hand
-    // out un-augmented images as if they were augmented.
-    if (name == "defer_augment" && AsBool(name, v))
-      BadValue(name, "True is for C++ (the deferred flip / translate / cutout / normalise run in dsc::gpu::Augmenter); "
-                     "Python receives finished batches: for uint8 on the GPU use dtype='uint8', layout='NHWC', normalize=False");
-    row->set(o, LoaderOptionText(*row, v));
-    given.push_back(name);
-  }
-  dsc::CheckGivenOptions(o, given, [](const std::string& row) { return "option " + row; });
-  if (!o.remote.addresses.empty()) {
-#ifdef DSC_HAVE_REMOTE
-    o.remote.connect = dsc::remote::Connector();
-#else
-    BadValue("remote", "needs dsc built with gRPC (libgrpc++-dev, protobuf-compiler-grpc); this module was built without");
-#endif
-  }
-  return o;
 }
 
 // ---- the loader ----
