@@ -237,7 +237,8 @@ Checkpoint LoadCheckpointState(Config* c) {
   return k;
 }
 
-ResumePoint Resume(const Config& c, const Checkpoint& k, int64_t classes, ResNet9& model, torch::optim::SGD& opt, Loader& train) {
+ResumePoint Resume(const Config& c, const Checkpoint& k, int64_t classes, ResNet9& model, torch::optim::SGD& opt, Loader& train,
+                   uint64_t batches_per_epoch) {
   const fs::path dir = c.resume;
   // torch::load takes a stored tensor of another shape as it is, so the shapes are compared too.
   std::vector<std::vector<int64_t>> shapes;
@@ -261,7 +262,7 @@ ResumePoint Resume(const Config& c, const Checkpoint& k, int64_t classes, ResNet
   train.restore(s);
   r.epoch = s.epoch;
   r.batch = s.next_batch;
-  if (r.batch >= train.batches_per_epoch()) r.epoch += 1, r.batch = 0;  // stopped at an epoch's end (older checkpoints)
+  if (r.batch >= batches_per_epoch) r.epoch += 1, r.batch = 0;  // stopped at an epoch's end (older checkpoints)
   std::printf("resumed from %s at epoch %llu, batch %llu (step %llu)\n", c.resume.c_str(), (unsigned long long)s.epoch,
               (unsigned long long)s.next_batch, (unsigned long long)r.step);
   return r;

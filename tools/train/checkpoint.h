@@ -51,6 +51,8 @@ struct ResumePoint {
 
 // Loads the checkpoint's model and optimiser (a model.pt of another class count, or not ours, is
 // named, not a libtorch trace), restores the loader to its position and says where training resumes.
-ResumePoint Resume(const Config& c, const Checkpoint& k, int64_t classes, ResNet9& model, torch::optim::SGD& opt, Loader& train);
+// `batches_per_epoch`: of a full epoch, as the loader said before the restore.
+ResumePoint Resume(const Config& c, const Checkpoint& k, int64_t classes, ResNet9& model, torch::optim::SGD& opt, Loader& train,
+                   uint64_t batches_per_epoch);
 
 }  // namespace dsc::train

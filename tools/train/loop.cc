@@ -49,7 +49,7 @@ uint64_t ParamChecksum(ResNet9& model) {
 }
 
 Trainer::Trainer(const Config& c, Distributed& dist, const Hardware& hw, TrainData& data, ResNet9& model,
-                 torch::optim::SGD& opt, uint64_t step)
+                 torch::optim::SGD& opt, uint64_t batches_per_epoch, uint64_t step)
     : c_(c),
       dist_(dist),
       hw_(hw),
@@ -57,7 +57,7 @@ Trainer::Trainer(const Config& c, Distributed& dist, const Hardware& hw, TrainDa
       model_(model),
       opt_(opt),
       scaler_(hw.precision == Precision::kFloat16 ? std::make_unique<LossScaler>() : nullptr),
-      per_epoch_(data.train->batches_per_epoch()),
+      per_epoch_(batches_per_epoch),
       total_(per_epoch_ * uint64_t(c.epochs)),
       step_(step),
       stopped_(c.max_steps && step >= c.max_steps),

@@ -29,9 +29,10 @@ uint64_t ParamChecksum(ResNet9& model);
 
 class Trainer {
  public:
-  // Continues from optimiser step `step` (0, or a resumed checkpoint's).
+  // Continues from optimiser step `step` (0, or a resumed checkpoint's). `batches_per_epoch`: of a
+  // full epoch, as the train loader said before any restore.
   Trainer(const Config& c, Distributed& dist, const Hardware& hw, TrainData& data, ResNet9& model, torch::optim::SGD& opt,
-          uint64_t step);
+          uint64_t batches_per_epoch, uint64_t step);
 
   // Trains epoch `e` from batch `first` to its end or to --max-steps, gathers the ranks' figures,
   // evaluates (unless --max-steps cut the epoch short) and prints the epoch's report. `state`: the

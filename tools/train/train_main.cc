@@ -47,14 +47,15 @@ int Run(Config c) {
   model->to(hw.device, torch::kFloat);
   if (!c.save_init.empty() && dist.lead()) SaveWeights(model, c.save_init);  // the same weights on every rank
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+  const uint64_t per_epoch = data.train->batches_per_epoch();  // of a full epoch: asked before a restore
   ResumePoint start;
-  if (!c.resume.empty()) start = Resume(c, resume, data.classes, model, opt, *data.train);
+  if (!c.resume.empty()) start = Resume(c, resume, data.classes, model, opt, *data.train, per_epoch);
   const std::vector<uint32_t>& subset = data.train_options.subset;
   std::printf("training ResNet-9 (%lld outputs) on %s (%llu samples/epoch), %d epochs, batch %u, %d loader + %d torch threads\n",
               (long long)data.classes, c.train.c_str(), (unsigned long long)(subset.empty() ? data.train->dataset().size() : subset.size()),
               c.epochs, c.batch, data.train->threads(), torch_threads);
 
-  Trainer trainer(c, dist, hw, data, model, opt, start.step);
+  Trainer trainer(c, dist, hw, data, model, opt, per_epoch, start.step);
   if (trainer.stopped())
     std::printf("notice: the checkpoint is at step %llu, --max-steps %llu: nothing to train\n", (unsigned long long)start.step,
                 (unsigned long long)c.max_steps);
