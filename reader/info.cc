@@ -2,7 +2,6 @@
 #include "reader/info.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "format/meta.h"
@@ -11,49 +10,28 @@ namespace dsc {
 
 namespace {
 
-std::string Counts(const std::vector<uint64_t>& c) {
-  std::string o = "[";
-  for (size_t i = 0; i < c.size(); ++i) o += (i ? ", " : "") + std::to_string(c[i]);
-  return o + "]";
+void Strings(JsonWriter& j, const std::vector<std::string>& v) {
+  j.Array();
+  for (const auto& x : v) j.String(x);
+  j.End();
 }
 
-// Dense counts as a list, else the values seen as {"value": samples} (label_counts is then null).
-std::string LabelCounts(const DatasetSummary& s, size_t f) {
-  if (f >= s.label_counts.size()) return "[]";
-  if (!s.label_counts[f].empty() || s.label_values[f].empty()) return Counts(s.label_counts[f]);
-  std::string o = "null, \"label_values\": {";
-  bool first = true;
-  for (const auto& [v, n] : s.label_values[f]) {
-    o += (first ? "\"" : ", \"") + std::to_string(v) + "\": " + std::to_string(n);
-    first = false;
+// "label_counts": dense counts as a list, else null and "label_values": {"value": samples}.
+void LabelCounts(JsonWriter& j, const DatasetSummary& s, size_t f) {
+  j.Key("label_counts");
+  if (f < s.label_counts.size() && s.label_counts[f].empty() && !s.label_values[f].empty()) {
+    j.Null().Key("label_values").Object();
+    for (const auto& [v, n] : s.label_values[f]) j.Field(std::to_string(v), n);
+    j.End();
+    return;
   }
-  return o + "}";
-}
-
-std::string Strings(const std::vector<std::string>& v) {
-  std::string o = "[";
-  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + JsonString(v[i]);
-  return o + "]";
+  j.Array();
+  if (f < s.label_counts.size())
+    for (uint64_t n : s.label_counts[f]) j.Uint(n);
+  j.End();
 }
 
 }  // namespace
-
-std::string JsonString(std::string_view s) {
-  std::string o = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') { o += '\\'; o += char(c); ++i; continue; }
-    if (c == '\n') { o += "\\n"; ++i; continue; }
-    if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; ++i; continue; }
-    // JSON is UTF-8: a byte that starts no valid sequence (a file name's, a damaged file's class
-    // name) becomes U+FFFD, or every JSON parser refuses the whole document.
-    const size_t n = format::Utf8SequenceAt(s, i);
-    if (n) o.append(s.substr(i, n));
-    else o += "\xEF\xBF\xBD";
-    i += n ? n : 1;
-  }
-  return o + "\"";
-}
 
 DatasetSummary Summarize(const Dataset& ds) {
   DatasetSummary s;
@@ -88,64 +66,53 @@ DatasetSummary Summarize(const Dataset& ds) {
 std::string InfoJson(const Dataset& ds, const DatasetSummary& s) {
   const auto& h = ds.view().header();
   const auto& m = ds.meta();
-  std::ostringstream o;
-  o << "{\n  \"file\": " << JsonString(ds.path()) << ",\n";
-  o << "  \"format_version\": \"" << h.version_major << "." << h.version_minor << "\",\n";
-  o << "  \"samples\": " << ds.size() << ",\n";
-  o << "  \"file_size\": " << h.file_size << ",\n";
-  o << "  \"block_size\": " << h.block_size << ",\n";
-  o << "  \"blocks\": " << ds.view().block_count() << ",\n";
-  o << "  \"payload_bytes\": " << s.payload_bytes << ",\n";
-  o << "  \"jpeg_table_sets\": " << m.jpeg_tables.size() << ",\n";
-  o << "  \"skipped\": " << m.skipped_count << ",\n";
-  o << "  \"classes\": " << Strings(m.label_field_count() ? m.fields[1].classes : std::vector<std::string>{}) << ",\n";
-  o << "  \"label_counts\": " << LabelCounts(s, 0) << ",\n";
-  o << "  \"fields\": [";
+  JsonWriter j;
+  j.Object(JsonWriter::kLines);
+  j.Field("file", ds.path());
+  j.Field("format_version", std::to_string(h.version_major) + "." + std::to_string(h.version_minor));
+  j.Field("samples", ds.size()).Field("file_size", h.file_size).Field("block_size", h.block_size);
+  j.Field("blocks", ds.view().block_count()).Field("payload_bytes", s.payload_bytes);
+  j.Field("jpeg_table_sets", m.jpeg_tables.size()).Field("skipped", m.skipped_count);
+  Strings(j.Key("classes"), m.label_field_count() ? m.fields[1].classes : std::vector<std::string>{});
+  LabelCounts(j, s, 0);
+  j.Key("fields").Array();
   for (size_t f = 0; f < m.fields.size(); ++f) {
-    o << (f ? ", " : "") << "{\"name\": " << JsonString(m.fields[f].name) << ", \"type\": \""
-      << (f == 0 ? "image" : "label") << "\"";
-    if (f > 0) o << ", \"classes\": " << Strings(m.fields[f].classes) << ", \"label_counts\": " << LabelCounts(s, f - 1);
-    o << "}";
+    j.Object().Field("name", m.fields[f].name).Field("type", f == 0 ? "image" : "label");
+    if (f > 0) {
+      Strings(j.Key("classes"), m.fields[f].classes);
+      LabelCounts(j, s, f - 1);
+    }
+    j.End();
   }
-  o << "],\n  \"encodings\": {";
-  bool first = true;
-  for (const auto& [name, v] : s.encodings) {
-    o << (first ? "" : ", ") << JsonString(name) << ": {\"samples\": " << v.first << ", \"bytes\": " << v.second << "}";
-    first = false;
-  }
+  j.End().Key("encodings").Object();
+  for (const auto& [name, v] : s.encodings) j.Key(name).Object().Field("samples", v.first).Field("bytes", v.second).End();
+  j.End().Key("image_size");
   if (ds.size() == 0) {
-    o << "},\n  \"image_size\": null,\n";  // no samples, no sizes
+    j.Null();  // no samples, no sizes
   } else {
-    o << "},\n  \"image_size\": {\"min_width\": " << s.min_w << ", \"max_width\": " << s.max_w
-      << ", \"min_height\": " << s.min_h << ", \"max_height\": " << s.max_h << "},\n";
+    j.Object().Field("min_width", s.min_w).Field("max_width", s.max_w).Field("min_height", s.min_h).Field("max_height", s.max_h).End();
   }
-  o << "  \"build_options\": {";
+  j.Key("build_options").Object();
   std::istringstream lines(m.build_options);
   std::string line;
-  first = true;
   while (std::getline(lines, line)) {
-    size_t eq = line.find('=');
-    o << (first ? "" : ", ") << JsonString(line.substr(0, eq)) << ": " << JsonString(eq == std::string::npos ? "" : line.substr(eq + 1));
-    first = false;
+    const size_t eq = line.find('=');
+    j.Field(line.substr(0, eq), eq == std::string::npos ? "" : line.substr(eq + 1));
   }
-  o << "},\n";
+  j.End();
   if (const auto& r = ds.view().restart()) {
-    o << "  \"restart\": {\"mode\": \"" << (r->mode == format::RestartStats::kFixed ? "fixed" : "auto")
-      << "\", \"target_mcus\": " << r->target << ", \"min_mcus\": " << r->min_mcus << ", \"images\": " << r->images
-      << ", \"transcoded\": " << r->transcoded << ", \"reencoded\": " << r->reencoded << ", \"whole_row\": " << r->whole_row
-      << ", \"untouched\": " << r->untouched << ", \"intervals\": {";
-    for (size_t i = 0; i < r->intervals.size(); ++i)
-      o << (i ? ", " : "") << "\"" << r->intervals[i].mcus << "\": " << r->intervals[i].images;
-    o << "}},\n";
+    j.Key("restart").Object().Field("mode", r->mode == format::RestartStats::kFixed ? "fixed" : "auto");
+    j.Field("target_mcus", r->target).Field("min_mcus", r->min_mcus).Field("images", r->images).Field("transcoded", r->transcoded);
+    j.Field("reencoded", r->reencoded).Field("whole_row", r->whole_row).Field("untouched", r->untouched);
+    j.Key("intervals").Object();
+    for (const auto& iv : r->intervals) j.Field(std::to_string(iv.mcus), iv.images);
+    j.End().End();
   }
-  o << "  \"sections\": [";
-  auto ext = ds.view().Extents();
-  for (size_t i = 0; i < ext.size(); ++i)
-    o << (i ? ", " : "") << "\n    {\"name\": \"" << ext[i].name << "\", \"offset\": " << ext[i].offset
-      << ", \"size\": " << ext[i].size << ", \"content\": " << ext[i].content << "}";
-  o << "\n  ]\n}\n";
-  return o.str();
+  j.Key("sections").Array(JsonWriter::kLines);
+  for (const auto& e : ds.view().Extents())
+    j.Object().Field("name", e.name).Field("offset", e.offset).Field("size", e.size).Field("content", e.content).End();
+  j.End().End();
+  return j.Finish();
 }
-
 
 }  // namespace dsc

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reader/dataset.h"
+#include "reader/json.h"  // JsonString, for the includers that used it from here
 
 namespace dsc {
 
@@ -30,9 +31,5 @@ DatasetSummary Summarize(const Dataset& ds);
 // The JSON object of `dsc info --json` (file, format_version, samples, classes, label_counts, fields,
 // encodings, image_size, build_options, sections...), newline-terminated.
 std::string InfoJson(const Dataset& ds, const DatasetSummary& s);
-
-// A JSON string literal: quotes, backslashes and control bytes escaped, and each byte that starts no
-// valid UTF-8 sequence written as U+FFFD, so the document is valid JSON whatever the string held.
-std::string JsonString(std::string_view s);
 
 }  // namespace dsc

@@ -87,20 +87,4 @@ kernels::SampleParams GetParams(const uint8_t* in) {
   return p;
 }
 
-bool IsLoopback(const std::string& address) {
-  std::string host = address;
-  if (!host.empty() && host[0] == '[') {
-    host = host.substr(1, host.find(']') - 1);
-  } else if (std::count(host.begin(), host.end(), ':') == 1) {
-    host = host.substr(0, host.find(':'));
-  }
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
-bool IsPort(const std::string& text, bool allow_zero) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return false;
-  const unsigned long port = std::stoul(text);
-  return port <= 65535 && (allow_zero || port > 0);
-}
-
 }  // namespace dsc::remote

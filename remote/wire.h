@@ -7,6 +7,7 @@
 #include "kernels/augment.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
+#include "remote/address.h"  // IsLoopback, IsPort (server and client)
 #include "remote/worker.pb.h"
 
 namespace dsc::remote {
@@ -27,11 +28,5 @@ std::string SpecKey(const WorkSpec& spec);  // equal specs, equal keys (determin
 
 void PutParams(const kernels::SampleParams& p, uint8_t* out);  // kParamBytes
 kernels::SampleParams GetParams(const uint8_t* in);
-
-// Loopback addresses ("127.0.0.1", "localhost", "::1", with or without a port).
-bool IsLoopback(const std::string& address);
-// Whether `text` (what follows an address's last ':') is a TCP port: decimal, 1 to 65535, or 0 too
-// when `allow_zero` (listen on any free port). Client and server agree on what a port is.
-bool IsPort(const std::string& text, bool allow_zero);
 
 }  // namespace dsc::remote

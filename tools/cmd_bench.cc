@@ -8,7 +8,6 @@
 #include <memory>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <sys/resource.h>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include "reader/digest.h"
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
+#include "reader/json.h"
 #include "reader/loader.h"
 #include "reader/option_table.h"
 #include "reader/readahead.h"
@@ -116,6 +116,250 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+
+// What the flags asked for beyond the loader's options.
+struct BenchPlan {
+  std::string file, trace_path, indices_path;
+  int epochs = 3;
+  double consumer_ms = 0;
+  bool json = false, cold = false, digest = false, spin = false, gpu_decoder = false;
+  DType gpu_dtype = DType::kFloat32;  // --decoder gpu: the GPU's output
+};
+
+// What the epochs measured.
+struct BenchRun {
+  std::vector<EpochResult> results;
+  uint64_t peak = 0;  // anonymous RSS
+  int max_threads = 0;
+  bool on_gpu = false;
+  StageStats twin;                                // --decoder gpu: staged and fallback counts over every epoch
+  uint64_t stage_ns = 0, staged_after_first = 0;  // --decoder gpu: host staging, epochs after the first
+  std::vector<RemoteWorkerStats> remote;
+};
+
+// The figures reported from them.
+struct BenchFigures {
+  double median = 0;          // images/s
+  double cpu_us = 0;          // per delivered image
+  bool any_delivered = false;  // a rank of padding only delivers none: no CPU figure, not 0
+  double remote_share = 0, sequential = 0;
+  uint64_t decoded = 0, remote_samples = 0, wire = 0;
+  std::string verdict;
+  const char* which = "";  // which epochs the median is of
+};
+
+// Whether --trace's file can be written: known before the epochs run, not after them.
+void CheckTracePath(const std::string& trace_path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(trace_path, ec);
+  std::FILE* f = std::fopen(trace_path.c_str(), "a");
+  if (!f) {
+    const int e = errno;
+    throw Error(trace_path + ": cannot write the trace: " + std::strerror(e));
+  }
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(trace_path, ec);
+}
+
+// One epoch's line(s), as it ends (text output only).
+void PrintEpoch(const BenchPlan& p, const LoaderOptions& o, int e, const EpochResult& r, int loader_threads) {
+  if (p.json) return;
+  std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
+              (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
+              100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
+  if (p.digest) std::printf("epoch %d digest %s\n", e, r.digest.c_str());
+  if (o.autotune)
+    std::printf("  autotune: %d of %d threads, settled at batch %llu (%llu change(s) this epoch)\n", r.threads, loader_threads,
+                (unsigned long long)r.settled_batch, (unsigned long long)r.thread_changes);
+  std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
+              r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
+}
+
+// Runs the epochs (and the traced extra one). `o` ends up with the threads of the last epoch and the
+// per-rank batch size, as the report gives them.
+BenchRun RunBench(const BenchPlan& p, LoaderOptions& o) {
+  BenchRun run;
+  Tracer tracer;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> indices(nullptr, &std::fclose);
+  if (!p.indices_path.empty()) {
+    indices.reset(std::fopen(p.indices_path.c_str(), "w"));
+    if (!indices) {
+      const int e = errno;
+      throw Error(p.indices_path + ": cannot write: " + std::strerror(e));
+    }
+  }
+  if (!p.trace_path.empty()) CheckTracePath(p.trace_path);
+  std::string why;
+  run.on_gpu = p.gpu_decoder && gpu::Available(&why);
+  if (p.gpu_decoder && !run.on_gpu)
+    std::fprintf(stderr, "notice: no usable GPU (%s): the loader stages the batches for the GPU decoder but nothing "
+                 "decodes them; the figures are the loader's side only\n", why.c_str());
+  if (run.on_gpu) gpu::UsePinnedMemory(o);
+  {
+    Loader loader(p.file, o);
+    std::unique_ptr<gpu::Augmenter> aug;
+    if (run.on_gpu) {
+      gpu::AugmenterOptions ao;
+      ao.staging_bytes = gpu::StagingBytesFor(loader);
+      ao.path = loader.dataset().path();
+      ao.max_leases = o.max_leases;
+      aug = std::make_unique<gpu::Augmenter>(o.augment, loader.width(), loader.height(), loader.options().batch_size,
+                                             p.gpu_dtype, Layout::kNCHW, ao);
+    }
+    for (int e = 0; e < p.epochs; ++e) {
+      if (p.cold) DropCachedPages(loader.dataset());
+      BatchDigest epoch_digest;
+      run.results.push_back(RunEpoch(loader, uint64_t(e), p.consumer_ms, p.spin, 0, &run.peak, indices.get(),
+                                     p.digest ? &epoch_digest : nullptr, aug.get()));
+      const auto& r = run.results.back();
+      run.twin.twin_staged += r.stages.twin_staged;
+      for (int k = 0; k < 32; ++k) run.twin.twin_fallback[k] += r.stages.twin_fallback[k];
+      if (e > 0) run.stage_ns += r.stages.twin_stage_ns, run.staged_after_first += r.stages.twin_staged;
+      PrintEpoch(p, o, e, r, loader.threads());
+      std::fflush(stdout);  // each epoch as it ends, also into a pipe (| tee)
+    }
+    if (!p.trace_path.empty()) {
+      // One more epoch, traced, on a fresh loader with the tracer attached (same options): left out
+      // of every figure, since its cold start and the tracer's cost would skew them.
+      LoaderOptions t = o;
+      t.tracer = &tracer;
+      Loader traced(p.file, t);
+      if (p.cold) DropCachedPages(traced.dataset());
+      uint64_t traced_peak = 0;
+      const EpochResult r = RunEpoch(traced, uint64_t(p.epochs), p.consumer_ms, p.spin, 0, &traced_peak, nullptr, nullptr, aug.get());
+      if (!p.json) std::printf("epoch %d (traced, not in the figures): %.0f images/s\n", p.epochs, r.images_per_second());
+    }
+    o.threads = run.results.back().threads;
+    run.max_threads = loader.threads();
+    o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
+    run.remote = loader.remote_stats();
+  }
+  if (indices && (std::fflush(indices.get()) != 0 || std::ferror(indices.get())))
+    throw Error(p.indices_path + ": write failed");
+  if (!p.trace_path.empty() && !tracer.Write(p.trace_path)) throw Error(p.trace_path + ": cannot write the trace");
+  return run;
+}
+
+BenchFigures Figures(const BenchPlan& p, const LoaderOptions& o, const BenchRun& run) {
+  BenchFigures f;
+  const auto& results = run.results;
+  // The yardstick for cold reads: the same file read front to back with large preads, from storage.
+  f.sequential = p.cold ? SequentialReadRate(p.file) : 0;
+  std::vector<double> rates;
+  for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
+  f.median = Median(rates);
+  std::vector<double> cpu;  // per delivered image, microseconds
+  for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i)
+    if (results[i].images) cpu.push_back(results[i].cpu_seconds * 1e6 / double(results[i].images));
+  f.any_delivered = !cpu.empty();
+  f.cpu_us = Median(cpu);
+  for (const auto& w : run.remote) f.remote_samples += w.samples, f.wire += w.wire_bytes;
+  for (const auto& r : results) f.decoded += r.stages.samples;
+  const EpochResult& last = results.back();
+  // Local threads count the padding samples they make (stages.samples), workers theirs too.
+  f.remote_share = f.remote_samples ? double(f.remote_samples) / double(f.remote_samples + f.decoded) : 0;
+  BenchEpoch be;
+  be.stages = last.stages;
+  be.seconds = last.seconds;
+  be.threads = o.threads;
+  be.cores = kernels::UsableCores();
+  be.consumer_ms = p.consumer_ms;
+  be.gpu = run.on_gpu;
+  be.remote_share = f.remote_share;
+  be.workers = run.remote.size();
+  f.verdict = BenchVerdict(be);
+  // With one epoch, its figures include the warm-up the median of later epochs leaves out.
+  f.which = results.size() > 1 ? "median of epochs after the first" : "one epoch, warm-up included";
+  return f;
+}
+
+std::string BenchJson(const BenchPlan& p, const LoaderOptions& o, const BenchRun& run, const BenchFigures& f) {
+  JsonWriter j;
+  j.Object(JsonWriter::kLines).Field("file", p.file).Field("images_per_second", f.median).Field("threads", o.threads);
+  j.Field("prefetch", o.prefetch).Field("batch_size", o.batch_size).Field("consumer_ms", p.consumer_ms);
+  j.Field("images_decoded", f.decoded).Field("peak_anon_rss_bytes", run.peak).Field("verdict", f.verdict);
+  if (o.autotune) j.Field("autotune", true).Field("max_threads", run.max_threads);
+  if (p.spin) j.Field("consumer_spin", true);
+  if (p.gpu_decoder) {
+    j.Field("decoder", "gpu").Field("gpu_used", run.on_gpu).Field("twin_staged", run.twin.twin_staged);
+    j.Key("twin_fallback").Object();
+    for (int k = 1; k < 32; ++k)
+      if (run.twin.twin_fallback[k]) j.Field(FallbackName(k), run.twin.twin_fallback[k]);
+    j.End();
+    if (run.staged_after_first) j.Field("twin_stage_us_per_staged", double(run.stage_ns) / double(run.staged_after_first) / 1e3);
+  }
+  j.Key("cpu_us_per_image");
+  if (f.any_delivered) j.Number(f.cpu_us);
+  else j.Null();
+  if (!run.remote.empty()) {
+    j.Field("remote_wire_bytes_per_image", f.remote_samples ? double(f.wire) / double(f.remote_samples) : 0);
+    j.Field("remote_share", f.remote_share).Key("remote").Array();
+    for (const auto& w : run.remote)
+      j.Object().Field("address", w.address).Field("up", w.up).Field("samples", w.samples).Field("requests", w.requests)
+          .Field("failures", w.failures).Field("wire_bytes", w.wire_bytes).End();
+    j.End();
+  }
+  if (p.cold) j.Field("cold", true).Field("sequential_bytes_per_second", f.sequential);
+  if (p.digest) {
+    j.Key("digests").Array();
+    for (const auto& r : run.results) j.String(r.digest);
+    j.End();
+  }
+  j.Key("epochs").Array(JsonWriter::kLines);
+  for (size_t i = 0; i < run.results.size(); ++i) {
+    const auto& r = run.results[i];
+    j.Object().Field("epoch", i).Field("images", r.images).Field("seconds", r.seconds).Field("images_per_second", r.images_per_second());
+    j.Field("mb_per_second", r.stages.payload_bytes / r.seconds / 1e6).Field("read_ns", r.stages.read_ns);
+    j.Field("decode_ns", r.stages.decode_ns).Field("augment_ns", r.stages.augment_ns).Field("collate_ns", r.stages.collate_ns);
+    j.Field("consumer_wait_ns", r.stages.consumer_wait_ns).Field("consumer_wait_share", r.stages.consumer_wait_ns / (r.seconds * 1e9));
+    j.Field("storage_bytes", r.storage_bytes).Field("storage_bytes_per_second", r.storage_bytes / r.seconds);
+    j.Field("advised_bytes", r.stages.advised_bytes).Field("payload_bytes", r.stages.payload_bytes);
+    j.Field("images_decoded", r.stages.samples).Field("threads", r.threads).Field("settled_batch", r.settled_batch);
+    j.Field("thread_changes", r.thread_changes).Field("cpu_seconds", r.cpu_seconds).End();
+  }
+  j.End().End();
+  return j.Finish();
+}
+
+void PrintBench(const BenchPlan& p, const LoaderOptions& o, const BenchRun& run, const BenchFigures& f) {
+  const EpochResult& last = run.results.back();
+  const double per = last.stages.samples ? 1.0 / last.stages.samples : 0;
+  std::printf("\n%.0f images/s (%s), %d thread(s)%s, prefetch %u, batch %u\n", f.median, f.which, o.threads,
+              o.autotune ? (" (autotuned, at most " + std::to_string(run.max_threads) + ")").c_str() : "", o.prefetch, o.batch_size);
+  std::printf("per image, summed over threads: read %.2f us, decode %.2f us, augment %.2f us, collate %.2f us\n",
+              last.stages.read_ns * per / 1e3, last.stages.decode_ns * per / 1e3, last.stages.augment_ns * per / 1e3,
+              last.stages.collate_ns * per / 1e3);
+  std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
+              100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), run.peak / 1048576.0, (unsigned long long)f.decoded);
+  if (f.any_delivered) std::printf("this process's CPU time per delivered image: %.1f us (all threads, %s)\n", f.cpu_us, f.which);
+  else std::printf("this process's CPU time per delivered image: none delivered (all threads, %s)\n", f.which);
+  if (p.gpu_decoder) {
+    uint64_t fell = 0;
+    for (uint64_t n : run.twin.twin_fallback) fell += n;
+    const std::string why_cpu = FallbackSummary(run.twin);
+    std::printf("decoder gpu%s: %llu payloads staged for the GPU, %llu decoded on the CPU%s (all epochs)\n",
+                run.on_gpu ? "" : " (no GPU: not decoded)", (unsigned long long)run.twin.twin_staged, (unsigned long long)fell,
+                why_cpu.empty() ? "" : (" (" + why_cpu + ")").c_str());
+    if (run.staged_after_first)
+      std::printf("host staging: %.2f us per staged payload (check + stage, summed over threads, epochs after the first)\n",
+                  double(run.stage_ns) / double(run.staged_after_first) / 1e3);
+  }
+  for (const auto& w : run.remote)
+    std::printf("remote %s: %s, %llu images in %llu requests, %llu failed requests, %.0f wire bytes per image\n",
+                w.address.c_str(), w.up ? "up" : "down", (unsigned long long)w.samples, (unsigned long long)w.requests,
+                (unsigned long long)w.failures, w.samples ? double(w.wire_bytes) / double(w.samples) : 0.0);
+  if (!run.remote.empty())
+    std::printf("remote workers did %.1f%% of the samples (padding of a short last batch included)\n", 100.0 * f.remote_share);
+  std::printf("verdict: %s\n", f.verdict.c_str());
+  if (p.cold) {
+    std::vector<double> cold_rates;
+    for (const auto& r : run.results) cold_rates.push_back(r.storage_bytes / r.seconds);
+    std::printf("cold: median %.1f MB/s read from storage per epoch; the file read sequentially (16 MiB preads): %.1f MB/s "
+                "(ratio %.2f)\n", Median(cold_rates) / 1e6, f.sequential / 1e6, f.sequential > 0 ? Median(cold_rates) / f.sequential : 0);
+  }
+  if (!p.trace_path.empty()) std::printf("trace of the extra epoch: %s (open in https://ui.perfetto.dev)\n", p.trace_path.c_str());
+}
+
 }  // namespace
 
 // Every loader option the table gives the CLI.
@@ -201,207 +445,12 @@ int CmdBench(int argc, char** argv) {
     return kExitUsage;
   }
   try {
+    const BenchPlan plan{file, trace_path, indices_path, epochs, consumer_ms, json, cold, digest, spin, gpu_decoder, gpu_dtype};
     o.collect_stats = true;
-    uint64_t peak = 0;
-    int max_threads = 0;
-    Tracer tracer;
-    std::vector<RemoteWorkerStats> remote;
-    std::vector<EpochResult> results;
-    peak = 0;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> indices(nullptr, &std::fclose);
-    if (!indices_path.empty()) {
-      indices.reset(std::fopen(indices_path.c_str(), "w"));
-      if (!indices) {
-        const int e = errno;
-        throw Error(indices_path + ": cannot write: " + std::strerror(e));
-      }
-    }
-    if (!trace_path.empty()) {  // known before the epochs run, not after
-      std::error_code ec;
-      const bool existed = std::filesystem::exists(trace_path, ec);
-      std::FILE* f = std::fopen(trace_path.c_str(), "a");
-      if (!f) {
-        const int e = errno;
-        throw Error(trace_path + ": cannot write the trace: " + std::strerror(e));
-      }
-      std::fclose(f);
-      if (!existed) std::filesystem::remove(trace_path, ec);
-    }
-    std::string why;
-    const bool on_gpu = gpu_decoder && gpu::Available(&why);
-    if (gpu_decoder && !on_gpu)
-      std::fprintf(stderr, "notice: no usable GPU (%s): the loader stages the batches for the GPU decoder but nothing "
-                   "decodes them; the figures are the loader's side only\n", why.c_str());
-    if (on_gpu) gpu::UsePinnedMemory(o);
-    StageStats twin;  // --decoder gpu: staged and fallback counts over every epoch
-    uint64_t stage_ns = 0, staged_after_first = 0;  // --decoder gpu: host staging, epochs after the first
-    {
-      Loader loader(file, o);
-      std::unique_ptr<gpu::Augmenter> aug;
-      if (on_gpu) {
-        gpu::AugmenterOptions ao;
-        ao.staging_bytes = gpu::StagingBytesFor(loader);
-        ao.path = loader.dataset().path();
-        ao.max_leases = o.max_leases;
-        aug = std::make_unique<gpu::Augmenter>(o.augment, loader.width(), loader.height(), loader.options().batch_size,
-                                               gpu_dtype, Layout::kNCHW, ao);
-      }
-      for (int e = 0; e < epochs; ++e) {
-        if (cold) DropCachedPages(loader.dataset());
-        BatchDigest epoch_digest;
-        results.push_back(RunEpoch(loader, uint64_t(e), consumer_ms, spin, 0, &peak, indices.get(), digest ? &epoch_digest : nullptr, aug.get()));
-        const auto& r = results.back();
-        twin.twin_staged += r.stages.twin_staged;
-        for (int k = 0; k < 32; ++k) twin.twin_fallback[k] += r.stages.twin_fallback[k];
-        if (e > 0) stage_ns += r.stages.twin_stage_ns, staged_after_first += r.stages.twin_staged;
-        if (!json)
-          std::printf("epoch %d: %llu images in %.3f s = %.0f images/s, %.1f MB/s of payload, consumer waited %.1f%%\n", e,
-                      (unsigned long long)r.images, r.seconds, r.images_per_second(), r.stages.payload_bytes / r.seconds / 1e6,
-                      100.0 * r.stages.consumer_wait_ns / (r.seconds * 1e9));
-        if (!json && digest) std::printf("epoch %d digest %s\n", e, r.digest.c_str());
-        if (!json && o.autotune)
-          std::printf("  autotune: %d of %d threads, settled at batch %llu (%llu change(s) this epoch)\n", r.threads, loader.threads(),
-                      (unsigned long long)r.settled_batch, (unsigned long long)r.thread_changes);
-        if (!json)
-          std::printf("  read from storage %.1f MB (%.1f MB/s), readahead asked %.1f MB\n", r.storage_bytes / 1e6,
-                      r.storage_bytes / r.seconds / 1e6, r.stages.advised_bytes / 1e6);
-        std::fflush(stdout);  // each epoch as it ends, also into a pipe (| tee)
-      }
-      if (!trace_path.empty()) {
-        // One more epoch, traced, on a fresh loader with the tracer attached (same options): left out
-        // of every figure, since its cold start and the tracer's cost would skew them.
-        LoaderOptions t = o;
-        t.tracer = &tracer;
-        Loader traced(file, t);
-        if (cold) DropCachedPages(traced.dataset());
-        uint64_t traced_peak = 0;
-        const EpochResult r = RunEpoch(traced, uint64_t(epochs), consumer_ms, spin, 0, &traced_peak, nullptr, nullptr, aug.get());
-        if (!json)
-          std::printf("epoch %d (traced, not in the figures): %.0f images/s\n", epochs, r.images_per_second());
-      }
-      o.threads = results.back().threads;
-      max_threads = loader.threads();
-      o.batch_size = loader.options().batch_size;  // per rank, as --global-batch-size made it
-      remote = loader.remote_stats();
-    }
-    if (indices && (std::fflush(indices.get()) != 0 || std::ferror(indices.get())))
-      throw Error(indices_path + ": write failed");
-    if (!trace_path.empty() && !tracer.Write(trace_path)) throw Error(trace_path + ": cannot write the trace");
-    // The yardstick for cold reads: the same file read front to back with large preads, from storage.
-    const double sequential = cold ? SequentialReadRate(file) : 0;
-    std::vector<double> rates;
-    for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
-    const double median = Median(rates);
-    uint64_t decoded = 0;
-    std::vector<double> cpu;  // per delivered image, microseconds
-    for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i)
-      if (results[i].images) cpu.push_back(results[i].cpu_seconds * 1e6 / double(results[i].images));
-    const bool any_delivered = !cpu.empty();  // a rank of padding only delivers none: no figure, not 0
-    const double cpu_us = Median(cpu);
-    uint64_t remote_samples = 0, wire = 0;
-    for (const auto& w : remote) remote_samples += w.samples, wire += w.wire_bytes;
-    for (const auto& r : results) decoded += r.stages.samples;
-    const EpochResult& last = results.back();
-    // Local threads count the padding samples they make (stages.samples), workers theirs too.
-    const double remote_share = remote_samples ? double(remote_samples) / double(remote_samples + decoded) : 0;
-    BenchEpoch be;
-    be.stages = last.stages;
-    be.seconds = last.seconds;
-    be.threads = o.threads;
-    be.cores = kernels::UsableCores();
-    be.consumer_ms = consumer_ms;
-    be.gpu = on_gpu;
-    be.remote_share = remote_share;
-    be.workers = remote.size();
-    const std::string verdict = BenchVerdict(be);
-    if (json) {
-      std::ostringstream j;
-      j << "{\n  \"file\": " << JsonString(file) << ",\n  \"images_per_second\": " << median << ",\n  \"threads\": " << o.threads
-        << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"batch_size\": " << o.batch_size << ",\n  \"consumer_ms\": " << consumer_ms
-        << ",\n  \"images_decoded\": " << decoded << ",\n  \"peak_anon_rss_bytes\": " << peak << ",\n  \"verdict\": " << JsonString(verdict);
-      if (o.autotune) j << ",\n  \"autotune\": true,\n  \"max_threads\": " << max_threads;
-      if (spin) j << ",\n  \"consumer_spin\": true";
-      if (gpu_decoder) {
-        j << ",\n  \"decoder\": \"gpu\",\n  \"gpu_used\": " << (on_gpu ? "true" : "false") << ",\n  \"twin_staged\": "
-          << twin.twin_staged << ",\n  \"twin_fallback\": {";
-        bool first = true;
-        for (int k = 1; k < 32; ++k)
-          if (twin.twin_fallback[k]) j << (first ? "" : ", ") << JsonString(FallbackName(k)) << ": " << twin.twin_fallback[k], first = false;
-        j << "}";
-        if (staged_after_first) j << ",\n  \"twin_stage_us_per_staged\": " << double(stage_ns) / double(staged_after_first) / 1e3;
-      }
-      j << ",\n  \"cpu_us_per_image\": ";
-      if (any_delivered) j << cpu_us;
-      else j << "null";
-      if (!remote.empty()) {
-        j << ",\n  \"remote_wire_bytes_per_image\": " << (remote_samples ? double(wire) / double(remote_samples) : 0)
-          << ",\n  \"remote_share\": " << remote_share << ",\n  \"remote\": [";
-        for (size_t i = 0; i < remote.size(); ++i)
-          j << (i ? ", " : "") << "{\"address\": " << JsonString(remote[i].address) << ", \"up\": " << (remote[i].up ? "true" : "false")
-            << ", \"samples\": " << remote[i].samples << ", \"requests\": " << remote[i].requests << ", \"failures\": "
-            << remote[i].failures << ", \"wire_bytes\": " << remote[i].wire_bytes << "}";
-        j << "]";
-      }
-      if (cold) j << ",\n  \"cold\": true,\n  \"sequential_bytes_per_second\": " << sequential;
-      if (digest) {
-        j << ",\n  \"digests\": [";
-        for (size_t i = 0; i < results.size(); ++i) j << (i ? ", " : "") << JsonString(results[i].digest);
-        j << "]";
-      }
-      j << ",\n  \"epochs\": [";
-      for (size_t i = 0; i < results.size(); ++i) {
-        const auto& r = results[i];
-        j << (i ? "," : "") << "\n    {\"epoch\": " << i << ", \"images\": " << r.images << ", \"seconds\": " << r.seconds
-          << ", \"images_per_second\": " << r.images_per_second() << ", \"mb_per_second\": " << r.stages.payload_bytes / r.seconds / 1e6
-          << ", \"read_ns\": " << r.stages.read_ns << ", \"decode_ns\": " << r.stages.decode_ns << ", \"augment_ns\": "
-          << r.stages.augment_ns << ", \"collate_ns\": " << r.stages.collate_ns << ", \"consumer_wait_ns\": "
-          << r.stages.consumer_wait_ns << ", \"consumer_wait_share\": " << r.stages.consumer_wait_ns / (r.seconds * 1e9)
-          << ", \"storage_bytes\": " << r.storage_bytes << ", \"storage_bytes_per_second\": " << r.storage_bytes / r.seconds
-          << ", \"advised_bytes\": " << r.stages.advised_bytes << ", \"payload_bytes\": " << r.stages.payload_bytes
-          << ", \"images_decoded\": " << r.stages.samples << ", \"threads\": " << r.threads << ", \"settled_batch\": "
-          << r.settled_batch << ", \"thread_changes\": " << r.thread_changes << ", \"cpu_seconds\": " << r.cpu_seconds << "}";
-      }
-      j << "\n  ]\n}\n";
-      std::fputs(j.str().c_str(), stdout);
-    } else {
-      const double per = last.stages.samples ? 1.0 / last.stages.samples : 0;
-      // With one epoch, its figures include the warm-up the median of later epochs leaves out.
-      const char* which = results.size() > 1 ? "median of epochs after the first" : "one epoch, warm-up included";
-      std::printf("\n%.0f images/s (%s), %d thread(s)%s, prefetch %u, batch %u\n", median, which, o.threads,
-                  o.autotune ? (" (autotuned, at most " + std::to_string(max_threads) + ")").c_str() : "", o.prefetch, o.batch_size);
-      std::printf("per image, summed over threads: read %.2f us, decode %.2f us, augment %.2f us, collate %.2f us\n",
-                  last.stages.read_ns * per / 1e3, last.stages.decode_ns * per / 1e3, last.stages.augment_ns * per / 1e3,
-                  last.stages.collate_ns * per / 1e3);
-      std::printf("consumer waited %.1f%% of the last epoch; peak anonymous RSS %.1f MiB; %llu payloads decoded\n",
-                  100.0 * last.stages.consumer_wait_ns / (last.seconds * 1e9), peak / 1048576.0, (unsigned long long)decoded);
-      if (any_delivered) std::printf("this process's CPU time per delivered image: %.1f us (all threads, %s)\n", cpu_us, which);
-      else std::printf("this process's CPU time per delivered image: none delivered (all threads, %s)\n", which);
-      if (gpu_decoder) {
-        uint64_t fell = 0;
-        for (uint64_t f : twin.twin_fallback) fell += f;
-        const std::string why_cpu = FallbackSummary(twin);
-        std::printf("decoder gpu%s: %llu payloads staged for the GPU, %llu decoded on the CPU%s (all epochs)\n",
-                    on_gpu ? "" : " (no GPU: not decoded)", (unsigned long long)twin.twin_staged, (unsigned long long)fell,
-                    why_cpu.empty() ? "" : (" (" + why_cpu + ")").c_str());
-        if (staged_after_first)
-          std::printf("host staging: %.2f us per staged payload (check + stage, summed over threads, epochs after the first)\n",
-                      double(stage_ns) / double(staged_after_first) / 1e3);
-      }
-      for (const auto& w : remote)
-        std::printf("remote %s: %s, %llu images in %llu requests, %llu failed requests, %.0f wire bytes per image\n",
-                    w.address.c_str(), w.up ? "up" : "down", (unsigned long long)w.samples, (unsigned long long)w.requests,
-                    (unsigned long long)w.failures, w.samples ? double(w.wire_bytes) / double(w.samples) : 0.0);
-      if (!remote.empty())
-        std::printf("remote workers did %.1f%% of the samples (padding of a short last batch included)\n", 100.0 * remote_share);
-      std::printf("verdict: %s\n", verdict.c_str());
-      if (cold) {
-        std::vector<double> cold_rates;
-        for (const auto& r : results) cold_rates.push_back(r.storage_bytes / r.seconds);
-        std::printf("cold: median %.1f MB/s read from storage per epoch; the file read sequentially (16 MiB preads): %.1f MB/s "
-                    "(ratio %.2f)\n", Median(cold_rates) / 1e6, sequential / 1e6, sequential > 0 ? Median(cold_rates) / sequential : 0);
-      }
-      if (!trace_path.empty()) std::printf("trace of the extra epoch: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
-    }
+    const BenchRun run = RunBench(plan, o);
+    const BenchFigures figures = Figures(plan, o, run);
+    if (json) std::fputs(BenchJson(plan, o, run, figures).c_str(), stdout);
+    else PrintBench(plan, o, run, figures);
     return kExitOk;
   } catch (const OptionError& e) {  // a flag's value the loader rejects: a usage error
     std::fprintf(stderr, "dsc bench: %s\n", e.what());

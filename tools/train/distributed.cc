@@ -31,6 +31,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "format/error.h"
+#include "remote/address.h"
 
 namespace dsc::train {
 
@@ -60,10 +61,6 @@ std::string Seconds(std::chrono::milliseconds t) {
 std::string Why(const std::exception& e) {
   if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
   return e.what();
-}
-
-[[maybe_unused]] bool IsLoopback(const std::string& addr) {
-  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
 }  // namespace
@@ -164,7 +161,7 @@ Distributed::Distributed(const DistEnv& env, const DistOptions& options)
       // rendezvous is on loopback (all ranks on this machine), else the interface of this host's name.
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      else if (IsLoopback(env_.master_addr))
+      else if (remote::IsLoopback(env_.master_addr))
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
       else
         opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());

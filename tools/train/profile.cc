@@ -12,7 +12,6 @@
 
 #include "format/error.h"
 #include "kernels/cpu.h"
-#include "tools/commands.h"
 
 namespace dsc::train {
 
@@ -171,15 +170,12 @@ std::string FormatShares(const EpochProfile& e) {
   return o.str();
 }
 
-std::string JsonFields(const EpochProfile& e, const Diagnosis& d) {
-  std::ostringstream o;
-  o << ", \"phases\": {";
-  for (int p = 0; p < int(Phase::kEvaluation); ++p) o << (p ? ", " : "") << "\"" << PhaseKey(Phase(p)) << "\": " << e.share(Phase(p));
-  o << "}, \"evaluation_seconds\": " << e.seconds[int(Phase::kEvaluation)] << ", \"cpu_seconds\": " << e.cpu_seconds
-    << ", \"loader_busy\": " << d.loader_busy << ", \"idle_cores\": " << d.idle_cores
-    << ", \"worker_cores_needed\": " << d.worker_cores_needed << ", \"bottleneck\": " << tools::JsonString(d.bottleneck)
-    << ", \"remedy\": " << tools::JsonString(d.remedy) << ", \"advice\": " << tools::JsonString(d.advice);
-  return o.str();
+void JsonFields(JsonWriter& j, const EpochProfile& e, const Diagnosis& d) {
+  j.Key("phases").Object();
+  for (int p = 0; p < int(Phase::kEvaluation); ++p) j.Field(PhaseKey(Phase(p)), e.share(Phase(p)));
+  j.End().Field("evaluation_seconds", e.seconds[int(Phase::kEvaluation)]).Field("cpu_seconds", e.cpu_seconds);
+  j.Field("loader_busy", d.loader_busy).Field("idle_cores", d.idle_cores).Field("worker_cores_needed", d.worker_cores_needed);
+  j.Field("bottleneck", d.bottleneck).Field("remedy", d.remedy).Field("advice", d.advice);
 }
 
 }  // namespace dsc::train

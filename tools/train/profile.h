@@ -21,6 +21,7 @@
 
 #include "reader/bottleneck.h"
 #include "reader/dataset.h"
+#include "reader/json.h"
 #include "reader/loader.h"
 #include "reader/trace.h"
 
@@ -89,9 +90,10 @@ RunProfile Measured(const EpochProfile& e, const Loader& loader, uint64_t images
 // ancestor, the run creating the rest), not a folder, or not writable.
 void CheckWritable(const std::string& path, const std::string& flag, bool parents_made = false);
 
-// "data wait 0.2%, copy 0.0%, forward 30.1%, ..." (shares of step time) and the --json fields
-// `"phases": {...}, "evaluation_seconds": x, "bottleneck": ..., "advice": ...` (leading comma included).
+// "data wait 0.2%, copy 0.0%, forward 30.1%, ..." (shares of step time).
 std::string FormatShares(const EpochProfile& e);
-std::string JsonFields(const EpochProfile& e, const Diagnosis& d);
+// An epoch's --json fields, into the object `j` has open: "phases": {...}, "evaluation_seconds",
+// "cpu_seconds", the diagnosis's figures, "bottleneck", "remedy" and "advice".
+void JsonFields(JsonWriter& j, const EpochProfile& e, const Diagnosis& d);
 
 }  // namespace dsc::train
