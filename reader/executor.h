@@ -26,7 +26,7 @@ struct RemoteContext {
   std::string path;  // the loader's file, for messages
   uint64_t file_size = 0, header_checksum = 0;  // the file's identity: a worker must serve the same bytes
   // As the loader normalised them, except that float outputs are asked for in the deferred form
-  // (RemoteOptions::ship_uint8): the loader finishes those samples itself.
+  // (RemoteOptions::transport.ship_uint8): the loader finishes those samples itself.
   LoaderOptions options;
   uint32_t width = 0, height = 0;  // the output size at construction (ChunkTask has the current one)
   // The most samples one of this loader's requests carries: with the output size, it bounds the reply

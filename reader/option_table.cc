@@ -83,15 +83,6 @@ bool ParseBool(std::string_view name, std::string_view text) {
   Bad(name, text, "expected true or false");
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot read");
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) throw Error(path + ": cannot read");
-  return s.str();
-}
-
 template <typename T>
 std::string Join(const T* v, size_t n) {
   std::string s;
@@ -364,18 +355,13 @@ std::vector<OptionRow> MakeTable() {
   {
     OptionRow r = MakeRow("token_file", OptionType::kText, "a file holding the workers' token");
     r.get = [](const O&) { return std::string(); };
-    r.set = [](O& o, std::string_view path) {
-      std::string tok = ReadWholeFile(std::string(path));
-      while (!tok.empty() && std::isspace(static_cast<unsigned char>(tok.back()))) tok.pop_back();
-      if (tok.empty()) throw Error(std::string(path) + ": the token file is empty");
-      o.remote.token = std::move(tok);
-    };
+    r.set = [](O& o, std::string_view path) { o.remote.token = ReadTokenFile(std::string(path)); };
     t.push_back(std::move(r));
   }
   {
     OptionRow r = MakeRow("tls_root", OptionType::kText, "PEM file of the CA that signed the workers' certificates (TLS)");
     r.get = [](const O&) { return std::string(); };
-    r.set = [](O& o, std::string_view path) { o.remote.tls_root = ReadWholeFile(std::string(path)); };
+    r.set = [](O& o, std::string_view path) { o.remote.tls_root = ReadOptionFile(std::string(path)); };
     t.push_back(std::move(r));
   }
   {
@@ -438,6 +424,22 @@ void CheckGivenOptions(const LoaderOptions& o, const std::vector<std::string>& g
 OptionValueError::OptionValueError(std::string option, std::string value, std::string why)
     : OptionError("option " + option + " = " + value + ": " + why), option_(std::move(option)), value_(std::move(value)),
       why_(std::move(why)) {}
+
+std::string ReadOptionFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot read");
+  std::ostringstream s;
+  s << f.rdbuf();
+  if (f.bad()) throw Error(path + ": cannot read");
+  return s.str();
+}
+
+std::string ReadTokenFile(const std::string& path) {
+  std::string t = ReadOptionFile(path);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) throw Error(path + ": the token file is empty");
+  return t;
+}
 
 std::string TextOf(bool v) { return v ? "true" : "false"; }
 

@@ -97,6 +97,11 @@ std::string TextOf(float v);
 void CheckGivenOptions(const LoaderOptions& o, const std::vector<std::string>& given,
                        const std::function<std::string(const std::string&)>& spell);
 
+// The files options name: a whole file (tls_root's PEM), and a token without trailing white space
+// (token_file). Throw dsc::Error naming the file when it cannot be read (or the token is empty).
+std::string ReadOptionFile(const std::string& path);
+std::string ReadTokenFile(const std::string& path);
+
 // The named option sets. Throws OptionError for an unknown name, listing the accepted ones.
 const std::vector<std::string>& PresetNames();
 LoaderOptions Preset(std::string_view name);

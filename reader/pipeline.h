@@ -279,7 +279,7 @@ class Pipeline {
   std::vector<std::thread> drivers_;
   bool standby_ = false;              // remote only: local thread 0 works while no worker is up
   uint64_t remote_chunks_ = 1;        // local tasks per request
-  bool wire_uint8_ = false;           // RemoteOptions::ship_uint8 applies: replies are finished here
+  bool wire_uint8_ = false;           // RemoteOptions::transport.ship_uint8 applies: replies are finished here
   RequestTimes request_times_;
 };
 

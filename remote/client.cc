@@ -19,6 +19,7 @@
 
 #include "format/bytes.h"
 #include "format/error.h"
+#include "reader/option_table.h"
 #include "remote/codec.h"
 #include "remote/data.h"
 #include "remote/wire.h"
@@ -515,20 +516,8 @@ RemoteConnector Connector() {
   };
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot read");
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) throw Error(path + ": cannot read");
-  return s.str();
-}
-
-std::string ReadTokenFile(const std::string& path) {
-  std::string t = ReadFile(path);
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  if (t.empty()) throw Error(path + ": the token file is empty");
-  return t;
-}
+// As the option table reads tls_root and token_file, so that a file means the same to every front end.
+std::string ReadFile(const std::string& path) { return ReadOptionFile(path); }
+std::string ReadTokenFile(const std::string& path) { return dsc::ReadTokenFile(path); }
 
 }  // namespace dsc::remote

@@ -9,7 +9,7 @@
 //
 // A reply's images are read from the receive buffers straight into the batch: one copy (or one zstd
 // decompression) per byte. Without TLS the requests go on the worker's data port, outside gRPC
-// (remote/data.h; RemoteOptions::data_path).
+// (remote/data.h; RemoteOptions::transport.data_path).
 #pragma once
 #include <string>
 

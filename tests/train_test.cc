@@ -327,9 +327,9 @@ TEST(Train, OutputsAndFlagsAreCheckedBeforeTraining) {
       {" --lr=-1", "--lr -1: expected a learning rate above 0"},
       {" --lr 0", "--lr 0: expected a learning rate above 0"},
       {" --torch-threads=-3", "--torch-threads -3: expected 0 (automatic) to 4096"},
-      {" --local-threads=-7 --remote 127.0.0.1:1", "--local-threads -7: expected 0 or more"},
-      {" --local-threads 2", "--local-threads and --wire-compression need --remote"},
-      {" --wire-compression", "--local-threads and --wire-compression need --remote"},
+      {" --local-threads=-7 --remote 127.0.0.1:1", "--local-threads -7: out of range [0, 1024]"},
+      {" --local-threads 2", "--local-threads needs --remote"},
+      {" --wire-compression", "--wire-compression needs --remote"},
       {" --loader-threads auto:", "--loader-threads auto:: expected N, auto or auto:N"},
       {" --trace-steps 1:3", "--trace-steps needs --trace FILE"},
   };

@@ -48,8 +48,8 @@ bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const 
   return o && Declared(set, *o) && r.count(FlagOf(set, row)) > 0;
 }
 
-LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset) {
-  LoaderOptions o;
+LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset, LoaderOptions base) {
+  LoaderOptions o = std::move(base);
   if (has_preset) {
     const std::string preset = r["preset"].as<std::string>();
     const auto& names = PresetNames();

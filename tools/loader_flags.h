@@ -23,11 +23,12 @@ struct LoaderFlagSet {
 // Declares --preset (when `preset_default` is not null, with that default) and the rows' flags.
 void DeclareLoaderFlags(cli::Options& opts, const LoaderFlagSet& set, const char* preset_default);
 
-// The preset named by --preset (when declared), then every given flag in table order. Throws
+// The preset named by --preset (when declared; else `base`), then every given flag in table order. Throws
 // cli::UsageError naming the flag as typed: "--batch-size 0: out of range [1, 1048576]", "--tls-root
 // needs --remote", a crop option the crop mode ignores. With remote workers, attaches the connector
 // (or refuses --remote in a build without gRPC).
-LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset);
+LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset,
+                               LoaderOptions base = {});
 
 // Whether the row's flag was given.
 bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const std::string& row);

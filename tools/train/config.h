@@ -6,6 +6,8 @@
 #include <set>
 #include <string>
 
+#include "reader/loader.h"
+
 namespace dsc::train {
 
 struct Config {
@@ -16,9 +18,7 @@ struct Config {
   uint64_t limit = 0, test_limit = 0, max_steps = 0, seed = 0;
   int loader_threads = 1, torch_threads = 0;
   bool loader_autotune = false;  // --loader-threads auto[:N]: loader_threads is the maximum
-  std::string remote, token_file, tls_root;  // remote workers for the training loader (tools/remote_cli.h)
-  int local_threads = -1;
-  bool wire_compression = false;
+  RemoteOptions remote;          // remote workers for the training loader (the option table's remote rows)
   int nproc = 0;               // --nproc: ranks to launch on this machine
   double dist_timeout = 60;    // seconds a collective waits for a silent peer
   std::string dist_backend = "auto";

@@ -8,7 +8,6 @@
 #include "kernels/cpu.h"
 #include "reader/gpu_stage.h"
 #include "reader/torch_adapter.h"
-#include "tools/remote_cli.h"
 #include "tools/train/profile.h"
 #include "tools/train/repro.h"
 
@@ -159,7 +158,7 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
   to.threads = c.loader_threads;
   to.autotune = c.loader_autotune;
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
-  tools::ApplyRemoteFlags(c.remote, c.token_file, c.tls_root, c.local_threads, c.wire_compression, &to);
+  to.remote = c.remote;
   const kernels::AugmentSpec train_aug = to.augment;
   gpu_decode = hw.cuda && c.decoder == "gpu";
   if (c.decoder == "gpu" && !hw.cuda) std::printf("notice: --decoder gpu: decoding on the CPU\n");

@@ -10,6 +10,7 @@
 #include "format/error.h"
 #include "kernels/cpu.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 #include "tools/train/amp.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/config.h"
@@ -82,6 +83,13 @@ int Run(Config c) {
 
 namespace cli = dsc::tools::cli;
 
+// The loader options dsc train takes, as the option table declares them (tools/loader_flags.h): the
+// decode threads (--loader-threads, beside --torch-threads) and the remote workers of the training loader.
+const dsc::tools::LoaderFlagSet kLoaderFlags{
+    {"threads", "remote", "token_file", "tls_root", "local_threads", "wire_compression", "remote_chunk", "remote_in_flight",
+     "ship_uint8", "wire_planes", "data_path"},
+    {{"threads", "loader-threads"}}};
+
 int main(int argc, char** argv) {
   cli::Options opts("dsc train", "Train ResNet-9 on CIFAR-10 from dsc files. Defaults reproduce FFCV's CIFAR-10 example\n"
                     "(SGD lr 0.5, momentum 0.9, weight decay 5e-4, label smoothing 0.1, batch 512, 24 epochs,\n"
@@ -97,14 +105,6 @@ int main(int argc, char** argv) {
       ("limit", "train on a fixed, seeded random subset of N samples", cli::value<uint64_t>()->default_value("0"))
       ("test-limit", "evaluate on a seeded random subset of N test samples", cli::value<uint64_t>()->default_value("0"))
       ("seed", "seed for the loader, the subset and the weights", cli::value<uint64_t>()->default_value("0"))
-      ("loader-threads", "decode threads, or auto / auto:N for the loader's controller (at most N, default all cores): "
-       "only as many as the training step needs", cli::value<std::string>()->default_value("1"))
-      ("remote", "auxiliary workers (dsc serve) ADDR:PORT[,...] that decode training batches beside the loader threads",
-       cli::value<std::string>()->default_value(""))
-      ("token-file", "the workers' token", cli::value<std::string>()->default_value(""))
-      ("tls-root", "PEM of the CA of the workers' certificates", cli::value<std::string>()->default_value(""))
-      ("local-threads", "with --remote: local decode threads (0: only while no worker is reachable)", cli::value<int>()->default_value("-1"))
-      ("wire-compression", "with --remote: zstd the images on the wire")
       ("torch-threads", "libtorch threads (0: all cores with one loader thread, else the cores the loader leaves)",
        cli::value<int>()->default_value("0"))
       ("device", "cpu or cuda (falls back to cpu, with a notice, without a usable GPU)", cli::value<std::string>()->default_value("cpu"))
@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
       ("save-init", "write the initial weights to FILE (tools/train/repro.h)", cli::value<std::string>()->default_value(""))
       ("steps-out", "write each step's batch digests and loss to FILE (tools/train/repro.h)", cli::value<std::string>()->default_value(""))
       ("h,help", "show this help")("file", "", cli::value<std::string>());
+  dsc::tools::DeclareLoaderFlags(opts, kLoaderFlags, nullptr);
   opts.parse_positional({"file"});
   try {
     auto r = dsc::tools::Parse(opts, argc, argv);
@@ -145,30 +146,16 @@ int main(int argc, char** argv) {
     c.limit = r["limit"].as<uint64_t>();
     c.test_limit = r["test-limit"].as<uint64_t>();
     c.seed = r["seed"].as<uint64_t>();
-    const std::string lt = r["loader-threads"].as<std::string>();
-    c.loader_autotune = lt.rfind("auto", 0) == 0;
-    if (c.loader_autotune && lt != "auto" && (lt.rfind("auto:", 0) != 0 || lt.size() == 5))
-      throw cli::UsageError("--loader-threads " + lt + ": expected N, auto or auto:N");
-    const std::string n = c.loader_autotune ? (lt.size() > 5 ? lt.substr(5) : "0") : lt;
-    size_t used = 0;
-    try {
-      c.loader_threads = std::stoi(n, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != n.size() || n.empty() || c.loader_threads < 0)
-      throw cli::UsageError("--loader-threads " + lt + ": expected N, auto or auto:N");
+    dsc::LoaderOptions one_thread;  // the training loader's default: one decode thread (TorchThreads gives libtorch the rest)
+    one_thread.threads = 1;
+    const dsc::LoaderOptions flags = dsc::tools::ApplyLoaderFlags(r, kLoaderFlags, false, one_thread);
+    c.loader_threads = flags.threads;
+    c.loader_autotune = flags.autotune;
     if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = dsc::kernels::UsableCores();
+    c.remote = flags.remote;
     c.torch_threads = r["torch-threads"].as<int>();
     if (c.torch_threads < 0 || c.torch_threads > 4096)
       throw cli::UsageError("--torch-threads " + std::to_string(c.torch_threads) + ": expected 0 (automatic) to 4096");
-    c.remote = r["remote"].as<std::string>();
-    c.token_file = r["token-file"].as<std::string>();
-    c.tls_root = r["tls-root"].as<std::string>();
-    c.local_threads = r["local-threads"].as<int>();
-    if (r.count("local-threads") && c.local_threads < 0)
-      throw cli::UsageError("--local-threads " + std::to_string(c.local_threads) + ": expected 0 or more");
-    c.wire_compression = r.count("wire-compression") > 0;
     c.device = r["device"].as<std::string>();
     if (c.device != "cpu" && c.device != "cuda")  // 'CUDA' or 'gpu' trained on the CPU without a word
       throw cli::UsageError("unknown --device '" + c.device + "': cpu or cuda");
