@@ -21,6 +21,9 @@
 // dsc::Error thrown from the iteration, naming the file and the sample index. Leaving a loop early,
 // throwing out of it, or destroying the loader mid-epoch stops the workers without hanging.
 //
+// Options: LoaderOptions below. Each user-facing one is also a row of reader/option_table.h, which
+// gives it its name as a `dsc bench` / `dsc train` flag and a Python keyword, its checks and messages.
+//
 // What a loader hands out has headers of its own, included here: Batch and BatchLease
 // (reader/batch.h), LoaderState (reader/loader_state.h), StageStats and RemoteWorkerStats
 // (reader/stage_stats.h).

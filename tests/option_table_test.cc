@@ -30,6 +30,12 @@ std::map<std::string, std::string> Shown(const std::string& args, int* rc, std::
   return m;
 }
 
+#ifdef DSC_HAVE_REMOTE
+constexpr bool kHaveRemote = true;
+#else
+constexpr bool kHaveRemote = false;
+#endif
+
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 
 // What a row needs beside it on a command line: the remote group a worker, a crop option a crop mode
@@ -131,6 +137,12 @@ TEST(OptionTable, EveryRowIsABenchFlag) {
     ASSERT_EQ(defaults.count(row.name), 1u) << out;
     EXPECT_EQ(defaults.at(row.name), row.get(cifar)) << "absent flags keep the preset's value";
     if (row.example.empty() || row.type == OptionType::kText) continue;
+    if (!kHaveRemote && (row.name == "remote" || row.needs == "remote")) {  // a build without gRPC says so
+      Shown("--" + CliFlag(row) + "=" + Quoted(row.example) + Needs(row), &rc, &out);
+      EXPECT_EQ(rc, 2) << out;
+      EXPECT_NE(out.find("built without gRPC"), std::string::npos) << out;
+      continue;
+    }
     LoaderOptions want = cifar;
     const auto shown = Shown("--" + CliFlag(row) + "=" + Quoted(row.example) + Needs(row, &want), &rc, &out);
     ASSERT_EQ(rc, 0) << out;

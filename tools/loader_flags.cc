@@ -32,7 +32,7 @@ std::string PresetList() {
 }  // namespace
 
 void DeclareLoaderFlags(cli::Options& opts, const LoaderFlagSet& set, const char* preset_default) {
-  const std::string group = "Loader options (dsc.Loader's keyword arguments, snake_case)";
+  const std::string group = "Loader";  // cxxopts heads it " Loader options:"
   auto add = opts.add_options(group);
   if (preset_default) add("preset", "options to start from: " + PresetList(), cli::value<std::string>()->default_value(preset_default));
   for (const OptionRow& row : LoaderOptionTable()) {
