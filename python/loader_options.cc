@@ -116,12 +116,7 @@ std::string LoaderOptionsDoc() {
 dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, const py::dict& kwargs) {
   std::vector<std::string> given;
   dsc::LoaderOptions o;
-  if (preset) {
-    const auto& names = dsc::PresetNames();
-    if (std::find(names.begin(), names.end(), *preset) == names.end())
-      throw py::value_error("unknown preset '" + *preset + "'; accepted: " + Join(names) + " (or None)");
-    o = dsc::Preset(*preset);
-  }
+  if (preset) o = dsc::Preset(*preset);  // an unknown name: dsc.OptionError listing the presets
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
     const dsc::OptionRow* row = dsc::FindLoaderOption(name);

@@ -391,7 +391,7 @@ int CmdBench(int argc, char** argv) {
       ("h,help", "show this help")("file", "", cli::value<std::string>());
   DeclareLoaderFlags(opts, kBenchFlags, "cifar-train");
   opts.parse_positional({"file"});
-  std::string file, trace_path, threads_arg, indices_path;
+  std::string file, trace_path, indices_path;
   LoaderOptions o;
   int epochs = 3;
   double consumer_ms = 0;
@@ -413,7 +413,6 @@ int CmdBench(int argc, char** argv) {
     indices_path = r["indices-out"].as<std::string>();
     epochs = r["epochs"].as<int>();
     if (epochs < 1) throw cli::UsageError("--epochs must be at least 1");
-    threads_arg = GetLoaderOption(o, "threads");
     if (o.dtype == DType::kUint8) {  // uint8 is NHWC and unnormalised: said once, not three flags each time
       if (!LoaderFlagGiven(r, kBenchFlags, "layout")) o.layout = Layout::kNHWC;
       if (!LoaderFlagGiven(r, kBenchFlags, "normalize")) o.augment.normalize = false;

@@ -51,11 +51,11 @@ bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const 
 LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset, LoaderOptions base) {
   LoaderOptions o = std::move(base);
   if (has_preset) {
-    const std::string preset = r["preset"].as<std::string>();
-    const auto& names = PresetNames();
-    if (std::find(names.begin(), names.end(), preset) == names.end())
-      throw cli::UsageError("unknown --preset '" + preset + "': " + PresetList());
-    o = Preset(preset);
+    try {
+      o = Preset(r["preset"].as<std::string>());
+    } catch (const OptionError& e) {  // "unknown preset 'x'; accepted: ..."
+      throw cli::UsageError(std::string("--preset: ") + e.what());
+    }
   }
   std::vector<std::string> given;
   for (const OptionRow& row : LoaderOptionTable()) {
