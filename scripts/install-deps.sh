@@ -6,6 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       valgrind                      # libjpeg's own memory errors (it is not built with the sanitizers)
       libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libxxhash-dev libpng-dev libcxxopts-dev
       libgtest-dev libgmock-dev
+      nlohmann-json3-dev            # JSON sources (COCO, JSON Lines manifests)
       clang-14 libclang-rt-14-dev   # libFuzzer (scripts/fuzz.sh)
       libtorch-dev                  # the torch adapter and dsc train (CPU-only libtorch 1.13)
       libgloo-dev                   # headers of c10d's Gloo process group (dsc train on several ranks)
