@@ -10,6 +10,22 @@
 
 namespace dsc::tools {
 
+namespace {
+
+// "I/N" with 0 <= I < N <= 1,000,000.
+void ParseShard(const std::string& text, uint32_t* index, uint32_t* count) {
+  unsigned long long i = 0, n = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%llu/%llu%c", &i, &n, &tail) != 2 || text.find_first_of("+- ") != std::string::npos)
+    throw cli::UsageError("--shard " + text + ": expected I/N, e.g. 0/8");
+  if (n == 0 || n > 1000000 || i >= n)
+    throw cli::UsageError("--shard " + text + ": needs 1 <= N <= 1000000 and 0 <= I < N");
+  *index = uint32_t(i);
+  *count = uint32_t(n);
+}
+
+}  // namespace
+
 int CmdBuild(int argc, char** argv) {
   cli::Options opts("dsc build", "Compile a dataset into one indexed, checksummed file.\n"
                     "SRC is a CIFAR-10/100 download folder (binary or python version), a class-per-folder\n"
@@ -39,6 +55,8 @@ int CmdBuild(int argc, char** argv) {
       ("max-file-size", "refuse image files larger than N bytes, checked before reading",
        cli::value<uint64_t>()->default_value(std::to_string(writer::kDefaultMaxFileSize)))
       ("skip-invalid", "skip unreadable samples (each is printed) instead of failing")
+      ("shard", "build part I of N (I = 0..N-1) of the source, for `dsc merge` to join: e.g. 3/8",
+       cli::value<std::string>())
       ("quiet", "no progress bar")
       ("h,help", "show this help")
       ("src", "", cli::value<std::string>())("out", "", cli::value<std::string>());
@@ -70,6 +88,7 @@ int CmdBuild(int argc, char** argv) {
     o.encode.max_pixels = r["max-pixels"].as<uint64_t>();
     o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
+    if (r.count("shard")) ParseShard(r["shard"].as<std::string>(), &o.shard_index, &o.shard_count);
     o.progress = !r.count("quiet") && ::isatty(2);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc build: %s\n\n%s", e.what(), opts.help().c_str());

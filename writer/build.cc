@@ -169,6 +169,12 @@ std::string SortedLines(const std::string& text) {
 
 }  // namespace
 
+std::string ShardLine(uint32_t index, uint32_t count, uint64_t source_samples) {
+  if (count == 0) return "";
+  return std::string(kShardKey) + "=" + std::to_string(index) + "/" + std::to_string(count) + " of " +
+         std::to_string(source_samples) + "\n";
+}
+
 BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
@@ -198,7 +204,14 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");
   BuildReport rep;
   rep.format = src->format();
-  const size_t total = src->size();
+  if (o.shard_count > 0 && o.shard_index >= o.shard_count)
+    throw OptionError("--shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
+                      ": the part number runs from 0 to " + std::to_string(o.shard_count - 1));
+  // The shard's range of the source, the same split every time: part i of n holds [i * N / n, (i + 1) * N / n).
+  const size_t all = src->size();
+  const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
+  const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  const size_t total = end - begin;
   // A window's encoded payloads are all held until it is packed, so the window is sized in bytes: as
   // many samples as kWindowBytes holds at the mean payload size seen so far (4 to 512 per thread;
   // the first window is small, to measure). 512 per thread alone held 18 GB of raw photos on 64
@@ -221,7 +234,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
     for (size_t first = 0; first < total; first += slots.size()) {
       slots.clear();  // no payload buffer of the last window outlives it
       slots.resize(std::min(window, total - first));
-      pool.Run(first, &slots);
+      pool.Run(begin + first, &slots);
       for (size_t i = 0; i < slots.size(); ++i) {
         seen_bytes += double(slots[i].enc.payload.size());
         ++seen;
@@ -241,6 +254,9 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
       window = std::clamp(size_t(kWindowBytes / std::max(1.0, seen_bytes / double(seen))), min_window, max_window);
     }
   }
+  if (builder.samples() == 0 && o.shard_count > 0 && total == 0)
+    throw Error(source + ": part " + std::to_string(o.shard_index) + " of " + std::to_string(o.shard_count) +
+                " is empty (the source has " + std::to_string(all) + " samples): use fewer parts");
   if (builder.samples() == 0) throw Error(source + ": no samples to write (all were skipped)");
 
   format::Meta meta;
@@ -248,7 +264,8 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   for (const auto& f : src->label_fields()) meta.fields.push_back({format::FieldType::kLabel, f.name, f.classes});
   meta.build_options = SortedLines("block_size=" + std::to_string(o.block_size) + "\n" + o.encode.Describe() +
                                    "format=" + src->format() + "\n" + "jpeg_tables=" + o.jpeg_tables + "\n" +
-                                   "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n");
+                                   "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n" +
+                                   ShardLine(o.shard_index, o.shard_count, all));
   meta.skipped_count = rep.skipped;
   // Format 1.1's restart section, only when some payload got markers: a build that changed nothing
   // (CIFAR's 32x32 images, --restart-interval none) stays a 1.0 file.

@@ -21,6 +21,10 @@ struct BuildOptions {
   int threads = 0;                 // 0 = all cores
   uint64_t max_file_size = kDefaultMaxFileSize;  // image files larger than this are refused
   bool skip_invalid = false;
+  // Part shard_index of shard_count (0: the whole source): samples [index * n / count, (index + 1) * n /
+  // count) of the source's n, in source order. Parts joined by Merge (writer/merge.h) give the file a
+  // one-machine build writes, byte for byte.
+  uint32_t shard_index = 0, shard_count = 0;
   bool progress = false;           // draw a progress bar on stderr
   // Receives warnings and skipped-sample lines; stderr when unset.
   std::function<void(const std::string&)> log;
@@ -38,6 +42,11 @@ struct BuildReport {
   uint64_t restart_whole_row = 0;  // ... whose interval is a whole MCU row
   double seconds = 0;
 };
+
+// A part's build_options line "shard=I/N of S" (S: the source's samples), "" for a whole build. Merge
+// checks and drops it, so that the joined file equals a one-machine build.
+constexpr const char* kShardKey = "shard";
+std::string ShardLine(uint32_t index, uint32_t count, uint64_t source_samples);
 
 // Throws dsc::Error naming the file or sample at fault; the target is then left untouched.
 BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& options);
