@@ -7,6 +7,7 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libxxhash-dev libpng-dev libcxxopts-dev
       libgtest-dev libgmock-dev
       nlohmann-json3-dev            # JSON sources (COCO, JSON Lines manifests)
+      libarchive-dev                # WebDataset tar shards as a build source
       clang-14 libclang-rt-14-dev   # libFuzzer (scripts/fuzz.sh)
       libtorch-dev                  # the torch adapter and dsc train (CPU-only libtorch 1.13)
       libgloo-dev                   # headers of c10d's Gloo process group (dsc train on several ranks)

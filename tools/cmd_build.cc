@@ -36,7 +36,7 @@ int CmdBuild(int argc, char** argv) {
                     "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
   opts.positional_help("SRC OUT");
   opts.add_options()
-      ("format", "auto, cifar-binary, cifar-python, tree, manifest", cli::value<std::string>()->default_value("auto"))
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest, webdataset (tar shards: a .tar, a folder of them, or shard-{000..099}.tar)", cli::value<std::string>()->default_value("auto"))
       ("split", "train or test", cli::value<std::string>()->default_value("train"))
       ("encoding", "jpeg, raw, raw-zstd, auto, or default: raw for pixel sources, JPEG pass-through for JPEG sources",
        cli::value<std::string>()->default_value("default"))

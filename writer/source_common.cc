@@ -64,6 +64,10 @@ std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& f
                                    uint64_t max_file_size) {
   if (split != "train" && split != "test") throw OptionError("--split must be 'train' or 'test', not '" + split + "'");
   std::error_code ec;
+  if (format == "webdataset" || (format == "auto" && LooksLikeWebDataset(path))) {
+    if (split != "train") throw Error(path + ": WebDataset shards have no splits; name the test shards instead");
+    return OpenWebDataset(path, max_file_size);
+  }
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
   if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) {
     // A manifest has no splits: a silent whole-file build for --split test would be the training set.
@@ -94,7 +98,7 @@ std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& f
       (format == "auto" && (has("data_batch_1") || has("test_batch") || (has("train") && has("meta")))))
     return OpenCifarPython(dir, split);
   if (format == "tree" || format == "auto") return OpenImageTree(dir, split, max_file_size);
-  throw Error("unknown --format '" + format + "' (expected auto, cifar-binary, cifar-python, tree, manifest)");
+  throw Error("unknown --format '" + format + "' (expected auto, cifar-binary, cifar-python, tree, manifest, webdataset)");
 }
 
 }  // namespace dsc::writer
