@@ -1,5 +1,6 @@
 #include "writer/file_builder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "format/bytes.h"
@@ -13,6 +14,9 @@ using namespace dsc::format;
 FileBuilder::FileBuilder(AtomicFile* out, uint64_t block_size, bool share_jpeg_tables)
     : out_(out), block_size_(block_size), share_(share_jpeg_tables) {
   open_.offset = pos_;
+  // The whole block up front (address space only: pages are touched as payloads arrive): growing by
+  // doubling copied each block's bytes into fresh pages again, a fault per 4 KiB each time.
+  block_.reserve(size_t(std::min<uint64_t>(block_size_, uint64_t(64) << 20)) + kPageSize);
 }
 
 void FileBuilder::CloseBlock() {
@@ -85,10 +89,14 @@ uint64_t FileBuilder::WriteSection(const std::string& bytes, SectionRef* ref) {
   ref->offset = pos_;
   ref->size = bytes.size();
   ref->checksum = Checksum(bytes.data(), bytes.size());
-  std::string padded = bytes;
-  padded.resize(RoundUpToPage(bytes.size()), '\0');
-  if (!padded.empty()) out_->WriteAt(pos_, padded.data(), padded.size());
-  pos_ += padded.size();
+  // The content, then its zero padding: no padded copy of a section that may be megabytes (the index).
+  if (!bytes.empty()) out_->WriteAt(pos_, bytes.data(), bytes.size());
+  const size_t pad = size_t(RoundUpToPage(bytes.size()) - bytes.size());
+  if (pad > 0) {
+    const std::vector<uint8_t> zeros(pad, 0);
+    out_->WriteAt(pos_ + bytes.size(), zeros.data(), pad);
+  }
+  pos_ += bytes.size() + pad;
   return pos_;
 }
 

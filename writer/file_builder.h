@@ -18,6 +18,8 @@ class FileBuilder {
  public:
   FileBuilder(AtomicFile* out, uint64_t block_size, bool share_jpeg_tables);
   void Add(const Encoded& e, const int32_t labels[2]);
+  // A hint: about this many samples will be added (the index is then allocated once).
+  void Reserve(uint64_t samples) { index_.reserve(size_t(samples) * format::kIndexEntrySize); }
   // Adds an optional section (format 1.1) written after the block table; ids ascending, each once.
   // A file with any is written as version 1.1, without as 1.0.
   void AddOptional(uint32_t id, std::string content);
