@@ -45,6 +45,7 @@
 #include "reader/loader.h"
 #include "reader/option_table.h"
 #include "writer/build.h"
+#include "writer/merge.h"
 
 namespace py = pybind11;
 using dsc::python::ParkIfFinalizing;
@@ -416,7 +417,14 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
   using B = dsc::writer::BuildOptions;
   using BSetter = std::function<void(B&, const std::string&, py::handle)>;
   static const std::map<std::string, BSetter> setters = {
-      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest"}); }},
+      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset"}); }},
+      {"shard", [](B& o, auto& n, py::handle h) {  // (index, count): part index of count, for dsc.merge
+         if (!py::isinstance<py::tuple>(h) || py::len(h) != 2)
+           throw py::type_error("build option " + n + " must be a tuple (index, count), e.g. (3, 8)");
+         const auto t = h.cast<py::tuple>();
+         o.shard_count = AsInt<uint32_t>(n + " count", t[1], 1, 1000000);
+         o.shard_index = AsInt<uint32_t>(n + " index", t[0], 0, o.shard_count - 1);
+       }},
       {"split", [](B& o, auto& n, py::handle h) { o.split = AsChoice(n, h, {"train", "test"}); }},
       {"encoding", [](B& o, auto& n, py::handle h) { o.encode.encoding = AsChoice(n, h, {"default", "jpeg", "raw", "raw-zstd", "auto"}); }},
       {"quality", [](B& o, auto& n, py::handle h) { o.encode.quality = AsInt<int>(n, h, 1, 100); }},
@@ -491,6 +499,16 @@ PYBIND11_MODULE(_dsc, m) {
   });
 
   m.def("build", &Build, py::arg("source"), py::arg("out"), py::arg("options"));
+  m.def("merge", [](const std::vector<std::string>& parts, const std::string& out, bool progress) {
+    const dsc::writer::MergeReport r = WithoutGil([&] { return dsc::writer::Merge(parts, out, {progress}); });
+    py::dict d;
+    d["parts"] = r.parts;
+    d["samples"] = r.samples;
+    d["file_size"] = r.file_size;
+    d["payload_bytes"] = r.payload_bytes;
+    d["seconds"] = r.seconds;
+    return d;
+  }, py::arg("parts"), py::arg("out"), py::arg("progress"));
   m.def("info_json", [](const std::string& path) {
     return WithoutGil([&] {
       dsc::Dataset ds(path);

@@ -49,19 +49,21 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "info", "Loader", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "merge", "info", "Loader", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
     """Compile `source` into the dsc file `out`, as `dsc build SOURCE OUT` does.
 
     source: a CIFAR-10/100 download folder (binary or python version), a class-per-folder image tree
-    (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg) or a manifest of 'path<TAB>label' lines.
+    (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg), a manifest of 'path<TAB>label' lines, or
+    WebDataset tar shards (a .tar, a folder of them, or 'shards-{000..099}.tar').
     Options (the flags of `dsc build`, with underscores): format ('auto', 'cifar-binary', 'cifar-python',
-    'tree', 'manifest'), split ('train', 'test'), encoding ('default', 'jpeg', 'raw', 'raw-zstd',
+    'tree', 'manifest', 'webdataset'), split ('train', 'test'), encoding ('default', 'jpeg', 'raw', 'raw-zstd',
     'auto'), quality, subsampling ('444', '422', '420', 'gray'), max_resolution, center_crop, reencode,
     restart_interval ('auto', 'none' or MCUs per interval), jpeg_tables ('shared', 'inline'), block_size,
-    threads, max_pixels, max_file_size, skip_invalid. Errors name these keywords, not the flags.
+    threads, max_pixels, max_file_size, skip_invalid, shard ((index, count): that part of the source, for
+    dsc.merge). Errors name these keywords, not the flags.
     progress: draw a progress bar on stderr (default: when stderr is a terminal).
 
     Returns a dict: format, samples, skipped, file_size, payload_bytes, jpeg_tables, encodings, seconds.
@@ -71,6 +73,18 @@ def build(source, out, *, progress=None, **options):
     if progress is None:
         progress = bool(getattr(_sys.stderr, "isatty", lambda: False)())
     return _dsc.build(_path(source, "source"), _path(out, "out"), dict(options, progress=progress))
+
+
+def merge(parts, out, *, progress=None):
+    """Join the parts of a sharded build (dsc.build(..., shard=(i, n)) for i in range(n)) into `out`,
+    as `dsc merge PART... OUT` does: the file a one-machine build with the same options writes, byte for
+    byte; payloads are copied, never re-encoded. Parts may come in any order. Raises dsc.Error naming
+    the part when one is missing, repeated, damaged or built with other options (`out` is then left
+    untouched). Returns a dict: parts, samples, file_size, payload_bytes, seconds.
+    """
+    if progress is None:
+        progress = bool(getattr(_sys.stderr, "isatty", lambda: False)())
+    return _dsc.merge([_path(p, "part") for p in parts], _path(out, "out"), progress)
 
 
 def info(path):

@@ -18,7 +18,7 @@ def build(
     out: PathLike,
     *,
     progress: Optional[bool] = ...,
-    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest"] = ...,
+    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset"] = ...,
     split: Literal["train", "test"] = ...,
     encoding: Literal["default", "jpeg", "raw", "raw-zstd", "auto"] = ...,
     quality: int = ...,
@@ -33,7 +33,9 @@ def build(
     max_pixels: int = ...,
     max_file_size: int = ...,
     skip_invalid: bool = ...,
+    shard: Tuple[int, int] = ...,
 ) -> Dict[str, Any]: ...
+def merge(parts: List[PathLike], out: PathLike, *, progress: Optional[bool] = ...) -> Dict[str, Any]: ...
 def info(path: PathLike) -> Dict[str, Any]: ...
 
 Batch = Tuple[Any, Any]
