@@ -65,8 +65,11 @@ class Inspector {
       return Fail({"header", -1, -1, "unsupported format version " + Num(hd.version_major) + "." +
                                          Num(hd.version_minor) + " (this build reads 1.x)"});
     if (HeaderChecksum(h) != hd.header_checksum) return Fail({"header", -1, -1, "header checksum mismatch"});
-    if (hd.incompat_flags != 0)
+    if (hd.incompat_flags & ~kTypedFieldsFlag)
       return Fail({"header", -1, -1, "unsupported feature flags " + Num(hd.incompat_flags)});
+    const bool typed = (hd.incompat_flags & kTypedFieldsFlag) != 0;
+    if (typed && hd.version_minor < kTypedMinor)
+      Add({"header", -1, -1, "typed fields (incompat bit 0) in a version 1." + Num(hd.version_minor) + " file"});
     if (hd.page_size != kPageSize) return Fail({"header", -1, -1, "unsupported page size " + Num(hd.page_size)});
     if (hd.block_size < kPageSize || (hd.block_size & (hd.block_size - 1)) || hd.block_size > (uint64_t(1) << 31))
       return Fail({"header", -1, -1, "block size " + Num(hd.block_size) + " is not a power of two from " + Num(kPageSize) + " to 2^31"});
@@ -152,7 +155,7 @@ class Inspector {
     v->header_ = hd;
     const SectionRef& ms = hd.sections[kMeta];
     try {
-      v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size);
+      v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size, typed);
     } catch (const Error& e) {
       std::string why = e.what();
       if (why.rfind("meta: ", 0) == 0) why.erase(0, 6);  // the section is named once
@@ -160,9 +163,11 @@ class Inspector {
     }
     if (v->meta_.fields.size() != hd.field_count)
       return Fail({"meta", -1, -1, "field count disagrees with the header"});
+    if (!CheckTyped(v)) return false;
     if (!CheckBlocks(v)) return false;
     if (!CheckIndex(v)) return false;
     if (deep_) CheckBlockContents(*v);
+    if (deep_ && v->typed()) CheckVarValues(*v);
     return out_ == nullptr || out_->empty();
   }
 
@@ -251,6 +256,7 @@ class Inspector {
     const size_t tables = m.jpeg_tables.size();
     uint32_t block = 0;
     uint64_t next_payload = 0;  // payloads tile their block's content, in sample order
+    const size_t vars = v->layout_.var.size();
     for (uint64_t i = 0; i < hd.sample_count; ++i) {
       IndexEntry e = DecodeIndexEntry(p + i * kIndexEntrySize);
       while (block + 1 < v->blocks_.size() && i >= uint64_t(v->blocks_[block].first_sample) + v->blocks_[block].sample_count) ++block;
@@ -258,12 +264,25 @@ class Inspector {
       const BlockEntry& be = v->blocks_[block];
       if (i == be.first_sample) next_payload = be.offset;
       const bool last_in_block = i + 1 == uint64_t(be.first_sample) + be.sample_count;
+      // The sample's extent: its payload and, in a typed file, its variable values right after it.
+      uint64_t extra = 0;
+      std::string var_why;
+      for (size_t k = 0; k < vars; ++k) {
+        const uint32_t len = v->varsizes_[i * vars + k];
+        extra += len;  // at most 64 × (2^32 - 1): no wrap
+        const int f = v->layout_.var[k];
+        const uint64_t w = v->layout_.width[size_t(f)];
+        if (var_why.empty() && len % w != 0)
+          var_why = "field '" + m.fields[size_t(f)].name + "': " + Num(len) + " bytes, not a whole number of " + Num(w) + "-byte rows";
+      }
       if (e.block != block) why = "stored in block " + Num(e.block) + ", expected " + Num(block);
       else if (e.offset < be.offset || e.size > be.size || e.offset - be.offset > be.size - e.size) why = "payload outside its block";
+      else if (extra > be.size - (e.offset - be.offset) - e.size) why = "variable fields (" + Num(extra) + " bytes) run past its block";
       else if (e.offset != next_payload)
         why = "payload at offset " + Num(e.offset) + ", expected " + Num(next_payload) + " (a block's payloads are contiguous, in sample order)";
-      else if (last_in_block && e.offset + e.size != be.offset + be.size)
-        why = "the block's last payload ends at " + Num(e.offset + e.size) + ", its content at " + Num(be.offset + be.size);
+      else if (last_in_block && e.offset + e.size + extra != be.offset + be.size)
+        why = "the block's last payload ends at " + Num(e.offset + e.size + extra) + ", its content at " + Num(be.offset + be.size);
+      else if (!var_why.empty()) why = var_why;
       else if (!IsKnownEncoding(e.encoding)) why = "unknown encoding " + Num(e.encoding);
       else if (e.channels != 1 && e.channels != 3) why = "bad channel count " + Num(e.channels);
       else if (e.width == 0 || e.height == 0) why = "zero width or height";
@@ -279,9 +298,68 @@ class Inspector {
         }
       }
       if (!why.empty() && !Add({"index", -1, int64_t(i), why})) return false;
-      next_payload = e.offset + e.size;  // in range: offset + size <= the block's end, or `why` said not
+      next_payload = e.offset + e.size + extra;  // in range: the extent ends inside the block, or `why` said not
     }
     return true;
+  }
+
+  // Typed fields (format 1.2): the columns and varsizes sections are there exactly when incompat bit 0
+  // is, of exactly the size the schema and the sample count give; every fixed value keeps its field's
+  // rules. Both are copied, so reads after open never touch the mapping.
+  bool CheckTyped(FileView* v) {
+    const Header& hd = v->header_;
+    const OptionalRef* cols = nullptr;
+    const OptionalRef* sizes = nullptr;
+    for (const OptionalRef& s : hd.optional) {
+      if (s.id == kColumnsSectionId) cols = &s;
+      if (s.id == kVarSizesSectionId) sizes = &s;
+    }
+    if (!v->typed()) {
+      if (cols || sizes) return Fail({cols ? "columns" : "varsizes", -1, -1, "typed-field section in a file without typed fields (incompat bit 0)"});
+      return true;
+    }
+    if (!cols || !sizes) return Fail({"header", -1, -1, "typed fields without their columns and varsizes sections"});
+    const Meta& m = v->meta_;
+    v->layout_ = FieldLayout::Of(m);
+    const FieldLayout& l = v->layout_;
+    const uint64_t n = hd.sample_count;
+    if (cols->size != l.ColumnsSize(n))
+      return Fail({"columns", -1, -1, "columns section has " + Num(cols->size) + " bytes, the schema needs " + Num(l.row_bytes) + " per sample"});
+    if (sizes->size != l.VarSizesSize(n))
+      return Fail({"varsizes", -1, -1, "varsizes section has " + Num(sizes->size) + " bytes, the schema needs " + Num(4 * l.var.size()) + " per sample"});
+    // The sizes matched sections inside the file, so these allocations are bounded by its length.
+    v->columns_.resize(cols->size);
+    if (cols->size) std::memcpy(v->columns_.data(), src_.Read(cols->offset, cols->size, &scratch_), cols->size);
+    const uint8_t* vs = src_.Read(sizes->offset, sizes->size, &scratch_);
+    v->varsizes_.resize(sizes->size / 4);
+    for (size_t k = 0; k < v->varsizes_.size(); ++k) v->varsizes_[k] = le::get32(vs + 4 * k);
+    v->column_start_.assign(m.fields.size(), 0);
+    for (int f : l.fixed) {
+      v->column_start_[size_t(f)] = l.ColumnStart(size_t(f), n);
+      const Field& fd = m.fields[size_t(f)];
+      if (fd.dtype != DType::kBool && fd.classes.empty()) continue;
+      const uint64_t w = l.width[size_t(f)];
+      for (uint64_t i = 0; i < n; ++i) {
+        const std::string why = ValueProblem(fd, w, v->FixedValue(size_t(f), i), w);
+        if (!why.empty() && !Add({"columns", -1, int64_t(i), "field '" + fd.name + "': " + why})) return false;
+      }
+    }
+    return true;
+  }
+
+  // Every variable value against its field's rules (text is UTF-8, bool bytes 0 or 1, ...): reads the
+  // payload pages, so `dsc verify` only.
+  void CheckVarValues(const FileView& v) {
+    const FieldLayout& l = v.layout_;
+    for (uint64_t i = 0; i < v.sample_count(); ++i) {
+      for (int f : l.var) {
+        const Field& fd = v.meta_.fields[size_t(f)];
+        if (fd.type == FieldType::kBytes || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool)) continue;
+        const FileView::VarRef r = v.VarValue(size_t(f), i);
+        const std::string why = ValueProblem(fd, l.width[size_t(f)], src_.Read(r.offset, r.size, &scratch_), r.size);
+        if (!why.empty()) Add({"data", int64_t(v.entry(i).block), int64_t(i), "field '" + fd.name + "': " + why});
+      }
+    }
   }
 
   void CheckBlockContents(const FileView& v) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/byte_source.h"
+#include "format/fields.h"
 #include "format/layout.h"
 #include "format/meta.h"
 #include "format/optional.h"
@@ -58,6 +59,30 @@ class FileView {
   // The exact bytes of JPEG table set k-1 for an entry's jpeg_table == k.
   const std::string& jpeg_table(uint16_t k) const { return meta_.jpeg_tables[k - 1]; }
 
+  // Typed fields (format 1.2). typed(): the file has incompat bit 0; layout() says where each field
+  // lives. Both accessors are O(1) in the sample (FieldValue sums at most 64 lengths) and read
+  // nothing from the file: the columns and varsizes sections were validated and copied at open.
+  bool typed() const { return (header_.incompat_flags & kTypedFieldsFlag) != 0; }
+  const FieldLayout& layout() const { return layout_; }
+  // Sample i's value of fixed field f (a scalar or array): layout().width[f] bytes.
+  const uint8_t* FixedValue(size_t f, uint64_t i) const {
+    return columns_.data() + column_start_[f] + i * layout_.width[f];
+  }
+  // Where sample i's value of variable field f lies in the file: inside the block of entry(i).block,
+  // after the primary image payload.
+  struct VarRef {
+    uint64_t offset = 0;
+    uint32_t size = 0;
+  };
+  VarRef VarValue(size_t f, uint64_t i) const {
+    const size_t k = size_t(layout_.slot[f]), v = layout_.var.size();
+    const IndexEntry e = entry(i);
+    uint64_t at = e.offset + e.size;
+    const uint32_t* row = varsizes_.data() + i * v;
+    for (size_t j = 0; j < k; ++j) at += row[j];
+    return {at, row[k]};
+  }
+
  private:
   friend class Inspector;
   friend std::vector<Problem> VerifyFile(const ByteSource& src);
@@ -69,6 +94,10 @@ class FileView {
   std::vector<uint8_t> index_copy_;  // the validated index, copied out of the file
   const uint8_t* index_ = nullptr;
   std::optional<RestartStats> restart_;
+  FieldLayout layout_;
+  std::vector<uint64_t> column_start_;  // per field: where its column starts in columns_
+  std::vector<uint8_t> columns_;        // the validated columns section
+  std::vector<uint32_t> varsizes_;      // the validated varsizes section, sample-major
 };
 
 // Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.

@@ -2,6 +2,7 @@
 
 #include "format/bytes.h"
 #include "format/error.h"
+#include "format/fields.h"
 #include "format/layout.h"
 
 namespace dsc::format {
@@ -64,13 +65,17 @@ std::string EncodeMeta(const Meta& m) {
       text(m.fields[i].classes[k], "class name " + std::to_string(k) + " of field '" + m.fields[i].name + "'");
   }
   text(m.build_options, "the build options");
+  if (const std::string why = SchemaProblem(m, m.typed()); !why.empty()) throw Error("meta: " + why);
   if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   le::Appender a;
   a.u32(uint32_t(m.fields.size()));
   for (const Field& f : m.fields) {
     a.u8(uint8_t(f.type));
-    a.u8(0); a.u8(0); a.u8(0);
+    a.u8(uint8_t(f.dtype));  // 0 and 0 for images and labels: a 1.0 field entry, byte for byte
+    a.u8(uint8_t(f.dims.size()));
+    a.u8(0);
     a.str(f.name);
+    for (uint32_t d : f.dims) a.u32(d);
     a.u32(uint32_t(f.classes.size()));
     for (const auto& c : f.classes) a.str(c);
   }
@@ -115,29 +120,37 @@ class Cursor {
 
 }  // namespace
 
-Meta DecodeMeta(const uint8_t* p, size_t n) {
+Meta DecodeMeta(const uint8_t* p, size_t n, bool typed) {
   Cursor c(p, n);
   Meta m;
   uint32_t fields = c.u32("field count");
-  if (fields < 2 || fields > 1 + kMaxLabelFields)
+  if (!typed && (fields < 2 || fields > 1 + kMaxLabelFields))
     throw Error("meta: field count " + std::to_string(fields) + " (expected 2 or 3)");
+  if (typed && (fields < 1 || fields > kMaxFields))
+    throw Error("meta: field count " + std::to_string(fields) + " (expected 1 to " + std::to_string(kMaxFields) + ")");
+  const uint8_t max_type = typed ? uint8_t(FieldType::kText) : uint8_t(FieldType::kLabel);
   for (uint32_t i = 0; i < fields; ++i) {
     Field f;
     uint8_t type = c.u8("field type");
-    if (type != uint8_t(FieldType::kImage) && type != uint8_t(FieldType::kLabel))
+    if (type < uint8_t(FieldType::kImage) || type > max_type)
       throw Error("meta: field " + std::to_string(i) + " has unknown type " + std::to_string(type));
     if ((i == 0) != (type == uint8_t(FieldType::kImage)))
       throw Error("meta: field " + std::to_string(i) + ": the first field must be the only image field");
     f.type = FieldType(type);
-    for (int z = 0; z < 3; ++z)
-      if (c.u8("field") != 0) throw Error("meta: field " + std::to_string(i) + ": reserved byte not zero");
+    const uint8_t dtype = c.u8("field"), ndim = c.u8("field");
+    if (c.u8("field") != 0 || (!typed && (dtype != 0 || ndim != 0)))
+      throw Error("meta: field " + std::to_string(i) + ": reserved byte not zero");
+    if (ndim > kMaxFixedDims) throw Error("meta: field " + std::to_string(i) + ": " + std::to_string(ndim) + " dims, at most 8");
+    f.dtype = DType(dtype);
     f.name = c.text("field name");
+    for (uint8_t d = 0; d < ndim; ++d) f.dims.push_back(c.u32("field dims"));
     uint32_t classes = c.u32("class count");
     if (classes > c.remaining() / 4) throw Error("meta: class count " + std::to_string(classes) + " too large");
     if (f.type == FieldType::kImage && classes != 0) throw Error("meta: image field has class names");
     for (uint32_t k = 0; k < classes; ++k) f.classes.push_back(c.text("class name"));
     m.fields.push_back(std::move(f));
   }
+  if (const std::string why = SchemaProblem(m, typed); !why.empty()) throw Error("meta: " + why);
   m.build_options = c.text("build options");
   if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   m.skipped_count = c.u64("skipped count");

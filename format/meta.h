@@ -3,25 +3,50 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dsc::format {
 
-enum class FieldType : uint8_t { kImage = 1, kLabel = 2 };
+// 1, 2: every version; 3..7: typed fields (format 1.2, incompat bit 0; format/fields.h).
+enum class FieldType : uint8_t { kImage = 1, kLabel = 2, kScalar = 3, kArray = 4, kVarArray = 5, kBytes = 6, kText = 7 };
+
+// Element types of scalars and arrays (format 1.2); kNone for the other field types.
+enum class DType : uint8_t {
+  kNone = 0, kInt8 = 1, kInt16 = 2, kInt32 = 3, kInt64 = 4, kUInt8 = 5, kUInt16 = 6, kUInt32 = 7, kUInt64 = 8,
+  kFloat16 = 9, kFloat32 = 10, kFloat64 = 11, kBool = 12,
+};
 
 struct Field {
+  Field() = default;
+  Field(FieldType t, std::string n, std::vector<std::string> c = {}, DType d = DType::kNone, std::vector<uint32_t> s = {})
+      : type(t), name(std::move(n)), classes(std::move(c)), dtype(d), dims(std::move(s)) {}
   FieldType type = FieldType::kImage;
   std::string name;
   std::vector<std::string> classes;  // classes[i] names label value i; empty when unnamed
+  DType dtype = DType::kNone;        // scalars and arrays
+  std::vector<uint32_t> dims;        // fixed array: shape; variable array: trailing shape
 };
 
 struct Meta {
-  std::vector<Field> fields;  // fields[0] is the image; then 1..2 label fields
+  // fields[0] is the image; then 1..2 label fields; with typed fields (1.2) any others after them.
+  std::vector<Field> fields;
   std::string build_options;  // "key=value\n" lines sorted by key
   uint64_t skipped_count = 0;
   std::vector<std::string> jpeg_tables;  // shared JPEG prefixes (SOI..SOS header)
 
-  size_t label_field_count() const { return fields.empty() ? 0 : fields.size() - 1; }
+  // Label fields (in the index's label slots) follow the image directly: label k is fields[k + 1].
+  size_t label_field_count() const {
+    size_t n = 0;
+    for (const Field& f : fields) n += f.type == FieldType::kLabel;
+    return n;
+  }
+  // Whether any field needs format 1.2's typed fields (incompat bit 0).
+  bool typed() const {
+    for (const Field& f : fields)
+      if (f.type != FieldType::kImage && f.type != FieldType::kLabel) return true;
+    return false;
+  }
 };
 
 // Structurally valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): field names,
@@ -38,6 +63,7 @@ std::string BuildOptionsProblem(std::string_view s);
 // Throws dsc::Error for a text string that is not UTF-8 or build options out of form.
 std::string EncodeMeta(const Meta& m);
 // Throws dsc::Error with `what` describing the first inconsistency (the caller adds the file name).
-Meta DecodeMeta(const uint8_t* p, size_t n);
+// `typed`: the header has incompat bit 0, so the field table follows format 1.2's rules.
+Meta DecodeMeta(const uint8_t* p, size_t n, bool typed = false);
 
 }  // namespace dsc::format

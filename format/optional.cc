@@ -7,6 +7,8 @@ namespace dsc::format {
 
 std::string OptionalSectionName(uint32_t id) {
   if (id == kRestartSection) return "restart";
+  if (id == kColumnsSectionId) return "columns";
+  if (id == kVarSizesSectionId) return "varsizes";
   return "optional-" + std::to_string(id);
 }
 

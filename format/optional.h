@@ -9,6 +9,9 @@ namespace dsc::format {
 
 enum OptionalId : uint32_t {
   kRestartSection = 1,  // "restart": what the writer's restart markers did (RestartStats)
+  // Typed fields (format 1.2, format/fields.h): required with incompat bit 0, refused without it.
+  kColumnsSectionId = 2,   // "columns": the fixed-width fields' values
+  kVarSizesSectionId = 3,  // "varsizes": each sample's variable-field lengths
 };
 
 // "restart" for known ids, "optional-ID" for the others: the name `dsc info` and `dsc verify` use.

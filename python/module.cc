@@ -260,8 +260,23 @@ class PyLoader {
     else shape = {b->size, b->height, b->width, b->channels};
     py::list labels;
     for (size_t f = 0; f < b->label_fields; ++f) labels.append(array(py::dtype("int32"), {b->size}, b->labels[f]));
+    // Typed fields (format 1.2): (name, type, array, offsets or None) per field; python/dsc/writer.py's
+    // _field_value makes them tensors, lists of tensors, bytes or str.
+    py::list fields;
+    for (size_t k = 0; k < b->field_count; ++k) {
+      const dsc::FieldColumn& c = b->fields[k];
+      const auto type = dsc::format::FieldType(c.type);
+      const bool fixed = dsc::format::IsFixedField(type);
+      const std::string dt = c.dtype ? dsc::format::DTypeName(dsc::format::DType(c.dtype)) : "uint8";
+      const size_t es = c.dtype ? dsc::format::DTypeSize(dsc::format::DType(c.dtype)) : 1;
+      const uint64_t bytes = fixed ? uint64_t(b->size) * c.elem_bytes : c.offsets[b->size];
+      py::object values = array(py::dtype(dt == "float16" ? "float16" : dt == "bool" ? "bool" : dt), {py::ssize_t(bytes / es)}, c.data);
+      py::object offsets = fixed ? py::none() : py::object(array(py::dtype("uint64"), {py::ssize_t(b->size) + 1}, c.offsets));
+      std::vector<py::ssize_t> shape(c.shape, c.shape + c.ndim);
+      fields.append(py::make_tuple(c.name, dsc::format::FieldTypeName(type), values, offsets, shape));
+    }
     return py::make_tuple(array(NumpyDType(b->dtype), shape, b->images), labels, array(py::dtype("uint32"), {b->size}, b->indices),
-                          array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index);
+                          array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index, fields);
   }
 
   // Batches in the plan of the range last started (Loader::EpochRange::size).
@@ -474,6 +489,10 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
 
 }  // namespace
 
+namespace dsc::python {
+void RegisterWriter(py::module_& m);  // python/writer.cc: dsc.Writer's core
+}  // namespace dsc::python
+
 PYBIND11_MODULE(_dsc, m) {
   m.doc() = "dsc's C++ core; use the dsc package, which wraps it.";
   pthread_atfork(nullptr, nullptr, AtForkChild);
@@ -509,6 +528,7 @@ PYBIND11_MODULE(_dsc, m) {
     d["seconds"] = r.seconds;
     return d;
   }, py::arg("parts"), py::arg("out"), py::arg("progress"));
+  dsc::python::RegisterWriter(m);
   m.def("info_json", [](const std::string& path) {
     return WithoutGil([&] {
       dsc::Dataset ds(path);

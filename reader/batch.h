@@ -15,6 +15,20 @@ enum class DType : uint8_t { kFloat32, kFloat16, kUint8 };
 enum class Layout : uint8_t { kNCHW, kNHWC };
 size_t DTypeSize(DType t);
 
+// One typed field's values for a batch (format 1.2, docs/format.md "Typed fields"). Fixed fields
+// (scalars, fixed arrays) are [size, shape...] contiguous; variable ones (variable arrays, bytes, text)
+// are their values back to back, sample i's in data[offsets[i], offsets[i + 1]).
+struct FieldColumn {
+  const char* name = nullptr;
+  uint8_t type = 0;               // format::FieldType: 3 scalar, 4 array, 5 var_array, 6 bytes, 7 text
+  uint8_t dtype = 0;              // format::DType (0 for bytes and text)
+  const uint32_t* shape = nullptr;  // fixed: the value's shape; variable array: the trailing shape
+  size_t ndim = 0;
+  size_t elem_bytes = 0;          // fixed: bytes per sample; variable array: bytes per row of the first dimension; else 1
+  const uint8_t* data = nullptr;
+  const uint64_t* offsets = nullptr;  // variable fields: size + 1 byte offsets; null for fixed ones
+};
+
 // One batch, valid until the next one is requested (or the range ends), unless leased (BatchLease).
 struct Batch {
   uint64_t epoch = 0;
@@ -42,6 +56,9 @@ struct Batch {
   size_t staged_bytes = 0;
   const uint8_t* fallback = nullptr;
   static constexpr uint8_t kNotJpeg = 31;
+  // Typed fields: one column per field the loader reads (LoaderOptions::fields), in that order.
+  const FieldColumn* fields = nullptr;
+  size_t field_count = 0;
   template <typename T>
   const T* images_as() const { return static_cast<const T*>(images); }
   size_t image_bytes() const { return size_t(channels) * height * width * DTypeSize(dtype); }

@@ -44,6 +44,10 @@ struct BatchBuffer {
   std::vector<int32_t> labels[2];
   std::vector<uint32_t> indices;
   std::vector<uint8_t> padding;
+  // Typed fields (reader/batch_fields.h): per selected field its values and, when variable, offsets.
+  std::vector<std::vector<uint8_t>> field_data;
+  std::vector<std::vector<uint64_t>> field_offsets;
+  std::vector<FieldColumn> field_columns;
   Batch batch;
 };
 

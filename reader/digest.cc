@@ -54,6 +54,11 @@ void BatchDigest::Add(const Batch& b) {
     s.Array(f < 2 ? b.labels[f] : nullptr, n * sizeof(int32_t), b.index, "labels");
   s.Array(b.indices, n * sizeof(uint32_t), b.index, "indices");
   s.Array(b.padding, n, b.index, "padding flags");
+  for (size_t k = 0; k < b.field_count; ++k) {  // typed fields (format 1.2); none in a classification batch
+    const FieldColumn& c = b.fields[k];
+    if (c.offsets) s.Array(c.offsets, (n + 1) * sizeof(uint64_t), b.index, "field offsets");
+    s.Array(c.data, c.offsets ? size_t(c.offsets[n]) : n * c.elem_bytes, b.index, "field values");
+  }
   if (b.deferred) {
     if (n && !b.params) throw Error("BatchDigest: deferred batch " + std::to_string(b.index) + " has no params");
     // Field by field: the struct's own layout (and any padding bytes) is not part of the digest.

@@ -33,6 +33,42 @@ void LabelCounts(JsonWriter& j, const DatasetSummary& s, size_t f) {
 
 }  // namespace
 
+namespace {
+
+void TypedStats(const format::FileView& v, DatasetSummary* s) {
+  const auto& m = v.meta();
+  const auto& l = v.layout();
+  s->fields.resize(m.fields.size());
+  for (size_t f = 0; f < m.fields.size(); ++f) {
+    auto& st = s->fields[f];
+    const format::Field& fd = m.fields[f];
+    if (format::IsFixedField(fd.type)) {
+      const size_t es = format::DTypeSize(fd.dtype), w = size_t(l.width[f]);
+      bool first = true;
+      for (uint64_t i = 0; i < v.sample_count(); ++i) {
+        const uint8_t* p = v.FixedValue(f, i);
+        for (size_t k = 0; k < w; k += es) {
+          const double x = format::ElementAsDouble(fd.dtype, p + k);
+          if (x != x) continue;
+          st.min = first ? x : std::min(st.min, x);
+          st.max = first ? x : std::max(st.max, x);
+          first = false;
+        }
+      }
+      st.bytes = v.sample_count() * w;
+    } else if (format::IsVarField(fd.type)) {
+      for (uint64_t i = 0; i < v.sample_count(); ++i) {
+        const uint64_t len = v.VarValue(f, i).size / l.width[f];
+        st.bytes += len * l.width[f];
+        st.min_len = i == 0 ? len : std::min(st.min_len, len);
+        st.max_len = std::max(st.max_len, len);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 DatasetSummary Summarize(const Dataset& ds) {
   DatasetSummary s;
   const auto& m = ds.meta();
@@ -51,6 +87,7 @@ DatasetSummary Summarize(const Dataset& ds) {
     s.min_h = i == 0 ? e.height : std::min<uint32_t>(s.min_h, e.height);
     s.max_h = std::max<uint32_t>(s.max_h, e.height);
   }
+  if (ds.view().typed()) TypedStats(ds.view(), &s);
   for (size_t f = 0; f < fields; ++f) {
     const auto& seen = s.label_values[f];
     const size_t classes = m.fields[f + 1].classes.size();
@@ -77,10 +114,24 @@ std::string InfoJson(const Dataset& ds, const DatasetSummary& s) {
   LabelCounts(j, s, 0);
   j.Key("fields").Array();
   for (size_t f = 0; f < m.fields.size(); ++f) {
-    j.Object().Field("name", m.fields[f].name).Field("type", f == 0 ? "image" : "label");
-    if (f > 0) {
-      Strings(j.Key("classes"), m.fields[f].classes);
+    const format::Field& fd = m.fields[f];
+    j.Object().Field("name", fd.name).Field("type", format::FieldTypeName(fd.type));
+    if (fd.type == format::FieldType::kLabel) {
+      Strings(j.Key("classes"), fd.classes);
       LabelCounts(j, s, f - 1);
+    } else if (fd.type != format::FieldType::kImage) {  // typed fields (format 1.2)
+      if (fd.dtype != format::DType::kNone) j.Field("dtype", format::DTypeName(fd.dtype));
+      j.Key("shape").Array();
+      if (fd.type == format::FieldType::kVarArray) j.Int(-1);  // the variable first dimension
+      for (uint32_t d : fd.dims) j.Uint(d);
+      j.End();
+      if (!fd.classes.empty()) Strings(j.Key("classes"), fd.classes);
+      if (f < s.fields.size()) {
+        const auto& st = s.fields[f];
+        j.Field("bytes", st.bytes);
+        if (format::IsFixedField(fd.type)) j.Field("min", st.min).Field("max", st.max);
+        else j.Field("min_length", st.min_len).Field("max_length", st.max_len);
+      }
     }
     j.End();
   }

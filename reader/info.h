@@ -23,6 +23,15 @@ struct DatasetSummary {
   std::map<std::string, std::pair<uint64_t, uint64_t>> encodings;  // name -> (samples, bytes)
   uint64_t payload_bytes = 0;
   uint32_t min_w = 0, max_w = 0, min_h = 0, max_h = 0;  // all 0 in a file without samples
+  // Typed fields (format 1.2), per field of the schema (empty entries for image and labels): bytes
+  // stored; numeric fixed fields' value range; variable fields' lengths (rows of a variable array,
+  // bytes of bytes and text). From the columns and varsizes sections only, never the payloads.
+  struct FieldStats {
+    uint64_t bytes = 0;
+    double min = 0, max = 0;            // fixed numeric fields (NaN values skipped)
+    uint64_t min_len = 0, max_len = 0;  // variable fields
+  };
+  std::vector<FieldStats> fields;
 };
 
 // One pass over the index (no payload is read).

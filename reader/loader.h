@@ -160,6 +160,9 @@ struct LoaderOptions {
   std::function<void*(size_t)> allocate;
   std::function<void(void*)> release;
   RemoteOptions remote;               // auxiliary CPU workers (none by default)
+  // Typed fields (format 1.2) to deliver as Batch::fields, by name, in this order; empty: every field
+  // of the file but the image and the labels. A name the file lacks is an OptionError.
+  std::vector<std::string> fields;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
   // Called every `wait_poll_ms` while the consumer waits for a batch, on the consumer's thread with no
   // lock held; it may throw to abandon the wait (the Python module checks for Ctrl-C there).

@@ -330,6 +330,24 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Bool("normalize", "(x - mean) / std", [](O& o) -> bool& { return o.augment.normalize; }, kAll));
   t.push_back(Floats("mean", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.mean; }, "1,2,3", kAll));
   t.push_back(Floats("std", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.std; }, "4,5,6", kAll));
+  // Typed fields (format 1.2): which of them batches carry (reader/batch_fields.h).
+  {
+    OptionRow r = MakeRow("fields", OptionType::kTexts, "typed fields to deliver, in this order (default: all but the image and labels)");
+    r.example = "boxes,caption";
+    r.get = [](const O& o) {
+      std::string s;
+      for (const auto& f : o.fields) s += (s.empty() ? "" : ",") + f;
+      return s;
+    };
+    r.set = [](O& o, std::string_view text) {
+      o.fields.clear();
+      for (std::string_view f : SplitList(text)) {
+        if (f.empty()) Bad("fields", text, "an empty field name");
+        o.fields.emplace_back(f);
+      }
+    };
+    t.push_back(std::move(r));
+  }
   // Remote workers (docs/remote.md).
   {
     OptionRow r = MakeRow("remote", OptionType::kTexts, "auxiliary workers (dsc serve) HOST:PORT[,HOST:PORT...] that decode beside the local threads");

@@ -10,6 +10,7 @@
 
 #include "format/error.h"
 #include "kernels/cpu.h"
+#include "reader/batch_fields.h"
 #include "reader/gpu_stage.h"
 #include "reader/mmap_guard.h"
 
@@ -52,6 +53,7 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
                   std::to_string(o.max_pixels) + " pixels), and every batch would hold images of that size");
   }
   ValidateOptions(o, width_, height_);  // translate and cutout against the image size
+  field_ids_ = SelectFields(ds_.view(), o.fields);
   order_ = OrderOptionsOf(o);
   PlanEpoch(ds_.view(), order_, 0);  // validates the options early
   work_ = std::make_shared<SampleWork>(opt_, width_, height_);
@@ -219,6 +221,9 @@ const Batch* Pipeline::Next(uint64_t job) {
   b.padding = buf->padding.data();
   b.padding_count = 0;
   for (uint32_t i = 0; i < len; ++i) b.padding_count += buf->padding[i];
+  if (!field_ids_.empty()) FillFieldColumns(ds_.view(), field_ids_, len, buf);  // after the workers: same for any thread count
+  b.fields = buf->field_columns.data();
+  b.field_count = buf->field_columns.size();
   holding_ = true;
   held_batch_ = &b;
   return &b;

@@ -13,6 +13,7 @@
 #include "reader/loader.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
+#include "writer/writer.h"
 
 namespace dsc::test {
 namespace {
@@ -47,8 +48,47 @@ std::string MosaicTree() {
   return dir;
 }
 
+// Format 1.2: the tree's JPEGs with typed fields (a scalar, a fixed array, a variable array, text),
+// so that the columns and varsizes sections and variable values in the blocks are there to damage.
+void WriteTyped(const std::string& root, const std::string& out) {
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(root))
+    if (f.is_regular_file()) files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  WriterOptions o;
+  o.block_size = 8192;
+  o.threads = 2;
+  Writer w(out, {ImageField("image"), LabelField("label"), ScalarField("score", format::DType::kFloat32),
+                 ArrayField("pair", format::DType::kInt16, {2}), VarArrayField("boxes", format::DType::kFloat32, {4}),
+                 TextField("caption")}, o);
+  for (size_t i = 0; i < files.size(); ++i) {
+    Sample s;
+    s.SetImage("image", ReadFile(files[i]));
+    s.SetLabel("label", int32_t(i % 10));
+    s.SetScalar("score", float(i) / 3);
+    const int16_t pair[2] = {int16_t(i), int16_t(-int(i))};
+    s.SetArray("pair", pair, 2);
+    std::vector<float> boxes(4 * (i % 4), float(i));
+    s.SetArray("boxes", boxes.data(), boxes.size());
+    s.SetText("caption", "sample " + std::to_string(i));
+    w.Add(std::move(s));
+  }
+  w.Close();
+}
+
 Built BuildSmall(const std::string& encoding) {
   const bool restart = encoding == "restart";
+  if (encoding == "typed") {
+    const auto dir = ScratchDir("-typed");
+    WriteTyped(SubsetTree(25), dir + "/f.beton");
+    Built b;
+    b.bytes = ReadFile(dir + "/f.beton");
+    format::MemorySource src("f.beton", b.bytes.data(), b.bytes.size());
+    auto v = format::FileView::Open(&src);
+    EXPECT_TRUE(v->typed());
+    b.sections = v->Extents();
+    return b;
+  }
   auto root = restart ? MosaicTree() : SubsetTree(25);
   auto dir = ScratchDir("-" + encoding);
   writer::BuildOptions o;
@@ -218,7 +258,7 @@ TEST_P(Corruption, AppendedBytesAreRejected) {
   EXPECT_THROW(format::FileView::Open(&src), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Encodings, Corruption, ::testing::Values("default", "raw", "raw-zstd", "restart"),
+INSTANTIATE_TEST_SUITE_P(Encodings, Corruption, ::testing::Values("default", "raw", "raw-zstd", "restart", "typed"),
                          [](const auto& info) { return info.param == "raw-zstd" ? std::string("raw_zstd") : info.param; });
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kernels/limits.h"
 #include "tools/commands.h"
 #include "writer/build.h"
+#include "writer/table_build.h"
 
 namespace dsc::tools {
 
@@ -30,13 +31,19 @@ int CmdBuild(int argc, char** argv) {
   cli::Options opts("dsc build", "Compile a dataset into one indexed, checksummed file.\n"
                     "SRC is a CIFAR-10/100 download folder (binary or python version), a class-per-folder\n"
                     "image tree (ROOT/<class>/*.jpg or ROOT/{train,test}/<class>/*.jpg), or a manifest\n"
-                    "file of 'path<TAB>label' lines.\n\n"
+                    "file of 'path<TAB>label' lines, or a table of any samples: JSON Lines (.jsonl) or CSV/TSV\n"
+                    "with a header (image paths, numbers, lists, strings; typed fields, format 1.2).\n\n"
                     "  dsc build cifar-10-batches-bin/ cifar10-train.beton\n"
                     "  dsc build cifar10/ cifar10-test.beton --split test\n"
                     "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
   opts.positional_help("SRC OUT");
   opts.add_options()
-      ("format", "auto, cifar-binary, cifar-python, tree, manifest, webdataset (tar shards: a .tar, a folder of them, or shard-{000..099}.tar)", cli::value<std::string>()->default_value("auto"))
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest, jsonl, csv, tsv, webdataset (tar shards: a .tar, a folder "
+       "of them, or shard-{000..099}.tar)", cli::value<std::string>()->default_value("auto"))
+      ("schema", "tables: column types, space-separated NAME:TYPE (image, label, text, a dtype such as int64 or float32, "
+       "DTYPE[D,..] fixed array, DTYPE[*,D,..] variable array); other columns are inferred", cli::value<std::string>()->default_value(""))
+      ("image-column", "tables: the column of image paths (default: 'image', else the first column of .jpg/.png paths)",
+       cli::value<std::string>()->default_value(""))
       ("split", "train or test", cli::value<std::string>()->default_value("train"))
       ("encoding", "jpeg, raw, raw-zstd, auto, or default: raw for pixel sources, JPEG pass-through for JPEG sources",
        cli::value<std::string>()->default_value("default"))
@@ -62,6 +69,7 @@ int CmdBuild(int argc, char** argv) {
       ("src", "", cli::value<std::string>())("out", "", cli::value<std::string>());
   opts.parse_positional({"src", "out"});
   writer::BuildOptions o;
+  writer::TableOptions table;
   std::string src, out;
   try {
     auto r = Parse(opts, argc, argv);
@@ -89,13 +97,18 @@ int CmdBuild(int argc, char** argv) {
     o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
     if (r.count("shard")) ParseShard(r["shard"].as<std::string>(), &o.shard_index, &o.shard_count);
+    table.schema = r["schema"].as<std::string>();
+    table.image_column = r["image-column"].as<std::string>();
     o.progress = !r.count("quiet") && ::isatty(2);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc build: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
   try {
-    auto rep = writer::Build(src, out, o);
+    const bool is_table = writer::IsTableSource(src, o.format);
+    if (!is_table && (!table.schema.empty() || !table.image_column.empty()))
+      throw OptionError("--schema and --image-column apply to tables (.jsonl, .csv, --format jsonl/csv/tsv)");
+    auto rep = is_table ? writer::BuildTable(src, out, o, table) : writer::Build(src, out, o);
     std::printf("wrote %s: %llu samples from %s (%s), %.1f MiB, %.2f s, %.0f images/s", out.c_str(),
                 (unsigned long long)rep.samples, src.c_str(), rep.format.c_str(), rep.file_size / 1048576.0,
                 rep.seconds, rep.samples / rep.seconds);

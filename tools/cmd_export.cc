@@ -165,7 +165,7 @@ int CmdExport(int argc, char** argv) {
     std::ofstream labels(stage.path() / "labels.tsv");
     const auto& m = ds.meta();
     labels << "file\tindex";
-    for (size_t f = 1; f < m.fields.size(); ++f) labels << "\t" << TsvField(m.fields[f].name) << "\t" << TsvField(m.fields[f].name) << "_name";
+    for (size_t f = 1; f < 1 + m.label_field_count(); ++f) labels << "\t" << TsvField(m.fields[f].name) << "\t" << TsvField(m.fields[f].name) << "_name";
     labels << "\n";
     SampleDecoder decoder(ds, decode);
     std::vector<uint8_t> rgb;
@@ -177,7 +177,7 @@ int CmdExport(int argc, char** argv) {
       std::string path = (stage.path() / name).string();
       ppm ? WritePpm(path, rgb.data(), e.width, e.height) : WritePng(path, rgb.data(), e.width, e.height);
       labels << name << "\t" << i;
-      for (size_t f = 1; f < m.fields.size(); ++f) {
+      for (size_t f = 1; f < 1 + m.label_field_count(); ++f) {
         const auto& cls = m.fields[f].classes;
         labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? TsvField(cls[size_t(e.label[f - 1])]) : "");
       }

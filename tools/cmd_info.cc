@@ -12,6 +12,35 @@ namespace {
 
 constexpr size_t kMaxLabelLines = 1000;  // a field's values printed as text
 
+// Typed fields (format 1.2): one line per field with its type, and what the columns and varsizes
+// sections say about it (value range, lengths, bytes).
+void PrintTypedFields(const Dataset& ds, const DatasetSummary& s) {
+  const auto& m = ds.meta();
+  for (size_t f = 1 + m.label_field_count(); f < m.fields.size() && f < s.fields.size(); ++f) {
+    const format::Field& fd = m.fields[f];
+    std::string type = format::FieldTypeName(fd.type);
+    if (fd.dtype != format::DType::kNone) {
+      type += std::string(" ") + format::DTypeName(fd.dtype);
+      if (fd.type == format::FieldType::kArray || fd.type == format::FieldType::kVarArray) {
+        type += "[";
+        if (fd.type == format::FieldType::kVarArray) type += fd.dims.empty() ? "*" : "*,";
+        for (size_t d = 0; d < fd.dims.size(); ++d) {
+          if (d) type += ',';
+          type += std::to_string(fd.dims[d]);
+        }
+        type += "]";
+      }
+    }
+    const auto& st = s.fields[f];
+    std::printf("field '%s' (%s): %.2f MiB", fd.name.c_str(), type.c_str(), st.bytes / 1048576.0);
+    if (format::IsFixedField(fd.type)) std::printf(", values %g .. %g", st.min, st.max);
+    else std::printf(", %s %llu .. %llu per sample", fd.type == format::FieldType::kVarArray ? "rows" : "bytes",
+                     (unsigned long long)st.min_len, (unsigned long long)st.max_len);
+    if (!fd.classes.empty()) std::printf(", %zu classes", fd.classes.size());
+    std::printf("\n");
+  }
+}
+
 void PrintText(const Dataset& ds, const DatasetSummary& s) {
   const auto& h = ds.view().header();
   const auto& m = ds.meta();
@@ -27,7 +56,7 @@ void PrintText(const Dataset& ds, const DatasetSummary& s) {
     std::printf("  %-9s %8llu samples (%5.1f%%)  %10.2f MiB  %7.0f bytes/sample\n", name.c_str(), (unsigned long long)v.first,
                 100.0 * v.first / std::max<uint64_t>(1, ds.size()), v.second / 1048576.0, double(v.second) / std::max<uint64_t>(1, v.first));
   if (!m.jpeg_tables.empty()) std::printf("shared JPEG table sets: %zu\n", m.jpeg_tables.size());
-  for (size_t f = 1; f < m.fields.size(); ++f) {
+  for (size_t f = 1; f < 1 + m.label_field_count(); ++f) {  // labels follow the image
     std::printf("field '%s' (int32 label):\n", m.fields[f].name.c_str());
     const auto& counts = s.label_counts[f - 1];
     const auto& seen = s.label_values[f - 1];
@@ -45,6 +74,7 @@ void PrintText(const Dataset& ds, const DatasetSummary& s) {
     if (total > kMaxLabelLines)
       std::printf("  ... %zu more label values (dsc info --json lists them all)\n", total - kMaxLabelLines);
   }
+  PrintTypedFields(ds, s);
   if (const auto& r = ds.view().restart()) {
     std::printf("restart markers: %llu JPEGs (%llu transcoded losslessly, %llu re-encoded), %llu of them with whole-row "
                 "intervals; %llu JPEGs of <= %llu MCUs without; %s",

@@ -6,6 +6,7 @@
 #include "format/bytes.h"
 #include "format/checksum.h"
 #include "format/error.h"
+#include "format/optional.h"
 
 namespace dsc::writer {
 
@@ -39,7 +40,23 @@ constexpr uint64_t kMaxSharedTableBytes = 64 << 20;  // of table sets in meta
 constexpr size_t kMaxTableCandidates = 1 << 18;      // sets seen once, tracked for a second occurrence
 }  // namespace
 
-void FileBuilder::Add(const Encoded& e, const int32_t labels[2]) {
+void FileBuilder::SetTyped(FieldLayout layout) {
+  typed_ = true;
+  layout_ = std::move(layout);
+  columns_.assign(layout_.fixed.size(), std::string());
+}
+
+void FileBuilder::Add(const Encoded& e, const int32_t labels[2], const TypedRow* row) {
+  if (typed_ != (row != nullptr)) throw Error(out_->target() + ": typed-field values given to a file without them, or missing");
+  uint64_t extra = 0;
+  if (row) {
+    if (row->fixed.size() != layout_.row_bytes || row->var.size() != layout_.var.size())
+      throw Error(out_->target() + ": sample " + std::to_string(samples()) + ": typed-field row does not match the schema");
+    for (const auto& v : row->var) {
+      if (v.size() > UINT32_MAX) throw Error(out_->target() + ": sample " + std::to_string(samples()) + ": a field value exceeds 4 GiB");
+      extra += v.size();
+    }
+  }
   if (samples() >= UINT32_MAX) throw Error(out_->target() + ": too many samples for format version 1");
   IndexEntry ie;
   ie.width = e.width;
@@ -72,12 +89,27 @@ void FileBuilder::Add(const Encoded& e, const int32_t labels[2]) {
       size -= e.jpeg_prefix;
     }
   }
-  if (size > UINT32_MAX) throw Error(out_->target() + ": a payload exceeds 4 GiB");
-  if (block_.size() + size > block_size_ && open_.sample_count > 0) CloseBlock();
+  if (size > UINT32_MAX || size + extra > UINT32_MAX) throw Error(out_->target() + ": a payload exceeds 4 GiB");
+  // The sample's extent (payload, then its variable values) never straddles blocks.
+  if (block_.size() + size + extra > block_size_ && open_.sample_count > 0) CloseBlock();
   ie.offset = open_.offset + block_.size();
   ie.size = uint32_t(size);
   ie.block = uint32_t(blocks_.size());
   block_.insert(block_.end(), payload, payload + size);
+  if (row) {
+    size_t o = 0;
+    for (size_t k = 0; k < layout_.fixed.size(); ++k) {
+      const size_t w = size_t(layout_.width[size_t(layout_.fixed[k])]);
+      columns_[k].append(reinterpret_cast<const char*>(row->fixed.data()) + o, w);
+      o += w;
+    }
+    for (const auto& v : row->var) {
+      block_.insert(block_.end(), v.begin(), v.end());
+      uint8_t b[4];
+      le::put32(b, uint32_t(v.size()));
+      varsizes_.append(reinterpret_cast<char*>(b), 4);
+    }
+  }
   ++open_.sample_count;
   uint8_t buf[kIndexEntrySize];
   EncodeIndexEntry(ie, buf);
@@ -127,12 +159,20 @@ uint64_t FileBuilder::Finish(Meta meta) {
   WriteSection(index_, &h.sections[kIndex]);
   WriteSection(EncodeMeta(meta), &h.sections[kMeta]);
   WriteSection(table, &h.sections[kBlocks]);
+  if (typed_) {  // format 1.2's sections join the optional ones, in id order
+    std::string cols;
+    for (auto& c : columns_) cols += c, c = std::string();
+    optional_.emplace_back(kColumnsSectionId, std::move(cols));
+    optional_.emplace_back(kVarSizesSectionId, std::move(varsizes_));
+    std::stable_sort(optional_.begin(), optional_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    h.incompat_flags = kTypedFieldsFlag;
+  }
   for (const auto& [id, content] : optional_) {
     SectionRef ref;
     WriteSection(content, &ref);
     h.optional.push_back({id, ref.offset, ref.size, ref.checksum});
   }
-  h.version_minor = optional_.empty() ? 0 : 1;
+  h.version_minor = typed_ ? kTypedMinor : optional_.empty() ? 0 : 1;
   h.file_size = pos_ + kFooterSize;
   uint8_t page[kPageSize];
   Footer f;

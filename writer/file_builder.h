@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "format/fields.h"
 #include "format/layout.h"
 #include "format/meta.h"
 #include "writer/atomic_file.h"
@@ -14,10 +15,19 @@
 
 namespace dsc::writer {
 
+// A sample's typed-field values (format 1.2): the fixed fields' row (layout.row_bytes bytes, the
+// fixed fields in schema order, each its width) and one byte string per variable field, in order.
+struct TypedRow {
+  std::vector<uint8_t> fixed;
+  std::vector<std::vector<uint8_t>> var;
+};
+
 class FileBuilder {
  public:
   FileBuilder(AtomicFile* out, uint64_t block_size, bool share_jpeg_tables);
-  void Add(const Encoded& e, const int32_t labels[2]);
+  // Makes the file a typed one (format 1.2): every Add then passes a row of this layout.
+  void SetTyped(format::FieldLayout layout);
+  void Add(const Encoded& e, const int32_t labels[2], const TypedRow* row = nullptr);
   // A hint: about this many samples will be added (the index is then allocated once).
   void Reserve(uint64_t samples) { index_.reserve(size_t(samples) * format::kIndexEntrySize); }
   // Adds an optional section (format 1.1) written after the block table; ids ascending, each once.
@@ -49,6 +59,10 @@ class FileBuilder {
   // which every reader loads and checks. Bounded, as the tables are.
   std::unordered_set<uint64_t> seen_once_;
   std::vector<std::pair<uint32_t, std::string>> optional_;
+  bool typed_ = false;
+  format::FieldLayout layout_;
+  std::vector<std::string> columns_;  // per fixed field, its column so far
+  std::string varsizes_;
 };
 
 }  // namespace dsc::writer

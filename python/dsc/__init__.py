@@ -19,6 +19,8 @@ import warnings as _warnings
 from . import _dsc
 from . import trace
 from .trace import Tracer
+from .writer import Writer
+from . import writer as _writer
 
 
 def _path(p, what):
@@ -49,7 +51,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "merge", "info", "Loader", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "merge", "info", "Loader", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -268,7 +270,8 @@ class Loader:
                 if token == self._range:
                     self._open = False
                 return
-            images, labels, indices, padding, epoch, index = b
+            images, labels, indices, padding, epoch, index = b[:6]
+            typed = b[6] if len(b) > 6 else []
             self._next_epoch = epoch + 1
             self._last_index = index
             images = wrap(images)
@@ -276,6 +279,18 @@ class Loader:
             if pin:
                 images = images.pin_memory()
                 labels = [x.pin_memory() for x in labels]
+            if typed:  # typed fields (format 1.2): a dict per batch, by field name
+                if getattr(self, "_names", None) is None:  # the image's and the labels' names, once
+                    self._names = [f["name"] for f in info(self._path)["fields"] if f["type"] in ("image", "label")]
+                out = {self._names[0]: images}
+                for name, x in zip(self._names[1:], labels):
+                    out[name] = x
+                for name, kind, values, offsets, shape in typed:
+                    out[name] = _writer.field_value(kind, values, offsets, shape, len(indices), wrap)
+                if with_indices:
+                    out["indices"], out["padding"] = wrap(indices.astype("int64")), wrap(padding)
+                yield out
+                continue
             labels = labels[0] if len(labels) == 1 else tuple(labels)
             if with_indices:
                 # int64: torch has no uint32 tensors (a copy of N integers)

@@ -24,6 +24,17 @@ for f in "$out"/tmp/tree/a/*.jpg; do jpegtran -restart 1B -outfile "$out/tmp/rst
 "$dsc" generate "$out/tmp/gen" --classes 2 --train 2 --test 0 --size 160 >/dev/null
 "$dsc" build "$out/tmp/gen" "$out/open/restart.beton" --block-size 4096 --quiet >/dev/null
 cp "$out/open/restart.beton" "$out/load/restart.beton"
+# A format 1.2 file (typed fields): every kind of field, the columns and varsizes sections to mutate.
+ls "$out"/tmp/tree/a/*.jpg | head -3 | {
+  n=0
+  while read -r f; do
+    n=$((n + 1))
+    printf '{"image": "%s", "label": %d, "score": %d.5, "flag": true, "boxes": [[1, 2, 3, 4]%s], "ids": [%d], "caption": "c%d"}\n' \
+      "$f" $((n % 2)) $n "$( [ $n -gt 1 ] && echo ', [5, 6, 7, 8]')" $n $n
+  done
+} > "$out/tmp/typed.jsonl"
+"$dsc" build "$out/tmp/typed.jsonl" "$out/open/typed.beton" --block-size 4096 --quiet >/dev/null
+cp "$out/open/typed.beton" "$out/load/typed.beton"
 # sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG or PNG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
 for f in "$out"/tmp/tree/a/*.jpg; do
   i=$((i + 1))

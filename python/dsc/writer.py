@@ -1,0 +1,148 @@
+"""dsc.Writer: write any samples (typed fields, format 1.2) from Python.
+
+    schema = {"image": "image", "label": ("label", ["cat", "dog"]), "boxes": "float32[*,4]",
+              "embedding": "float32[128]", "score": "float64", "caption": "text", "raw": "bytes"}
+    with dsc.Writer("out.beton", schema) as w:
+        w.add({"image": jpeg_bytes_or_PIL_image, "label": 1, "boxes": np.zeros((3, 4), "float32"),
+               "embedding": emb, "score": 0.5, "caption": "a cat", "raw": b"..."})
+
+Types: "image" (the first field; JPEG/PNG bytes, a PIL image or an H x W x 3 uint8 array), "label"
+(an int32 class; ("label", class_names) names them), a dtype ("int8" .. "uint64", "float16",
+"float32", "float64", "bool") for a scalar, "DTYPE[D1,D2]" for a fixed-shape array, "DTYPE[*,D2]" for
+a variable first dimension, "bytes", "text". ("DTYPE", class_names) names an integer scalar's values.
+The file is byte-identical for any `threads`, and appears only when close() succeeds.
+"""
+import numpy as _np
+
+from . import _dsc
+
+_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "bool")
+
+
+def _parse_type(name, spec):
+    classes = []
+    if isinstance(spec, (tuple, list)):
+        spec, classes = spec
+        classes = [str(c) for c in classes]
+    if not isinstance(spec, str):
+        raise TypeError(f"field {name!r}: type must be a str such as 'float32[*,4]', got {spec!r}")
+    if spec in ("image", "label", "text", "bytes"):
+        return (name, spec, "", [], classes)
+    base, _, rest = spec.partition("[")
+    if base not in _DTYPES:
+        raise ValueError(f"field {name!r}: unknown type {spec!r} (image, label, text, bytes, a dtype, DTYPE[D,..], DTYPE[*,D,..])")
+    if not rest:
+        return (name, "scalar", base, [], classes)
+    if not rest.endswith("]"):
+        raise ValueError(f"field {name!r}: {spec!r} lacks its closing ]")
+    dims = [d.strip() for d in rest[:-1].split(",")] if rest[:-1] else []
+    var = bool(dims) and dims[0] == "*"
+    if var:
+        dims = dims[1:]
+    try:
+        shape = [int(d) for d in dims]
+    except ValueError:
+        raise ValueError(f"field {name!r}: bad shape in {spec!r}") from None
+    return (name, "var_array" if var else "array", base, shape, classes)
+
+
+def _image_value(name, v):
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return ("image", bytes(v), 0, 0, "")
+    if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: its pixels, in RGB
+        rgb = v.convert("RGB") if v.mode != "RGB" else v
+        return ("pixels", rgb.tobytes(), rgb.width, rgb.height, "")
+    a = _np.asarray(v)
+    if a.dtype != _np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+        raise TypeError(f"field {name!r}: an image is encoded bytes, a PIL image or an H x W x 3 uint8 array, got {type(v).__name__}")
+    return ("pixels", _np.ascontiguousarray(a).tobytes(), a.shape[1], a.shape[0], "")
+
+
+class Writer:
+    """Writes samples of `schema` (a dict name -> type, in field order; see the module's doc) to `path`.
+
+    Options: threads (0 = all cores), block_size, jpeg_tables, encoding, quality, subsampling,
+    max_resolution, restart_interval (as `dsc build`'s flags). Use as a context manager, or call close().
+    """
+
+    def __init__(self, path, schema, **options):
+        items = list(schema.items())
+        self._fields = [_parse_type(n, t) for n, t in items]
+        self._core = _dsc.Writer(str(path), self._fields, options)
+        self._closed = False
+
+    def add(self, sample):
+        """Adds one sample: a dict with a value for every field of the schema."""
+        values = {}
+        for name, kind, dtype, shape, _ in self._fields:
+            if name not in sample:
+                raise ValueError(f"field {name!r}: missing from the sample")
+            v = sample[name]
+            if kind == "image":
+                values[name] = _image_value(name, v)
+            elif kind == "label":
+                values[name] = ("raw", _np.asarray([int(v)], dtype="<i4").tobytes(), 0, 0, "int32")
+            elif kind == "text":
+                if not isinstance(v, str):
+                    raise TypeError(f"field {name!r}: expected str, got {type(v).__name__}")
+                values[name] = ("text", v.encode("utf-8"), 0, 0, "")
+            elif kind == "bytes":
+                if not isinstance(v, (bytes, bytearray, memoryview)):
+                    raise TypeError(f"field {name!r}: expected bytes, got {type(v).__name__}")
+                values[name] = ("bytes", bytes(v), 0, 0, "")
+            else:
+                a = _np.asarray(v)
+                want = _np.dtype(dtype).newbyteorder("<")
+                if a.dtype != want and not _np.can_cast(a.dtype, want, casting="same_kind"):
+                    raise TypeError(f"field {name!r}: {a.dtype} values do not convert to {dtype}")
+                if a.dtype.kind == "f" and want.kind in "iub":
+                    raise TypeError(f"field {name!r}: {a.dtype} values do not convert to {dtype}")
+                a = _np.asarray(a, dtype=want, order="C")  # (ascontiguousarray would make a scalar 1-D)
+                expect = tuple(shape)
+                if kind in ("scalar", "array") and a.shape != expect:
+                    raise ValueError(f"field {name!r}: shape {a.shape}, the schema says {expect}")
+                if kind == "var_array" and (a.ndim != 1 + len(shape) or a.shape[1:] != expect):
+                    raise ValueError(f"field {name!r}: shape {a.shape}, the schema says (N, {', '.join(map(str, shape))})")
+                values[name] = ("raw", a.tobytes(), 0, 0, dtype)
+        extra = set(sample) - {f[0] for f in self._fields}
+        if extra:
+            raise ValueError(f"no field named {sorted(extra)[0]!r} in the schema")
+        self._core.add(values)
+
+    def close(self):
+        """Writes the file (atomically); returns its size in bytes."""
+        self._closed = True
+        return self._core.close()
+
+    def __len__(self):
+        return self._core.samples()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None and not self._closed:
+            self.close()
+
+
+def field_value(kind, values, offsets, shape, size, wrap):
+    """A batch's column as the loader yields it: a tensor [B, ...] (fixed fields), a list of tensors
+    (variable arrays, views of one buffer), or a list of bytes / str. uint16/32/64 values stay NumPy
+    arrays (torch 1.13 has no such tensors)."""
+    if values.dtype.kind == "u" and values.dtype.itemsize > 1:
+        wrap = lambda a: a  # noqa: E731
+    if offsets is None:
+        return wrap(values.reshape((size,) + tuple(shape)))
+    out = []
+    raw = values.view(_np.uint8) if kind == "var_array" else values
+    item = values.dtype.itemsize
+    row = int(_np.prod(shape)) if shape else 1
+    for i in range(size):
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        if kind == "var_array":
+            out.append(wrap(values[lo // item:hi // item].reshape((-1,) + tuple(shape)) if row else values[0:0]))
+        elif kind == "text":
+            out.append(bytes(raw[lo:hi]).decode("utf-8"))
+        else:
+            out.append(bytes(raw[lo:hi]))
+    return out

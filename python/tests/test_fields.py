@@ -1,0 +1,129 @@
+"""Typed fields from Python: dsc.Writer writes every kind and dtype, dsc.Loader gives back a dict per
+batch, and each value equals the NumPy value written (NumPy is the reference, not dsc's own reader)."""
+import io
+
+import numpy as np
+import pytest
+
+import dsc
+
+try:
+    import torch
+except ImportError:  # NumPy arrays then
+    torch = None
+
+SCALARS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "bool"]
+
+
+def _np(x):
+    return x.numpy() if torch is not None and isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _samples(n, rng):
+    out = []
+    for i in range(n):
+        s = {"image": rng.integers(0, 256, (12, 16, 3), dtype=np.uint8), "label": int(rng.integers(0, 3))}
+        for t in SCALARS:
+            if t == "bool":
+                s["s_" + t] = np.bool_(rng.integers(0, 2))
+            elif t.startswith("float"):
+                s["s_" + t] = np.array(rng.normal() * 100, dtype=t)
+            else:
+                info = np.iinfo(t)
+                s["s_" + t] = np.array(rng.integers(info.min, info.max, dtype=t, endpoint=True), dtype=t)
+        s["mat"] = rng.normal(size=(3, 2)).astype("float32")
+        s["boxes"] = rng.normal(size=(int(rng.integers(0, 5)), 4)).astype("float32")
+        s["tokens"] = rng.integers(-2**40, 2**40, size=int(rng.integers(0, 7)), dtype=np.int64)
+        s["blob"] = rng.bytes(int(rng.integers(0, 50)))
+        s["caption"] = "café %d ✓" % i if i % 4 else ""
+        out.append(s)
+    return out
+
+
+SCHEMA = dict([("image", "image"), ("label", ("label", ["a", "b", "c"]))] + [("s_" + t, t) for t in SCALARS] +
+              [("mat", "float32[3,2]"), ("boxes", "float32[*,4]"), ("tokens", "int64[*]"), ("blob", "bytes"), ("caption", "text")])
+
+
+def _write(path, samples, threads):
+    with dsc.Writer(path, SCHEMA, threads=threads, block_size=8192) as w:
+        for s in samples:
+            w.add(s)
+    return path
+
+
+def test_every_kind_round_trips(tmp_path):
+    samples = _samples(37, np.random.default_rng(5))
+    path = _write(tmp_path / "f.beton", samples, 2)
+    info = dsc.info(path)
+    assert info["format_version"] == "1.2"
+    types = {f["name"]: f["type"] for f in info["fields"]}
+    assert types["boxes"] == "var_array" and types["mat"] == "array" and types["caption"] == "text"
+    loader = dsc.Loader(path, order="sequential", batch_size=8, dtype="uint8", layout="NHWC", normalize=False, threads=2)
+    seen = 0
+    for b in loader.epoch(0):
+        assert isinstance(b, dict)
+        n = len(b["label"])
+        for j in range(n):
+            s = samples[seen + j]
+            np.testing.assert_array_equal(_np(b["image"][j]), s["image"])
+            assert int(b["label"][j]) == s["label"]
+            for t in SCALARS:
+                got = _np(b["s_" + t])[j]
+                assert got.dtype == np.dtype(t), t
+                np.testing.assert_array_equal(got, s["s_" + t])
+            np.testing.assert_array_equal(_np(b["mat"][j]), s["mat"])
+            np.testing.assert_array_equal(_np(b["boxes"][j]), s["boxes"])
+            assert _np(b["boxes"][j]).shape == s["boxes"].shape
+            np.testing.assert_array_equal(_np(b["tokens"][j]), s["tokens"])
+            assert b["blob"][j] == s["blob"]
+            assert b["caption"][j] == s["caption"]
+        seen += n
+    assert seen == len(samples)
+    # fields= picks and orders the typed fields.
+    sub = next(iter(dsc.Loader(path, order="sequential", batch_size=4, dtype="uint8", layout="NHWC", normalize=False,
+                               fields=["caption", "s_int8"])))
+    assert [k for k in sub if k not in ("image", "label")] == ["caption", "s_int8"]
+    with pytest.raises(dsc.OptionError, match="nope"):
+        dsc.Loader(path, batch_size=4, dtype="uint8", layout="NHWC", normalize=False, fields=["nope"])
+
+
+def test_same_file_for_any_thread_count(tmp_path):
+    samples = _samples(20, np.random.default_rng(9))
+    a = _write(tmp_path / "a.beton", samples, 1).read_bytes()
+    b = _write(tmp_path / "b.beton", samples, 4).read_bytes()
+    assert a == b
+
+
+def test_images_from_pil_and_encoded_bytes(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, (10, 14, 3), dtype=np.uint8)
+    png = io.BytesIO()
+    PIL.fromarray(pixels).save(png, format="PNG")
+    with dsc.Writer(tmp_path / "p.beton", {"image": "image", "n": "int32"}) as w:
+        w.add({"image": PIL.fromarray(pixels), "n": 1})
+        w.add({"image": png.getvalue(), "n": 2})
+    b = next(iter(dsc.Loader(tmp_path / "p.beton", order="sequential", batch_size=2, dtype="uint8", layout="NHWC", normalize=False)))
+    for j in range(2):
+        np.testing.assert_array_equal(_np(b["image"][j]), pixels)  # PNG is lossless, pixels are stored raw
+    np.testing.assert_array_equal(_np(b["n"]), [1, 2])
+
+
+def test_bad_values_are_named(tmp_path):
+    samples = _samples(2, np.random.default_rng(2))
+    w = dsc.Writer(tmp_path / "bad.beton", SCHEMA)
+    bad = dict(samples[0], mat=np.zeros((2, 3), "float32"))
+    with pytest.raises(ValueError, match="field 'mat': shape"):
+        w.add(bad)
+    bad = dict(samples[0], boxes=np.zeros((2, 3), "float32"))
+    with pytest.raises(ValueError, match="field 'boxes'"):
+        w.add(bad)
+    bad = dict(samples[0], label=7)
+    with pytest.raises(dsc.Error, match="sample 0: field 'label': label 7 out of range"):
+        w.add(bad)
+    bad = dict(samples[0])
+    del bad["caption"]
+    with pytest.raises(ValueError, match="field 'caption': missing"):
+        w.add(bad)
+    del w
+    assert not (tmp_path / "bad.beton").exists()  # nothing partial left behind

@@ -1,0 +1,270 @@
+#include "writer/writer.h"
+
+#include <algorithm>
+
+#include "format/error.h"
+#include "format/layout.h"
+#include "format/optional.h"
+#include "kernels/cpu.h"
+#include "writer/atomic_file.h"
+#include "writer/encode_pool.h"
+#include "writer/file_builder.h"
+
+namespace dsc {
+
+using format::Field;
+using format::DType;
+using format::FieldType;
+
+Field ImageField(std::string name) { return {FieldType::kImage, std::move(name), {}, DType::kNone, {}}; }
+Field LabelField(std::string name, std::vector<std::string> classes) {
+  return {FieldType::kLabel, std::move(name), std::move(classes), DType::kNone, {}};
+}
+Field ScalarField(std::string name, DType dtype, std::vector<std::string> classes) {
+  return {FieldType::kScalar, std::move(name), std::move(classes), dtype, {}};
+}
+Field ArrayField(std::string name, DType dtype, std::vector<uint32_t> shape) {
+  return {FieldType::kArray, std::move(name), {}, dtype, std::move(shape)};
+}
+Field VarArrayField(std::string name, DType dtype, std::vector<uint32_t> trailing_shape) {
+  return {FieldType::kVarArray, std::move(name), {}, dtype, std::move(trailing_shape)};
+}
+Field BytesField(std::string name) { return {FieldType::kBytes, std::move(name), {}, DType::kNone, {}}; }
+Field TextField(std::string name) { return {FieldType::kText, std::move(name), {}, DType::kNone, {}}; }
+
+void Sample::SetImage(const std::string& name, std::vector<uint8_t> encoded) {
+  Value v;
+  v.bytes = std::move(encoded);
+  values_[name] = std::move(v);
+}
+
+void Sample::SetPixels(const std::string& name, std::vector<uint8_t> rgb, int width, int height) {
+  Value v;
+  v.pixels = true;
+  v.width = width;
+  v.height = height;
+  v.channels = 3;
+  v.bytes = std::move(rgb);
+  values_[name] = std::move(v);
+}
+
+void Sample::SetRaw(const std::string& name, DType dtype, const void* data, size_t size) {
+  Value v;
+  v.dtype = dtype;
+  v.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
+  values_[name] = std::move(v);
+}
+
+void Sample::SetBytes(const std::string& name, std::vector<uint8_t> bytes) {
+  Value v;
+  v.bytes = std::move(bytes);
+  values_[name] = std::move(v);
+}
+
+void Sample::SetText(const std::string& name, std::string text) {
+  Value v;
+  v.text = true;
+  v.bytes.assign(text.begin(), text.end());
+  values_[name] = std::move(v);
+}
+
+namespace {
+
+// The window's images, handed to the encode pool as a source; Load moves each out (once).
+class WindowSource : public writer::Source {
+ public:
+  std::string format() const override { return "writer"; }
+  const std::vector<writer::LabelField>& label_fields() const override { return labels_; }
+  size_t size() const override { return items.size(); }
+  void Load(size_t i, writer::SourceItem* out) const override { *out = std::move(items[i]); }
+  mutable std::vector<writer::SourceItem> items;
+
+ private:
+  std::vector<writer::LabelField> labels_;
+};
+
+}  // namespace
+
+struct Writer::Impl {
+  Impl(const std::string& p, Schema s, WriterOptions o)
+      : path(p), options(std::move(o)), file(p), builder(&file, options.block_size, options.jpeg_tables == "shared") {
+    meta.fields = std::move(s);
+    typed = meta.typed();
+    layout = format::FieldLayout::Of(meta);
+    threads = options.threads > 0 ? options.threads : kernels::UsableCores();
+    window = size_t(64) * size_t(threads);
+    if (typed) builder.SetTyped(layout);
+    if (options.encode.restart_enabled()) {
+      const auto rp = options.encode.restart_policy();
+      restart.mode = rp.fixed ? format::RestartStats::kFixed : format::RestartStats::kAuto;
+      restart.target = uint32_t(rp.fixed ? rp.fixed : rp.target);
+      restart.min_mcus = uint64_t(rp.min_mcus);
+    }
+    pool = std::make_unique<writer::WindowPool>(src, options.encode, threads);
+  }
+
+  std::string At(uint64_t i, const Field& f) const {
+    return path + ": sample " + std::to_string(i) + ": field '" + f.name + "'";
+  }
+
+  // Checks a sample against the schema and turns it into the encoder's item and the packer's row.
+  void Convert(Sample& s, uint64_t i, writer::SourceItem* item, writer::TypedRow* row) {
+    auto& vals = s.values();
+    for (const auto& [name, v] : vals) {
+      if (std::none_of(meta.fields.begin(), meta.fields.end(), [&](const Field& f) { return f.name == name; }))
+        throw Error(path + ": sample " + std::to_string(i) + ": no field named '" + name + "' in the schema");
+    }
+    row->fixed.assign(layout.row_bytes, 0);
+    row->var.assign(layout.var.size(), {});
+    size_t fixed_at = 0;
+    for (size_t f = 0; f < meta.fields.size(); ++f) {
+      const Field& fd = meta.fields[f];
+      auto it = vals.find(fd.name);
+      if (it == vals.end()) throw Error(At(i, fd) + ": missing");
+      Sample::Value& v = it->second;
+      const uint64_t width = layout.width[f];
+      auto expect = [&](bool ok, const std::string& what) {
+        if (!ok) throw Error(At(i, fd) + ": expected " + what);
+      };
+      switch (fd.type) {
+        case FieldType::kImage:
+          expect(v.dtype == DType::kNone && !v.text && !v.bytes.empty(), "an image (encoded bytes or pixels)");
+          if (v.pixels && (v.width < 1 || v.height < 1 || v.bytes.size() != size_t(v.width) * size_t(v.height) * 3))
+            throw Error(At(i, fd) + ": " + std::to_string(v.bytes.size()) + " pixel bytes for " + std::to_string(v.width) +
+                        "x" + std::to_string(v.height) + " RGB");
+          item->is_pixels = v.pixels;
+          item->width = v.width;
+          item->height = v.height;
+          item->bytes = std::move(v.bytes);
+          item->where = s.where().empty() ? path + ": sample " + std::to_string(i) : s.where();
+          break;
+        case FieldType::kLabel: {
+          expect(v.dtype == DType::kInt32 && v.bytes.size() == 4, "one int32 label");
+          int32_t x;
+          std::memcpy(&x, v.bytes.data(), 4);
+          if (x < 0 || (!fd.classes.empty() && size_t(x) >= fd.classes.size()))
+            throw Error(At(i, fd) + ": label " + std::to_string(x) + " out of range");
+          item->label[f - 1] = x;
+          break;
+        }
+        case FieldType::kScalar:
+        case FieldType::kArray:
+          expect(v.dtype == fd.dtype, std::string(format::DTypeName(fd.dtype)) + " values, got " + format::DTypeName(v.dtype));
+          expect(v.bytes.size() == width, std::to_string(width / format::DTypeSize(fd.dtype)) + " elements, got " +
+                                               std::to_string(v.bytes.size() / format::DTypeSize(fd.dtype)));
+          std::memcpy(row->fixed.data() + fixed_at, v.bytes.data(), width);
+          fixed_at += width;
+          break;
+        case FieldType::kVarArray:
+          expect(v.dtype == fd.dtype, std::string(format::DTypeName(fd.dtype)) + " values, got " + format::DTypeName(v.dtype));
+          [[fallthrough]];
+        case FieldType::kBytes:
+        case FieldType::kText:
+          if (fd.type == FieldType::kBytes) expect(v.dtype == DType::kNone && !v.text, "bytes");
+          if (fd.type == FieldType::kText) expect(v.text, "text");
+          row->var[size_t(layout.slot[f])] = std::move(v.bytes);
+          break;
+      }
+      const std::vector<uint8_t>& stored = format::IsFixedField(fd.type)
+                                               ? row->fixed
+                                               : format::IsVarField(fd.type) ? row->var[size_t(layout.slot[f])] : item->bytes;
+      if (format::IsFixedField(fd.type) || format::IsVarField(fd.type)) {
+        const uint8_t* p = format::IsFixedField(fd.type) ? stored.data() + fixed_at - width : stored.data();
+        const uint64_t n = format::IsFixedField(fd.type) ? width : stored.size();
+        if (const std::string why = format::ValueProblem(fd, width, p, n); !why.empty()) throw Error(At(i, fd) + ": " + why);
+      }
+    }
+  }
+
+  void Flush() {
+    if (src.items.empty()) return;
+    slots.clear();
+    slots.resize(src.items.size());
+    pool->Run(0, &slots);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!slots[i].error.empty()) {
+        if (slots[i].machine || !options.on_skip) throw Error(slots[i].error);
+        options.on_skip(slots[i].error);
+        ++dropped;
+        continue;
+      }
+      builder.Add(slots[i].enc, slots[i].labels, typed ? &rows[i] : nullptr);
+      writer::CountRestart(slots[i].enc, &restart);
+    }
+    src.items.clear();
+    rows.clear();
+    slots.clear();
+  }
+
+  std::string path;
+  WriterOptions options;
+  writer::AtomicFile file;
+  writer::FileBuilder builder;
+  format::Meta meta;
+  bool typed = false;
+  format::FieldLayout layout;
+  int threads = 1;
+  size_t window = 64;
+  WindowSource src;
+  std::unique_ptr<writer::WindowPool> pool;
+  std::vector<writer::TypedRow> rows;
+  std::vector<writer::Slot> slots;
+  format::RestartStats restart;
+  uint64_t added = 0, dropped = 0;
+  bool failed = false, closed = false;
+};
+
+Writer::Writer(const std::string& path, Schema schema, WriterOptions options) {
+  options.encode.Validate();
+  if (options.jpeg_tables != "shared" && options.jpeg_tables != "inline") throw OptionError("jpeg_tables must be 'shared' or 'inline'");
+  if (options.block_size < format::kPageSize || (options.block_size & (options.block_size - 1)) || options.block_size > (1ull << 31))
+    throw OptionError("block_size must be a power of two between 4096 and 2^31");
+  if (options.threads < 0 || options.threads > 1024) throw OptionError("threads must be 0 (all cores) to 1024");
+  format::Meta m;
+  m.fields = schema;
+  if (const std::string why = format::SchemaProblem(m, m.typed()); !why.empty()) throw Error(path + ": schema: " + why);
+  impl_ = std::make_unique<Impl>(path, std::move(schema), std::move(options));
+}
+
+Writer::~Writer() = default;
+
+void Writer::Add(Sample sample) {
+  Impl& d = *impl_;
+  if (d.failed || d.closed) throw Error(d.path + ": the writer is " + (d.closed ? "closed" : "failed (an earlier error)"));
+  writer::SourceItem item;
+  writer::TypedRow row;
+  d.Convert(sample, d.added, &item, &row);  // a refused sample leaves the writer usable
+  d.src.items.push_back(std::move(item));
+  d.rows.push_back(std::move(row));
+  ++d.added;
+  if (d.src.items.size() < d.window) return;
+  try {
+    d.Flush();
+  } catch (...) {  // an image that failed to encode: the window is lost, and so is the file
+    d.failed = true;
+    throw;
+  }
+}
+
+uint64_t Writer::Close() {
+  Impl& d = *impl_;
+  if (d.failed || d.closed) throw Error(d.path + ": the writer is " + (d.closed ? "closed" : "failed (an earlier error)"));
+  d.closed = true;
+  d.Flush();  // on failure the target stays untouched: the AtomicFile is never committed
+  d.pool.reset();
+  d.meta.build_options = writer::SortedLines("block_size=" + std::to_string(d.options.block_size) + "\n" + d.options.encode.Describe() +
+                                             "format=writer\njpeg_tables=" + d.options.jpeg_tables + "\n");
+  if (d.restart.images > 0) d.builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(d.restart));
+  d.meta.skipped_count += d.dropped;
+  const uint64_t size = d.builder.Finish(d.meta);
+  d.file.Commit();
+  return size;
+}
+
+uint64_t Writer::samples() const { return impl_->added; }
+uint64_t Writer::written() const { return impl_->added - impl_->dropped; }
+bool Writer::failed() const { return impl_->failed; }
+void Writer::set_skipped(uint64_t n) { impl_->meta.skipped_count = n; }
+const Schema& Writer::schema() const { return impl_->meta.fields; }
+
+}  // namespace dsc
