@@ -5,6 +5,13 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "format/fields.h"
+#include "reader/dataset.h"
+#include "tests/test_util.h"
 #include "writer/coco.h"
 
 namespace dsc::writer {
@@ -133,6 +140,86 @@ TEST(Coco, BadEntriesAreNamed) {
   EXPECT_NE(ErrorOf(R"({"images": [{"id": 1, "file_name": "x", "width": 0, "height": 5}], "annotations": []})")
                 .find("size 0x5 is outside 1..65535"),
             std::string::npos);
+}
+
+// A COCO file over real photos, built into typed fields and read back field by field.
+TEST(Coco, BuildsTypedFieldsFromRealPhotos) {
+  const std::string photos = test::PhotosTree(DSC_PHOTOS);
+  ASSERT_FALSE(photos.empty());
+  std::vector<std::filesystem::path> files;
+  for (const auto& d : std::filesystem::directory_iterator(photos))
+    for (const auto& f : std::filesystem::directory_iterator(d.path())) files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  files.resize(6);
+  const std::string dir = test::ScratchDir();
+  std::string images = "[", anns = "[";
+  int ann_id = 1;
+  std::vector<std::vector<float>> want_boxes(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    int w = 0, h = 0;
+    test::ReferenceDecode(test::ReadFile(files[i].string()), &w, &h);
+    const std::string rel = files[i].parent_path().filename().string() + "/" + files[i].filename().string();
+    images += std::string(i ? "," : "") + "{\"id\": " + std::to_string(100 + i) + ", \"file_name\": \"" + rel +
+              "\", \"width\": " + std::to_string(w) + ", \"height\": " + std::to_string(h) + "}";
+    for (size_t k = 0; k < i % 3; ++k) {  // 0, 1 or 2 boxes
+      const float b[4] = {float(k * 10), 5.5f, float(w / 2), float(h / 3)};
+      want_boxes[i].insert(want_boxes[i].end(), b, b + 4);
+      const int id = ann_id++;
+      anns += std::string(id > 1 ? "," : "") + "{\"id\": " + std::to_string(id) + ", \"image_id\": " +
+              std::to_string(100 + i) + ", \"category_id\": " + std::to_string(k + 1) + ", \"bbox\": [" +
+              std::to_string(b[0]) + ", " + std::to_string(b[1]) + ", " + std::to_string(b[2]) + ", " +
+              std::to_string(b[3]) + "], \"iscrowd\": 0}";
+    }
+  }
+  const std::string json = "{\"images\": " + images + "], \"annotations\": " + anns +
+                           "], \"categories\": [{\"id\": 1, \"name\": \"a\"}, {\"id\": 2, \"name\": \"b\"}]}";
+  test::WriteFile(dir + "/instances.json", json.data(), json.size());
+  BuildOptions o;
+  o.images_dir = photos;
+  o.log = [](const std::string&) {};
+  const BuildReport rep = BuildCoco(dir + "/instances.json", dir + "/coco.beton", o);
+  EXPECT_EQ(rep.samples, files.size());
+  Dataset ds(dir + "/coco.beton");
+  const format::FileView& v = ds.view();
+  ASSERT_TRUE(v.typed());
+  const auto& fields = v.meta().fields;
+  auto field = [&](const std::string& name) {
+    for (size_t f = 0; f < fields.size(); ++f)
+      if (fields[f].name == name) return f;
+    ADD_FAILURE() << "no field " << name;
+    return size_t(0);
+  };
+  std::vector<uint8_t> scratch;
+  for (size_t i = 0; i < files.size(); ++i) {
+    int64_t id;
+    std::memcpy(&id, v.FixedValue(field("image_id"), i), 8);
+    EXPECT_EQ(id, int64_t(100 + i));
+    const auto ref = v.VarValue(field("boxes"), i);
+    ASSERT_EQ(ref.size, want_boxes[i].size() * 4) << i;
+    std::vector<float> got(want_boxes[i].size());
+    if (ref.size) std::memcpy(got.data(), v.source().Read(ref.offset, ref.size, &scratch), ref.size);
+    EXPECT_EQ(got, want_boxes[i]) << i;
+    EXPECT_EQ(v.VarValue(field("category_id"), i).size, (i % 3) * 4);
+    // The image is the photo: pass-through JPEG, decoded to the same size.
+    EXPECT_GT(ds.entry(i).width, 0);
+  }
+  // A missing image names itself; nothing is written.
+  std::string bad = json;
+  bad.replace(bad.find(".JPEG"), 5, ".nope");
+  test::WriteFile(dir + "/bad.json", bad.data(), bad.size());
+  try {
+    BuildCoco(dir + "/bad.json", dir + "/bad.beton", o);
+    ADD_FAILURE() << "built with a missing image";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(".nope"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--skip-invalid"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.beton"));
+  std::string out;
+  EXPECT_EQ(test::RunDsc("build " + dir + "/instances.json " + dir + "/cli.beton --quiet", &out), 2);
+  EXPECT_NE(out.find("needs --images DIR"), std::string::npos) << out;
+  EXPECT_EQ(test::RunDsc("build " + dir + "/instances.json " + dir + "/cli.beton --quiet --images " + photos, &out), 0) << out;
+  EXPECT_TRUE(test::ReadFile(dir + "/cli.beton") == test::ReadFile(dir + "/coco.beton"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kernels/limits.h"
 #include "tools/commands.h"
 #include "writer/build.h"
+#include "writer/coco.h"
 #include "writer/table_build.h"
 
 namespace dsc::tools {
@@ -38,10 +39,11 @@ int CmdBuild(int argc, char** argv) {
                     "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
   opts.positional_help("SRC OUT");
   opts.add_options()
-      ("format", "auto, cifar-binary, cifar-python, tree, manifest, jsonl, csv, tsv, webdataset (tar shards: a .tar, a folder "
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest, jsonl, csv, tsv, coco, webdataset (tar shards: a .tar, a folder "
        "of them, or shard-{000..099}.tar)", cli::value<std::string>()->default_value("auto"))
       ("schema", "tables: column types, space-separated NAME:TYPE (image, label, text, a dtype such as int64 or float32, "
        "DTYPE[D,..] fixed array, DTYPE[*,D,..] variable array); other columns are inferred", cli::value<std::string>()->default_value(""))
+      ("images", "COCO instances files: the folder their \"file_name\"s are in", cli::value<std::string>()->default_value(""))
       ("image-column", "tables: the column of image paths (default: 'image', else the first column of .jpg/.png paths)",
        cli::value<std::string>()->default_value(""))
       ("split", "train or test", cli::value<std::string>()->default_value("train"))
@@ -97,6 +99,7 @@ int CmdBuild(int argc, char** argv) {
     o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
     if (r.count("shard")) ParseShard(r["shard"].as<std::string>(), &o.shard_index, &o.shard_count);
+    o.images_dir = r["images"].as<std::string>();
     table.schema = r["schema"].as<std::string>();
     table.image_column = r["image-column"].as<std::string>();
     o.progress = !r.count("quiet") && ::isatty(2);
@@ -108,7 +111,13 @@ int CmdBuild(int argc, char** argv) {
     const bool is_table = writer::IsTableSource(src, o.format);
     if (!is_table && (!table.schema.empty() || !table.image_column.empty()))
       throw OptionError("--schema and --image-column apply to tables (.jsonl, .csv, --format jsonl/csv/tsv)");
-    auto rep = is_table ? writer::BuildTable(src, out, o, table) : writer::Build(src, out, o);
+    const bool is_coco = !is_table && writer::IsCocoSource(src, o.format);
+    if (!is_coco && !o.images_dir.empty()) throw OptionError("--images applies to COCO instances files (.json, --format coco)");
+    if ((is_table || is_coco) && o.shard_count > 0)
+      throw OptionError("--shard: dsc merge does not join typed-field files yet; build tables and COCO files whole");
+    auto rep = is_table ? writer::BuildTable(src, out, o, table)
+               : is_coco ? writer::BuildCoco(src, out, o)
+                         : writer::Build(src, out, o);
     std::printf("wrote %s: %llu samples from %s (%s), %.1f MiB, %.2f s, %.0f images/s", out.c_str(),
                 (unsigned long long)rep.samples, src.c_str(), rep.format.c_str(), rep.file_size / 1048576.0,
                 rep.seconds, rep.samples / rep.seconds);

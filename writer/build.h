@@ -25,6 +25,7 @@ struct BuildOptions {
   // count) of the source's n, in source order. Parts joined by Merge (writer/merge.h) give the file a
   // one-machine build writes, byte for byte.
   uint32_t shard_index = 0, shard_count = 0;
+  std::string images_dir;  // COCO sources: the folder of the instances file's images (--images)
   bool progress = false;           // draw a progress bar on stderr
   // Receives warnings and skipped-sample lines; stderr when unset.
   std::function<void(const std::string&)> log;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "writer/build.h"
 
 namespace dsc::writer {
 
@@ -67,5 +68,14 @@ enum class MaskKind { kInstance, kSemantic };
 // The mask of image `img` (img.width x img.height bytes, row-major), annotations painted in order.
 // Instance masks need at most 255 annotations: more is an error naming the image.
 std::vector<uint8_t> CocoMask(const CocoSet& set, const CocoImage& img, MaskKind kind);
+
+// Whether `source` is read as COCO: --format coco, or --format auto and a name ending in .json.
+bool IsCocoSource(const std::string& source, const std::string& format);
+
+// `dsc build instances.json out.beton --images DIR`: every image of the file with its annotations as
+// typed fields (format 1.2): image, image_id (int64), boxes [N, 4] float32 (x, y, w, h in pixels, as
+// COCO), category_id [N] int32, iscrowd [N] uint8, area [N] float32, images in the file's order.
+// A missing or unreadable image is an error naming it (options.skip_invalid skips and lists it).
+BuildReport BuildCoco(const std::string& source, const std::string& out, const BuildOptions& options);
 
 }  // namespace dsc::writer
