@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "reader/option_table.h"
+
 namespace dsc::tools::cli {
 
 struct Options::Impl {
@@ -26,6 +28,20 @@ class BadValue : public UsageError {
  public:
   using UsageError::UsageError;
 };
+
+// "; did you mean --batch-size?" for cxxopts' "Option ‘batchsize’ does not exist", from the loader's
+// option table (reader/option_table.h), which words the same hints for Python's keywords.
+std::string LoaderFlagHint(const std::string& what) {
+  const std::string open = "\u2018", close = "\u2019";
+  const size_t a = what.find(open), b = what.rfind(close);
+  if (a == std::string::npos || b == std::string::npos || b < a + open.size()) return "";
+  const std::string hint = SuggestLoaderOption(what.substr(a + open.size(), b - a - open.size()), kOnCli, [](const std::string& row) {
+    std::string flag = "--" + row;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  });
+  return hint.empty() ? "" : "; " + hint;
+}
 
 std::shared_ptr<cxxopts::Value> MakeValue(const ValueSpec& spec) {
   std::shared_ptr<cxxopts::Value> v;
@@ -80,6 +96,8 @@ ParseResult Options::parse(int argc, const char* const* argv) {
     return ParseResult(std::make_shared<const ParseResult::Impl>(ParseResult::Impl{impl_->opts.parse(argc, argv)}));
   } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
     throw BadValue(e.what());
+  } catch (const cxxopts::exceptions::no_such_option& e) {
+    throw UsageError(std::string(e.what()) + LoaderFlagHint(e.what()));
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(e.what());
   }

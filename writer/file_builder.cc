@@ -74,6 +74,7 @@ void FileBuilder::Add(const Encoded& e, const int32_t labels[2]) {
   ie.size = uint32_t(size);
   ie.block = uint32_t(blocks_.size());
   block_.insert(block_.end(), payload, payload + size);
+  payload_bytes_ += size;
   ++open_.sample_count;
   uint8_t buf[kIndexEntrySize];
   EncodeIndexEntry(ie, buf);
