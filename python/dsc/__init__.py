@@ -240,7 +240,8 @@ class Loader:
         return self._core.info()["threads"]
 
     def epoch(self, epoch, *, first_batch=0, with_indices=False, copy=None):
-        """An iterator over the batches of `epoch` (from `first_batch`). Starting one ends any other.
+        """An iterator over the batches of `epoch` (from `first_batch`). Starting one ends any other (which
+        then raises dsc.Error at its next step).
 
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
