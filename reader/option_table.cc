@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -408,9 +409,13 @@ void CheckNormalizeUnits(const LoaderOptions& o, const std::vector<std::string>&
   float top_mean = 0, top_std = 0;
   for (int c = 0; c < 3; ++c) top_mean = std::max(top_mean, std::fabs(a.mean[c])), top_std = std::max(top_std, a.std[c]);
   if (!(top_mean <= 1 && top_std < 1)) return;
-  auto three = [](const float* v, float k) {
+  auto three = [](const float* v, double k) {
     std::string s;
-    for (int c = 0; c < 3; ++c) s += (c ? ", " : "") + TextOf(v[c] * k);
+    char buf[32];
+    for (int c = 0; c < 3; ++c) {
+      std::snprintf(buf, sizeof buf, "%.6g", double(v[c]) * k);  // 124.95, not float's 124.950005
+      s += (c ? ", " : "") + std::string(buf);
+    }
     return s;
   };
   throw OptionError(spell("mean") + " (" + three(a.mean, 1) + ") and " + spell("std") + " (" + three(a.std, 1) +
