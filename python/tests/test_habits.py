@@ -252,6 +252,27 @@ def test_where_a_dataloader_is_expected(small, test_file):
         next(iter(torch.utils.data.DataLoader(loader.dataset(), batch_size=None, num_workers=1)))
 
 
+def test_set_epoch_after_load_state_dict(small):
+    """Lightning's order on a resume: load the checkpoint, then set_epoch(its epoch): the rest of that
+    epoch, exactly; another epoch: that epoch from its start."""
+    path, _ = small
+    opts = dict(preset="cifar-train", batch_size=100, seed=4, threads=2)
+    a = dsc.Loader(path, **opts)
+    it = a.epoch(1)
+    for _ in range(3):
+        next(it)
+    state = a.state_dict()
+    want = [x.clone() for x, _ in dsc.Loader(path, **opts).epoch(1)][3:]
+    b = dsc.Loader(path, **opts)
+    b.load_state_dict(state)
+    b.set_epoch(1)
+    got = [x.clone() for x, _ in b]
+    assert len(got) == len(want) == 7 and all(torch.equal(g, w) for g, w in zip(got, want))
+    b.load_state_dict(state)
+    b.set_epoch(2)
+    assert torch.equal(next(iter(b))[0], next(iter(dsc.Loader(path, **opts).epoch(2)))[0])
+
+
 @pytest.mark.parametrize("wrong,right", [("shuffle", "order"), ("num_workers", "threads"), ("transform", "flip"),
                                          ("batchsize", "batch_size"), ("seeed", "seed"), ("pin_memroy", "pin_memory")])
 def test_a_misspelt_option_points_at_the_right_one(small, wrong, right):
