@@ -171,7 +171,7 @@ def main(argv=None):
     tracer.enabled = bool(args.trace) and first <= 0 < end
     train = dsc.Loader(args.train, preset="cifar-train", batch_size=args.batch_size, seed=args.seed,
                        threads=args.loader_threads, layout="NHWC", subset=subset, pin_memory=cuda,
-                       tracer=tracer if args.trace else None)
+                       tracer=tracer if args.trace else None, pad_last=True)  # dsc train's batches: padded, masked by `keep`
     phase = dsc.trace.phase
     test = dsc.Loader(args.test, preset="cifar-test", batch_size=500, threads=args.loader_threads, layout="NHWC",
                       subset=sorted(dsc.random_subset(test_size, args.test_limit, args.seed + 1)), pin_memory=cuda)
@@ -224,7 +224,7 @@ def main(argv=None):
             value = loss.item()
             if steps_out:
                 steps_out.write(f"{epoch} {batches} {dsc.checksum(images.numpy()):016x} "
-                                f"{dsc.checksum(labels.numpy()):016x} {value:.9g}\n")
+                                f"{dsc.checksum(labels.int().numpy()):016x} {value:.9g}\n")  # int32, as dsc train's
             step += 1
             batches += 1
             images_seen += images.shape[0] - int(padding.sum())

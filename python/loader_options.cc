@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <unistd.h>
+
 #ifdef DSC_HAVE_REMOTE
 #include "remote/client.h"
 #endif
@@ -120,8 +122,13 @@ dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, c
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
     const dsc::OptionRow* row = dsc::FindLoaderOption(name);
-    if (!row || !(row->where & dsc::kOnPython) || name.find('-') != std::string::npos)
-      throw py::type_error("unknown Loader option '" + name + "'; accepted: " + Join(PythonOptionNames()));
+    if (!row || !(row->where & dsc::kOnPython) || name.find('-') != std::string::npos) {
+      // dsc.Loader's own keywords (dsc/__init__.py) are near names too: pin_memroy -> pin_memory.
+      static const std::vector<std::string> kOwn = {"rank", "world_size", "copy", "pin_memory", "pad_last", "tracer", "preset"};
+      const std::string hint = dsc::SuggestLoaderOption(name, dsc::kOnPython, [](const std::string& n) { return n; }, kOwn);
+      throw py::type_error("unknown Loader option '" + name + "'" + (hint.empty() ? "" : " (" + hint + ")") +
+                           "; accepted: " + Join(PythonOptionNames()));
+    }
     if (v.is_none()) continue;  // None: keep the preset's value
     // The deferred work (flip, translate, cutout, normalise from per-sample parameters) is done by
     // C++'s gpu::Augmenter or kernels::AugmentBatchCpu, neither reachable from here: True would hand
@@ -133,6 +140,10 @@ dsc::LoaderOptions MakeLoaderOptions(const std::optional<std::string>& preset, c
     given.push_back(name);
   }
   dsc::CheckGivenOptions(o, given, [](const std::string& row) { return "option " + row; });
+  // A loop that keeps batches (a list of them, outputs with their graphs) gets more buffers instead
+  // of an error, up to a quarter of this machine's memory unless told otherwise.
+  if (std::find(given.begin(), given.end(), "lease_memory") == given.end())
+    o.lease_memory = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE)) / 4;
   if (!o.remote.addresses.empty()) {
 #ifdef DSC_HAVE_REMOTE
     o.remote.connect = dsc::remote::Connector();

@@ -97,7 +97,7 @@ py::dtype NumpyDType(dsc::DType t) {
 // thread; a daemon thread that Python ended inside it at exit unwound through Next, whose Py_DECREFs then
 // ran without the GIL beside the final collection (SIGSEGV at exit, 1 run in 3 on a loaded machine).
 void ImportNumpyFor(dsc::DType t) {
-  for (const py::dtype& d : {NumpyDType(t), py::dtype("int32"), py::dtype("uint32"), py::dtype("bool")})
+  for (const py::dtype& d : {NumpyDType(t), py::dtype("int32"), py::dtype("int64"), py::dtype("uint32"), py::dtype("bool")})
     (void)py::array(d, std::vector<py::ssize_t>{0});
 }
 
@@ -117,6 +117,8 @@ class PyLoader {
     ImportNumpyFor(o.dtype);
     if (tracer_) o.tracer = &tracer_->tracer();  // worker rows "loader worker N"; kept alive by tracer_
     max_leases_ = o.max_leases;
+    label_bits_ = o.label_bits;
+    lease_memory_ = o.lease_memory;
     // Runs on the thread in Next (this outlives loader_): Ctrl-C, and a wait that only Python can end.
     o.wait_poll = [this] {
       ParkIfFinalizing();
@@ -129,10 +131,11 @@ class PyLoader {
       // one is dropped. Python code that holds them itself never will; say so instead of hanging (a
       // thread that drops them within the grace period is still waited for; a batch that is merely
       // slow to make is waited for however long it takes).
-      if (++polls_ >= kHeldGracePolls && loader_->leased() > max_leases_ && loader_->awaits_buffer())
-        throw dsc::Error("the loader is waiting for a batch buffer, but Python holds " + std::to_string(loader_->leased()) +
-                         " batches and max_leases is " + std::to_string(max_leases_) +
-                         ": drop batches sooner, raise max_leases, or iterate with copy=True");
+      if (++polls_ >= kHeldGracePolls && loader_->leased() > 0 && loader_->awaits_buffer())
+        throw dsc::Error("Python holds " + std::to_string(loader_->leased()) + " batches of this loader, all the buffers it may lend (" +
+                         std::to_string(max_leases_) + " spares and lease_memory = " + std::to_string(lease_memory_ >> 20) +
+                         " MiB), and the next batch needs one: keep fewer (a loss as loss.item(), outputs detached) or keep "
+                         "copies (iterate with copy=True, or .clone() what you keep); or raise lease_memory");
     };
     o.wait_poll_ms = 100;
     // Opening the file and starting the threads.
@@ -258,8 +261,18 @@ class PyLoader {
     std::vector<py::ssize_t> shape;
     if (b->layout == dsc::Layout::kNCHW) shape = {b->size, b->channels, b->height, b->width};
     else shape = {b->size, b->height, b->width, b->channels};
+    // Labels, indices and padding flags are owned copies (a few KiB): holding them (a confusion matrix
+    // over the test set) keeps no image buffer leased. Labels as int64 unless label_dtype='int32'.
     py::list labels;
-    for (size_t f = 0; f < b->label_fields; ++f) labels.append(array(py::dtype("int32"), {b->size}, b->labels[f]));
+    for (size_t f = 0; f < b->label_fields; ++f) {
+      if (label_bits_ == 32) {
+        labels.append(py::array(py::dtype("int32"), std::vector<py::ssize_t>{b->size}, b->labels[f]));
+        continue;
+      }
+      py::array_t<int64_t> wide(b->size);
+      std::copy(b->labels[f], b->labels[f] + b->size, wide.mutable_data());
+      labels.append(wide);
+    }
     // Typed fields (format 1.2): (name, type, array, offsets or None) per field; python/dsc/writer.py's
     // _field_value makes them tensors, lists of tensors, bytes or str.
     py::list fields;
@@ -275,8 +288,10 @@ class PyLoader {
       std::vector<py::ssize_t> shape(c.shape, c.shape + c.ndim);
       fields.append(py::make_tuple(c.name, dsc::format::FieldTypeName(type), values, offsets, shape));
     }
-    return py::make_tuple(array(NumpyDType(b->dtype), shape, b->images), labels, array(py::dtype("uint32"), {b->size}, b->indices),
-                          array(py::dtype("bool"), {b->size}, b->padding), b->epoch, b->index, fields);
+    return py::make_tuple(array(NumpyDType(b->dtype), shape, b->images), labels,
+                          py::array(py::dtype("uint32"), std::vector<py::ssize_t>{b->size}, b->indices),
+                          py::array(py::dtype("bool"), std::vector<py::ssize_t>{b->size}, b->padding), b->epoch, b->index,
+                          fields);
   }
 
   // Batches in the plan of the range last started (Loader::EpochRange::size).
@@ -337,6 +352,7 @@ class PyLoader {
     d["width"] = l.width();
     d["samples"] = l.dataset().size();
     d["max_leases"] = o.max_leases;
+    d["lease_memory"] = o.lease_memory;
     d["prefetch"] = o.prefetch;
     d["cache_budget"] = o.cache_budget;
     d["readahead_bytes"] = o.readahead_bytes;
@@ -399,6 +415,8 @@ class PyLoader {
   static constexpr int kHeldGracePolls = 30;  // x 100 ms
   int polls_ = 0;
   uint32_t max_leases_ = 0;
+  uint64_t lease_memory_ = 0;
+  uint8_t label_bits_ = 64;
 };
 
 // ---- build ----
@@ -576,6 +594,7 @@ PYBIND11_MODULE(_dsc, m) {
 #else
   m.attr("has_remote") = false;
 #endif
+  m.def("state_epoch", [](const py::bytes& state) { return dsc::LoaderState::Deserialize(std::string(state)).epoch; });
   m.def("merge_states", [](const std::vector<py::bytes>& states) {
     std::vector<dsc::LoaderState> v;
     for (const auto& s : states) v.push_back(dsc::LoaderState::Deserialize(std::string(s)));

@@ -28,7 +28,12 @@ void BatchBuffer::Ensure(size_t need, const std::function<void*(size_t)>& alloca
 }
 
 BufferPool::BufferPool(const LoaderOptions& o, size_t slots, size_t buffer_bytes, bool staging)
-    : limit(slots + o.max_leases), bytes(buffer_bytes), allocate(o.allocate), batch_size(o.batch_size), staged(staging) {
+    : limit(slots + o.max_leases), base(limit), bytes(buffer_bytes), allocate(o.allocate), batch_size(o.batch_size), staged(staging) {
+  // Bounded in count too: Return() must not allocate (the free list is reserved), and tiny buffers
+  // would make a large budget a huge count.
+  constexpr size_t kMaxGrown = 4096;
+  const uint64_t per_buffer = std::max<uint64_t>(1, buffer_bytes + uint64_t(o.batch_size) * kBatchSampleOverhead);
+  limit += size_t(std::min<uint64_t>(o.lease_memory / per_buffer, kMaxGrown));
   free.reserve(limit);  // Return() (in a lease's destructor) then never allocates
   release = o.release ? o.release : [](void* p) { std::free(p); };
 }
@@ -84,11 +89,15 @@ void BufferPool::Return(std::unique_ptr<BatchBuffer> b) {
         b->Ensure(bytes, allocate);
         needy.front()->store(b.release());
         needy.pop_front();
-      } else {
-        free.push_back(std::move(b));
+        cv.notify_all();
+        return;
       }
-      cv.notify_all();
-      return;
+      if (allocated <= base) {
+        free.push_back(std::move(b));
+        cv.notify_all();
+        return;
+      }
+      // A buffer lease_memory paid for: its memory goes back as soon as no lease needs it.
     }
     --allocated;
   }

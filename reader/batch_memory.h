@@ -55,7 +55,8 @@ struct BatchBuffer {
 // lease released after the loader is gone frees its buffer instead of touching a dead pipeline.
 struct BufferPool {
   // For a ring of `slots` batches: at most slots + o.max_leases buffers of `buffer_bytes` (images,
-  // then with `staging` the staging area of Decoder::kGpu), made with o's allocate and release hooks.
+  // then with `staging` the staging area of Decoder::kGpu), made with o's allocate and release hooks,
+  // and as many more as o.lease_memory holds while leases need them.
   BufferPool(const LoaderOptions& o, size_t slots, size_t buffer_bytes, bool staging);
 
   // A new buffer of `bytes` (throws when it cannot be allocated). The caller counts it in `allocated`.
@@ -80,7 +81,8 @@ struct BufferPool {
   std::deque<std::atomic<BatchBuffer*>*> needy;
   size_t allocated = 0;  // live buffers: ring + free + leased
   size_t leased = 0;
-  size_t limit = 0;      // ring slots + max_leases
+  size_t limit = 0;      // ring slots + max_leases + the buffers lease_memory pays for
+  size_t base = 0;       // ring slots + max_leases: buffers past it are freed when they come back
   bool closed = false;   // the pipeline is gone: returned buffers are freed
   size_t bytes = 0;      // what a buffer's images need now (Loader::set_output_size)
   std::function<void*(size_t)> allocate;

@@ -107,6 +107,13 @@ struct LoaderOptions {
   bool autotune = false;
   uint32_t prefetch = 3;  // batches prepared ahead of the one the consumer holds
   uint32_t max_leases = 2;  // extra batch buffers that stand in for leased ones (see BatchLease)
+  // Beyond max_leases: bytes of further buffers that leased batches may take, made as they are needed
+  // and freed as they come back, instead of waiting for a lease (backpressure). 0 = none, C++'s
+  // default; the Python module's is a quarter of this machine's memory (a loop that keeps batches).
+  uint64_t lease_memory = 0;
+  // How front ends hand labels out: 64 (int64, torch's type for class indices) or 32. Batch::labels
+  // stay int32; the Python module reads this.
+  uint8_t label_bits = 64;
   Order order = Order::kRandom;
   uint64_t seed = 0;
   uint32_t rank = 0, world_size = 1;  // distributed: each rank reads its own shard
@@ -188,8 +195,8 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width = 0, uint32_t height
 // The options a rank runs with: batch_size becomes global_batch_size / world_size (world_size must
 // divide it; OptionError otherwise), and global_batch_size is set from batch_size when it was 0.
 LoaderOptions WithRankBatch(LoaderOptions o);
-// Throws OptionError when the batch buffers a loader may hold at once (the ring, the leases and a
-// spare: prefetch + 2 + max_leases of `buffer_bytes` each, plus kBatchSampleOverhead per sample)
+// Throws OptionError when the batch buffers a loader may hold at once (the ring and the spares for
+// leases: prefetch + 1 + max_leases of `buffer_bytes` each, plus kBatchSampleOverhead per sample)
 // exceed this machine's physical memory: an absurd batch x prefetch fails at construction, not after
 // minutes of paging.
 void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes);

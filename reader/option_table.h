@@ -97,6 +97,13 @@ std::string TextOf(float v);
 void CheckGivenOptions(const LoaderOptions& o, const std::vector<std::string>& given,
                        const std::function<std::string(const std::string&)>& spell);
 
+// What an unknown option name was probably meant to be, worded for the front end that `spell`s a row
+// ("--batch-size", "batch_size"): the row of a habit from torch's DataLoader (shuffle -> order,
+// num_workers -> threads, transform -> the transform options), else the nearest names by spelling
+// among the rows on `where` and `extra` (the front end's own keywords). Empty when nothing is near.
+std::string SuggestLoaderOption(std::string_view name, uint8_t where, const std::function<std::string(const std::string&)>& spell,
+                                const std::vector<std::string>& extra = {});
+
 // The files options name: a whole file (tls_root's PEM), and a token without trailing white space
 // (token_file). Throw dsc::Error naming the file when it cannot be read (or the token is empty).
 std::string ReadOptionFile(const std::string& path);

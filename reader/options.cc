@@ -154,11 +154,11 @@ void CheckBufferMemory(const LoaderOptions& o, uint64_t buffer_bytes) {
   // Each buffer also holds per-sample arrays (augmentation parameters, labels, indices, flags): with
   // small images they outweigh the pixels (1-pixel crops at batch 2^20: 4.4 GB counted as 390 MB).
   buffer_bytes += uint64_t(o.batch_size) * kBatchSampleOverhead;
-  const double buffers = double(o.prefetch + 2 + o.max_leases) * double(buffer_bytes);
+  const double buffers = double(o.prefetch + 1 + o.max_leases) * double(buffer_bytes);
   const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   if (ram > 0 && buffers > ram)
     Bad("batch_size", Str(o.batch_size),
-        "the loader's batch buffers ((prefetch + 2 + max_leases) x " + Str(buffer_bytes) + " bytes) would take " +
+        "the loader's batch buffers ((prefetch + 1 + max_leases) x " + Str(buffer_bytes) + " bytes) would take " +
             Str(uint64_t(buffers / (1 << 20))) + " MiB, more than this machine's " + Str(uint64_t(ram / (1 << 20))) +
             " MiB of memory");
 }

@@ -236,6 +236,48 @@ TEST(Lease, BoundHoldsAndBackpressureWaitsForRelease) {
   EXPECT_TRUE(Take(*second) == ref[1]);
 }
 
+// lease_memory: leases past max_leases get new buffers up to the budget (here exactly 3 more), each
+// batch still the unleased run's; past it backpressure as before; the extra buffers are freed as their
+// leases come back, leaving the ring and max_leases spares.
+TEST(Lease, LeaseMemoryGrowsThePoolAndGivesItBack) {
+  LoaderOptions o = Opts(0, 1);  // ring of 1, one spare
+  const uint64_t buffer = uint64_t(o.batch_size) * 32 * 32 * 3 + uint64_t(o.batch_size) * kBatchSampleOverhead;
+  o.lease_memory = 3 * buffer + buffer / 2;  // 3.5 buffers pay for 3
+  const auto ref = Reference(o, 0);
+  Loader l(File(), o);
+  auto range = l.epoch(0);
+  auto it = range.begin();
+  std::vector<BatchLease> held;
+  for (size_t k = 0; k < 4; ++k, ++it) {  // batches 0..3 held: 1 + 1 spare + 3 grown buffers
+    ASSERT_TRUE(it != range.end());
+    EXPECT_TRUE(Take(*it) == ref[k]) << "batch " << k;
+    held.push_back(it.lease());
+  }
+  ASSERT_TRUE(it != range.end());
+  EXPECT_TRUE(Take(*it) == ref[4]);
+  EXPECT_EQ(l.leased(), 4u);
+  EXPECT_EQ(l.buffers_allocated(), 5u);
+  held.push_back(it.lease());  // a fifth: batch 5 needs a buffer past the budget, so it waits for a release
+  std::thread releaser([lease = std::move(held[0])]() mutable {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    lease.release();
+  });
+  const auto t0 = Clock::now();
+  ++it;
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(250));
+  releaser.join();
+  ASSERT_TRUE(it != range.end());
+  EXPECT_TRUE(Take(*it) == ref[5]);
+  EXPECT_EQ(l.buffers_allocated(), 5u);
+  for (size_t k = 1; k < held.size(); ++k) EXPECT_TRUE(Take(*held[k]) == ref[k]) << "held batch " << k;
+  held.clear();
+  EXPECT_EQ(l.leased(), 0u);
+  EXPECT_EQ(l.buffers_allocated(), 2u);  // the grown buffers are freed, not kept as spares
+  size_t n = 6;
+  for (++it; it != range.end(); ++it, ++n) EXPECT_TRUE(Take(*it) == ref[n]) << "batch " << n;
+  EXPECT_EQ(n, 25u);
+}
+
 // A loader destroyed while its workers wait for a lease's release does not hang.
 TEST(Lease, DestroyWhileWorkersWaitForASpare) {
   BatchLease a, b;

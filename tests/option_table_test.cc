@@ -238,5 +238,24 @@ TEST(OptionTable, WireRowsRoundTrip) {
 }
 #endif
 
+// Unknown names: torch's DataLoader words point at the row meant, typos at the nearest names, each in
+// the front end's spelling; a name near nothing gets no hint.
+TEST(OptionTable, UnknownNamesSuggestTheOptionMeant) {
+  const auto flag = [](const std::string& row) { return "--" + CliFlag(*FindLoaderOption(row)); };
+  EXPECT_EQ(SuggestLoaderOption("batchsize", kOnCli, flag), "did you mean --batch-size?");
+  EXPECT_EQ(SuggestLoaderOption("seeed", kOnCli, flag), "did you mean --seed?");
+  EXPECT_NE(SuggestLoaderOption("shuffle", kOnCli, flag).find("--order random"), std::string::npos);
+  EXPECT_NE(SuggestLoaderOption("num-workers", kOnCli, flag).find("--threads"), std::string::npos);
+  EXPECT_NE(SuggestLoaderOption("prefetch_factor", kOnCli, flag).find("--prefetch"), std::string::npos);
+  const std::string t = SuggestLoaderOption("transform", kOnCli, flag);
+  EXPECT_NE(t.find(FindLoaderOption("transforms") ? "--transforms" : "--flip"), std::string::npos) << t;
+  EXPECT_EQ(SuggestLoaderOption("zzzzzz", kOnCli, flag), "");
+  // Rows off the front end are not suggested; its own keywords are.
+  EXPECT_EQ(SuggestLoaderOption("lease_memroy", kOnCli, flag), "");
+  const auto same = [](const std::string& n) { return n; };
+  EXPECT_EQ(SuggestLoaderOption("lease_memroy", kOnPython, same), "did you mean lease_memory?");
+  EXPECT_EQ(SuggestLoaderOption("pin_memroy", kOnPython, same, {"pin_memory"}), "did you mean pin_memory?");
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -180,7 +180,7 @@ TEST(Options, RanksAndBufferMemory) {
   o = Small();
   o.batch_size = 1u << 20;
   const uint64_t ram = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
-  const uint64_t n = o.prefetch + 2 + o.max_leases;
+  const uint64_t n = o.prefetch + 1 + o.max_leases;  // the ring and the spares (reader/batch_memory.h)
   const uint64_t images = ram / n - uint64_t(o.batch_size) * kBatchSampleOverhead / 2;
   EXPECT_THROW(CheckBufferMemory(o, images), OptionError);
   EXPECT_NO_THROW(CheckBufferMemory(o, images / 2));

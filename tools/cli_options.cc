@@ -3,6 +3,9 @@
 #include <cxxopts.hpp>
 
 #include <algorithm>
+#include <cctype>
+
+#include "reader/option_table.h"
 
 namespace dsc::tools::cli {
 
@@ -10,6 +13,7 @@ struct Options::Impl {
   Impl(std::string program, std::string description) : opts(std::move(program), std::move(description)) {}
   cxxopts::Options opts;
   std::vector<std::string> groups, hidden;  // in declaration order
+  std::string names;  // every "a,long-name" given, for LoaderFlagHint
   void Saw(const std::string& group) {
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
   }
@@ -26,6 +30,26 @@ class BadValue : public UsageError {
  public:
   using UsageError::UsageError;
 };
+
+// "; did you mean --batch-size?" for cxxopts' "Option ‘batchsize’ does not exist", from the loader's
+// option table (reader/option_table.h), which words the same hints for Python's keywords; only when
+// every flag it names is one this command takes (`names`: its "a,long-name" specs, comma-joined).
+std::string LoaderFlagHint(const std::string& what, const std::string& names) {
+  const std::string open = "\u2018", close = "\u2019";
+  const size_t a = what.find(open), b = what.rfind(close);
+  if (a == std::string::npos || b == std::string::npos || b < a + open.size()) return "";
+  const std::string hint = SuggestLoaderOption(what.substr(a + open.size(), b - a - open.size()), kOnCli, [](const std::string& row) {
+    std::string flag = "--" + row;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  });
+  for (size_t at = hint.find("--"); at != std::string::npos; at = hint.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < hint.size() && (std::isalnum(static_cast<unsigned char>(hint[end])) || hint[end] == '-')) ++end;
+    if (("," + names + ",").find("," + hint.substr(at + 2, end - at - 2) + ",") == std::string::npos) return "";
+  }
+  return hint.empty() ? "" : "; " + hint;
+}
 
 std::shared_ptr<cxxopts::Value> MakeValue(const ValueSpec& spec) {
   std::shared_ptr<cxxopts::Value> v;
@@ -51,6 +75,7 @@ Options::~Options() = default;
 
 Options::Adder& Options::Adder::operator()(const std::string& names, const std::string& help) {
   owner_->impl_->Saw(group_);
+  owner_->impl_->names += "," + names;
   owner_->impl_->opts.add_options(group_)(names, help);
   return *this;
 }
@@ -58,6 +83,7 @@ Options::Adder& Options::Adder::operator()(const std::string& names, const std::
 Options::Adder& Options::Adder::operator()(const std::string& names, const std::string& help,
                                            const std::shared_ptr<ValueSpec>& value) {
   owner_->impl_->Saw(group_);
+  owner_->impl_->names += "," + names;
   owner_->impl_->opts.add_options(group_)(names, help, MakeValue(*value));
   return *this;
 }
@@ -80,6 +106,8 @@ ParseResult Options::parse(int argc, const char* const* argv) {
     return ParseResult(std::make_shared<const ParseResult::Impl>(ParseResult::Impl{impl_->opts.parse(argc, argv)}));
   } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
     throw BadValue(e.what());
+  } catch (const cxxopts::exceptions::no_such_option& e) {
+    throw UsageError(std::string(e.what()) + LoaderFlagHint(e.what(), impl_->names));
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(e.what());
   }

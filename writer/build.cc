@@ -116,7 +116,6 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
         }
         builder.Add(slots[i].enc, slots[i].labels);
         CountRestart(slots[i].enc, &restart);
-        rep.payload_bytes += slots[i].enc.payload.size();
         ++rep.encodings[format::EncodingName(format::Encoding(slots[i].enc.encoding))];
       }
       if (o.progress) DrawProgress(first + slots.size(), total, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -144,6 +143,8 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   rep.file_size = builder.Finish(meta);
   file.Commit();
   rep.samples = builder.samples();
+  rep.payload_bytes = builder.payload_bytes();  // as stored, as dsc info counts them
+  rep.jpeg_tables = builder.jpeg_table_sets();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

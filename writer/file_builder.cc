@@ -96,6 +96,7 @@ void FileBuilder::Add(const Encoded& e, const int32_t labels[2], const TypedRow*
   ie.size = uint32_t(size);
   ie.block = uint32_t(blocks_.size());
   block_.insert(block_.end(), payload, payload + size);
+  payload_bytes_ += size;
   if (row) {
     size_t o = 0;
     for (size_t k = 0; k < layout_.fixed.size(); ++k) {

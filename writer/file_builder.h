@@ -38,6 +38,9 @@ class FileBuilder {
   // Returns the file size. Does not commit the AtomicFile.
   uint64_t Finish(format::Meta meta);
   uint64_t samples() const { return index_.size() / format::kIndexEntrySize; }
+  // As stored: payload bytes without the shared JPEG tables (dsc info's payload_bytes), and the table sets.
+  uint64_t payload_bytes() const { return payload_bytes_; }
+  size_t jpeg_table_sets() const { return tables_.size(); }
 
  private:
   void CloseBlock();
@@ -54,6 +57,7 @@ class FileBuilder {
   std::unordered_map<std::string, uint16_t> table_ids_;
   std::vector<std::string> tables_;
   uint64_t table_bytes_ = 0;
+  uint64_t payload_bytes_ = 0;
   // Table sets seen once, by hash: a set is shared from its second occurrence on, so headers that
   // never repeat (transcodes' optimised Huffman tables, EXIF) stay inline instead of filling meta,
   // which every reader loads and checks. Bounded, as the tables are.

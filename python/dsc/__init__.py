@@ -16,8 +16,10 @@ import os as _os
 import sys as _sys
 import warnings as _warnings
 
+from . import _compat
 from . import _dsc
 from . import trace
+from ._compat import Batch
 from .trace import Tracer
 from .writer import Writer
 from . import writer as _writer
@@ -51,7 +53,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "merge", "info", "Loader", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -95,18 +97,9 @@ def info(path):
 
 
 def _distributed(rank, world_size):
-    """rank / world_size: given, else torch.distributed's when initialised, else RANK / WORLD_SIZE, else 0 / 1."""
-    if rank is not None and world_size is not None:
-        return rank, world_size
-    r, w = None, None
-    dist = getattr(_torch, "distributed", None) if _torch is not None else None
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        r, w = dist.get_rank(), dist.get_world_size()
-    elif "RANK" in _os.environ and "WORLD_SIZE" in _os.environ:
-        r, w = int(_os.environ["RANK"]), int(_os.environ["WORLD_SIZE"])
-    else:
-        r, w = 0, 1
-    return (r if rank is None else rank), (w if world_size is None else world_size)
+    """rank / world_size: given (rank='env': RANK / WORLD_SIZE), else torch.distributed's when initialised,
+    else RANK / WORLD_SIZE with a warning, else 0 / 1."""
+    return _compat.distributed(rank, world_size, _torch)
 
 
 class Loader:
@@ -128,32 +121,51 @@ class Loader:
     - global_batch_size: fix this one, not batch_size, to keep batches the same when the rank count
       changes; with order 'sequential' every sample comes once, unpadded: on several ranks a rank's
       last batch may be short or hold 0 images, so that every rank yields the same number of batches;
-    - max_leases: batch buffers that may stand in for batches Python still holds (see below);
+    - drop_last=False (the default) and pad_last: on one rank the epoch's last batch is short, as
+      torch's DataLoader gives it (every sample once); on several ranks (random, quasi_random) it is
+      filled with repeats so that ranks have equal batches, as DistributedSampler pads, and each batch's
+      .padding says which samples only pad. pad_last=True pads on one rank too, False never;
+    - max_leases and lease_memory: batch buffers that may stand in for batches Python still holds (see below);
     - remote workers (`dsc serve`, docs/remote.md): batches are identical to a local run's;
     - dtype 'uint8' needs layout='NHWC' and normalize=False; defer_augment=True is C++ only (refused);
     - files larger than RAM (quasi_random on a mapped file, docs/distributed.md): cache_budget and
       readahead_bytes;
-    - mean and std are in 0..255 pixel units.
+    - mean and std are in 0..255 pixel units; torchvision's 0..1 units are taken as
+      normalize=dict(mean=..., std=..., scale='unit'), and 0..1-looking values passed as mean= and
+      std= raise dsc.OptionError naming both conventions;
+    - dtype and label_dtype take torch and NumPy dtypes (torch.float16, np.float16) as well as str.
 
-    An unknown option raises TypeError, a value of the wrong type TypeError, a bad value ValueError
+    An unknown option raises TypeError naming the option meant (shuffle -> order, num_workers -> threads,
+    batchsize -> batch_size, ...), a value of the wrong type TypeError, a bad value ValueError
     (dsc.OptionError), each naming the option and what is accepted; so does a crop option the crop mode
     does not use (out_size with crop 'none', scale with 'center', ...) set to other than its default.
 
     rank / world_size default to None: torch.distributed's when it is initialised, else the RANK and
-    WORLD_SIZE environment variables, else 0 and 1.
+    WORLD_SIZE environment variables with a RuntimeWarning that says what was taken (rank='env' takes
+    them without one), else 0 and 1.
 
-    Batches: (images, labels) with images N x C x H x W (layout 'NCHW') or N x H x W x C, labels int32
-    of shape (N,) (a tuple of arrays for files with several label fields); with with_indices=True,
-    (images, labels, indices, padding): the dataset index of each sample and whether it only pads the
-    last batch of a rank. Torch tensors when torch imports, NumPy arrays otherwise.
+    Batches: dsc.Batch, the tuple (images, labels) with images N x C x H x W (layout 'NCHW') or
+    N x H x W x C, labels int64 of shape (N,) (label_dtype='int32' for int32; a tuple of arrays for
+    files with several label fields), and the attributes .padding (bool per sample: it only repeats
+    another to fill the batch) and .indices (dataset index per sample, int64); with with_indices=True,
+    the plain tuple (images, labels, indices, padding). Torch tensors when torch imports, NumPy arrays
+    otherwise. A Loader runs one epoch at a time: starting another (loader.epoch(), iter(loader))
+    makes a running iterator raise dsc.Error at its next step, so zip(loader, loader) needs two Loaders.
 
-    Lifetime: by default the tensors are views of the loader's batch memory (no copy). A batch stays
-    valid as long as Python holds any of its tensors (or a view of them); meanwhile the loader prepares
-    the next batches in other buffers, up to max_leases buffers beyond its ring of prefetch + 1, so
-    memory is at most (prefetch + 1 + max_leases) batches. Holding more batches than max_leases at once
-    makes the loader wait for one to be dropped; after 3 s of waiting for a batch that has no buffer
-    it raises dsc.Error saying so (rather than hanging): raise max_leases (or use copy=True) to keep
-    many. A batch that is merely slow to make is waited for however long it takes.
+    torch.utils.data: len(loader), loader.set_epoch(e) (what the next `for` iterates), loader.classes,
+    and loader.dataset() for torch.utils.data.DataLoader(loader.dataset(), batch_size=None) (whole
+    batches, no copy, num_workers=0).
+
+    Lifetime: by default the images are views of the loader's batch memory (no copy); labels, indices
+    and padding are owned copies, so holding them keeps nothing. A batch's images stay valid as long
+    as Python holds them (or a view of them); meanwhile the loader prepares the next batches in other
+    buffers: max_leases spares beyond its ring of prefetch + 1, so an ordinary loop needs at most
+    (prefetch + 1 + max_leases) batches. A loop that keeps more (a list of batches, outputs with their
+    graphs over gradient accumulation) gets further buffers, freed as they come back, up to
+    lease_memory bytes (default a quarter of this machine's memory), with one RuntimeWarning. Past
+    it, after 3 s of waiting for a buffer for the next batch, it raises dsc.Error saying how many
+    batches Python holds: keep fewer or copies (copy=True), or raise lease_memory. A batch that is
+    merely slow to make is waited for however long it takes.
     copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
     CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
 
@@ -168,12 +180,37 @@ class Loader:
     """
 
     def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
-                 **options):
+                 pad_last=None, **options):
         rank, world_size = _distributed(rank, world_size)
         self._path = _os.fspath(path)
         if tracer is not None and not isinstance(tracer, Tracer):
             raise TypeError(f"tracer must be a dsc.Tracer, got {type(tracer).__name__}")
-        self._core = _dsc.Loader(_path(path, "path"), preset, dict(options, rank=rank, world_size=world_size), tracer)
+        if pad_last not in (None, True, False):
+            raise TypeError(f"pad_last must be None, True or False, got {pad_last!r}")
+        folder = _compat.not_a_dsc_file(path)
+        if folder is not None:
+            raise folder
+        for name in ("dtype", "label_dtype"):  # torch.float16, np.float16 as well as 'float16'
+            if name in options:
+                options[name] = _compat.dtype_name(options[name])
+        options = _compat.normalize_option(options)
+        try:
+            self._core = _dsc.Loader(_path(path, "path"), preset, dict(options, rank=rank, world_size=world_size), tracer)
+        except Error as e:
+            hinted = _compat.build_hint(path, e)
+            if hinted is e:
+                raise
+            raise hinted from None
+        core_info = self._core.info()
+        # One rank hands its last batch out short, as torch's DataLoader does; several keep the padding
+        # that gives every rank equal batches (as DistributedSampler pads), flagged in Batch.padding.
+        self._trim = pad_last is False or (pad_last is None and core_info["world_size"] == 1)
+        self._max_leases = core_info["max_leases"]
+        self._pool_base = core_info["prefetch"] + 1 + core_info["max_leases"]  # buffers before lease_memory's
+        self._lease_memory = core_info.get("lease_memory", 0)
+        self._warned_held = False
+        self._classes = None
+        self._restored_epoch = None
         self.copy = bool(copy)
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not (_torch is not None and _torch.cuda.is_available()):
@@ -219,7 +256,8 @@ class Loader:
         return self._core.info()["threads"]
 
     def epoch(self, epoch, *, first_batch=0, with_indices=False, copy=None):
-        """An iterator over the batches of `epoch` (from `first_batch`). Starting one ends any other.
+        """An iterator over the batches of `epoch` (from `first_batch`). Starting one ends any other (which
+        then raises dsc.Error at its next step).
 
         The same epoch with the same seed gives the same batches, whatever the thread count.
         """
@@ -264,16 +302,23 @@ class Loader:
         core = self._core
         wrap = _torch.from_numpy if _torch is not None else (lambda a: a)
         pin = self.pin_memory
-        while token == self._range:
+        while True:
+            if token != self._range:
+                raise _ended_by_another()
             b = core.next(bool(copy or pin), core_range)
             if b is None:
-                if token == self._range:
-                    self._open = False
+                if token != self._range:
+                    raise _ended_by_another()
+                self._open = False
                 return
             images, labels, indices, padding, epoch, index = b[:6]
             typed = b[6] if len(b) > 6 else []
             self._next_epoch = epoch + 1
             self._last_index = index
+            if not (copy or pin):
+                self._check_held()
+            if self._trim and padding.any():
+                images, labels, indices, padding = _compat.trim_padding(images, labels, indices, padding)
             images = wrap(images)
             labels = [wrap(x) for x in labels]
             if pin:
@@ -292,11 +337,55 @@ class Loader:
                 yield out
                 continue
             labels = labels[0] if len(labels) == 1 else tuple(labels)
+            # int64: torch has no uint32 tensors (a copy of N integers)
+            indices = wrap(indices.astype("int64"))
             if with_indices:
-                # int64: torch has no uint32 tensors (a copy of N integers)
-                yield images, labels, wrap(indices.astype("int64")), wrap(padding)
+                yield images, labels, indices, wrap(padding)
             else:
-                yield images, labels
+                yield Batch((images, labels), wrap(padding), indices)
+
+    def _check_held(self):
+        """Warns once when Python keeps so many batches that the loader lends it buffers beyond its ring
+        and max_leases spares (up to lease_memory): memory a loop that drops its batches does not need."""
+        if self._warned_held or self._core.buffers_allocated() <= self._pool_base:
+            return
+        held = self._core.leased()
+        self._warned_held = True
+        _warnings.warn(f"dsc.Loader: Python holds {held} batches of this loader, more than its ring and max_leases "
+                       f"({self._max_leases}) spares cover: it lends more batch buffers, up to lease_memory "
+                       f"({self._lease_memory >> 20} MiB), and raises past it. If that is not meant, keep fewer "
+                       "(loss.item(), detached outputs) or copies (copy=True, or .clone() what you keep). "
+                       "Said once per Loader.", RuntimeWarning, stacklevel=3)
+
+    def set_epoch(self, epoch):
+        """The epoch the next `for ... in loader` iterates, as DistributedSampler.set_epoch (Lightning and
+        Accelerate call it). After load_state_dict, naming the checkpoint's epoch keeps the resume."""
+        epoch = _index(epoch, "epoch")
+        if not 0 <= epoch < 2**64:
+            raise ValueError(f"epoch must be in [0, 2**64), got {epoch}")
+        if (self._resume or self._empty_rest) and epoch == self._restored_epoch:
+            return
+        self._resume = self._empty_rest = False
+        self._next_epoch = epoch
+
+    @property
+    def classes(self):
+        """The class names of the first label field (dsc.info(path)['classes']), indexed by label."""
+        if self._classes is None:
+            self._classes = info(self._path)["classes"]
+        return self._classes
+
+    def dataset(self):
+        """This loader as a torch.utils.data.IterableDataset of whole batches, for code that insists on a
+        Dataset: torch.utils.data.DataLoader(loader.dataset(), batch_size=None) yields the loader's
+        batches, without a copy (num_workers must stay 0: dsc decodes in its own threads)."""
+        if _torch is None:
+            raise ImportError("Loader.dataset() needs torch")
+        return _compat.dataset(self)
+
+    def __getitem__(self, i):
+        raise TypeError("a dsc.Loader yields whole batches and has no samples to index: iterate it (for x, y in loader), "
+                        "or, where a Dataset is required, torch.utils.data.DataLoader(loader.dataset(), batch_size=None)")
 
     def state_dict(self):
         """Where the run is, as torchdata's StatefulDataLoader.state_dict(): a dict to save with a checkpoint.
@@ -314,6 +403,7 @@ class Loader:
         """Continue from `state` (from state_dict()): the next `for ... in loader` resumes there."""
         raw, pending = _checked_state(state, "load_state_dict")
         self._core.restore(raw)
+        self._restored_epoch = _dsc.state_epoch(raw)
         self._range += 1
         self._resume = True
         self._empty_rest = pending
@@ -358,6 +448,12 @@ class Loader:
                         "(in a DataLoader worker or a spawned process, build it there)")
 
     __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _not_copyable
+
+
+def _ended_by_another():
+    return Error("this iteration over a dsc.Loader was ended by another iteration of the same Loader (loader.epoch(), "
+                 "iter(loader), set_epoch or load_state_dict): a Loader runs one epoch at a time, so zip(loader, loader) or "
+                 "nested loops over one loader need two Loaders")
 
 
 def checksum(array):

@@ -38,7 +38,9 @@ def build(
 def merge(parts: List[PathLike], out: PathLike, *, progress: Optional[bool] = ...) -> Dict[str, Any]: ...
 def info(path: PathLike) -> Dict[str, Any]: ...
 
-Batch = Tuple[Any, Any]
+class Batch(Tuple[Any, Any]):
+    padding: Any
+    indices: Any
 IndexedBatch = Tuple[Any, Any, Any, Any]
 
 class Loader:
@@ -49,11 +51,12 @@ class Loader:
         path: PathLike,
         preset: Optional[Literal["cifar-train", "cifar-test", "imagenet-train", "imagenet-test"]] = ...,
         *,
-        rank: Optional[int] = ...,
+        rank: Union[int, Literal["env"], None] = ...,
         world_size: Optional[int] = ...,
         copy: bool = ...,
         pin_memory: bool = ...,
         tracer: Optional[Tracer] = ...,
+        pad_last: Optional[bool] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,
@@ -64,7 +67,7 @@ class Loader:
         drop_last: bool = ...,
         quasi_window: int = ...,
         subset: Optional[Sequence[int]] = ...,
-        dtype: Literal["float32", "float16", "uint8"] = ...,
+        dtype: Union[Literal["float32", "float16", "uint8"], Any] = ...,
         layout: Literal["NCHW", "NHWC"] = ...,
         fancy_upsampling: bool = ...,
         verify: bool = ...,
@@ -100,9 +103,11 @@ class Loader:
         translate: int = ...,
         cutout: int = ...,
         fill: Tuple[int, int, int] = ...,
-        normalize: bool = ...,
+        normalize: Union[bool, Dict[str, Any]] = ...,
         mean: Tuple[float, float, float] = ...,
         std: Tuple[float, float, float] = ...,
+        lease_memory: int = ...,
+        label_dtype: Union[Literal["int64", "int32"], Any] = ...,
     ) -> None: ...
     def __len__(self) -> int: ...
     @property
@@ -125,6 +130,11 @@ class Loader:
     def buffers_allocated(self) -> int: ...
     def leased(self) -> int: ...
     def close(self) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    @property
+    def classes(self) -> List[str]: ...
+    def dataset(self) -> Any: ...
+    def __getitem__(self, i: Any) -> Any: ...
     def __enter__(self) -> "Loader": ...
     def __exit__(self, *exc: Any) -> None: ...
 

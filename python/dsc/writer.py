@@ -131,8 +131,8 @@ def field_value(kind, values, offsets, shape, size, wrap):
     arrays (torch 1.13 has no such tensors)."""
     if values.dtype.kind == "u" and values.dtype.itemsize > 1:
         wrap = lambda a: a  # noqa: E731
-    if offsets is None:
-        return wrap(values.reshape((size,) + tuple(shape)))
+    if offsets is None:  # [:size]: a batch trimmed of its padding keeps its first `size` rows
+        return wrap(values.reshape((-1,) + tuple(shape))[:size])
     out = []
     raw = values.view(_np.uint8) if kind == "var_array" else values
     item = values.dtype.itemsize
