@@ -16,6 +16,12 @@
 
 namespace dsc::format {
 
+class FileView;
+namespace ffcv {
+class File;
+std::unique_ptr<FileView> OpenView(const ByteSource* src);
+}  // namespace ffcv
+
 // One finding of a check, located the way `dsc info --json` names sections.
 struct Problem {
   std::string section;  // "header", "data", "index", "meta", "blocks", "footer", or an optional section's name
@@ -57,10 +63,14 @@ class FileView {
   void CheckBlock(size_t b) const;
   // The exact bytes of JPEG table set k-1 for an entry's jpeg_table == k.
   const std::string& jpeg_table(uint16_t k) const { return meta_.jpeg_tables[k - 1]; }
+  // Non-null when the file is FFCV's (docs/ffcv-format.md): the index and blocks were synthesised
+  // from it, and there are no checksums to check.
+  const ffcv::File* ffcv() const { return ffcv_.get(); }
 
  private:
   friend class Inspector;
   friend std::vector<Problem> VerifyFile(const ByteSource& src);
+  friend std::unique_ptr<FileView> ffcv::OpenView(const ByteSource* src);
   FileView() = default;
   const ByteSource* src_ = nullptr;
   Header header_;
@@ -69,6 +79,7 @@ class FileView {
   std::vector<uint8_t> index_copy_;  // the validated index, copied out of the file
   const uint8_t* index_ = nullptr;
   std::optional<RestartStats> restart_;
+  std::shared_ptr<const ffcv::File> ffcv_;
 };
 
 // Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.

@@ -416,7 +416,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
   using B = dsc::writer::BuildOptions;
   using BSetter = std::function<void(B&, const std::string&, py::handle)>;
   static const std::map<std::string, BSetter> setters = {
-      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest"}); }},
+      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "ffcv"}); }},
       {"split", [](B& o, auto& n, py::handle h) { o.split = AsChoice(n, h, {"train", "test"}); }},
       {"encoding", [](B& o, auto& n, py::handle h) { o.encode.encoding = AsChoice(n, h, {"default", "jpeg", "raw", "raw-zstd", "auto"}); }},
       {"quality", [](B& o, auto& n, py::handle h) { o.encode.quality = AsInt<int>(n, h, 1, 100); }},

@@ -77,7 +77,8 @@ void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
                    std::to_string(e.channels) + " channel(s)");
       if (!rgb) return;
       rgb->resize(n);
-      if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling))
+      jpeg_->set_fast_idct(options_.fast_idct);  // FFCV's decode: fast IDCT, fancy upsampling
+      if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling || options_.fast_idct))
         throw fail("corrupt JPEG: " + jpeg_->error());
       return;
     }

@@ -89,6 +89,7 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
   row_.resize(size_t(out.width) * 3);
   mirrored_.resize(size_t(out.width) * 3);
   if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling);
+  jpeg_->set_fast_idct(out.fast_idct);
 }
 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
@@ -102,6 +103,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
   // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  jpeg_->set_fast_idct(out_.fast_idct);
   ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
   throw ds_.Unreadable(index);
 }

@@ -13,6 +13,7 @@ constexpr int kExitBad = 1;
 constexpr int kExitUsage = 2;
 
 int CmdBuild(int argc, char** argv);
+int CmdConvert(int argc, char** argv);  // an FFCV .beton file to a dsc file
 int CmdInfo(int argc, char** argv);
 int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);
