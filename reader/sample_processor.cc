@@ -141,19 +141,28 @@ int SampleProcessor::DecodeGroup() {
     const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
     const format::IndexEntry& e = parts.entry;
     // What Process would decode through DecodePlanes: a JPEG of the output's size under the pixel
-    // limit, here one whose header is the file's shared table set (the same bytes for every member).
-    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || !parts.head.size || e.width != out_.width ||
+    // limit, here one whose header is the same bytes for every member: the file's shared table set,
+    // or an inline header (FFCV's files, --jpeg-tables inline) equal to the first member's.
+    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || e.width != out_.width ||
         e.height != out_.height || uint64_t(e.width) * e.height > out_.max_pixels ||
         group_bytes_.size() + parts.body.size > kMaxGroupBytes)
       continue;
+    Payload head = parts.head, body = parts.body;
+    if (!head.size) {
+      const size_t h = kernels::JpegPrefixLength(body.data, body.size);
+      if (h == 0 || h >= body.size) continue;
+      head = {body.data, h};
+      body = {body.data + h, body.size - h};
+    }
     if (table < 0) {
       table = e.jpeg_table;
-      group_head_.assign(parts.head.data, parts.head.data + parts.head.size);
-    } else if (e.jpeg_table != table) {
+      group_head_.assign(head.data, head.data + head.size);
+    } else if (e.jpeg_table != table ||
+               (table == 0 && (head.size != group_head_.size() || std::memcmp(head.data, group_head_.data(), head.size) != 0))) {
       continue;
     }
-    group_bytes_.insert(group_bytes_.end(), parts.body.data, parts.body.data + parts.body.size);
-    group_sizes_.push_back(parts.body.size);
+    group_bytes_.insert(group_bytes_.end(), body.data, body.data + body.size);
+    group_sizes_.push_back(body.size);
     group_channels_.push_back(e.channels);
     chunk_slot_[i] = members++;
   }

@@ -2,6 +2,7 @@
 // FFCV decoded for them, files laid out by NumPy from the doc (tests/ffcv/ffcv_ref.py), and hostile
 // edits of both.
 #include <gtest/gtest.h>
+#include <turbojpeg.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,32 @@ TEST(Ffcv, LoaderReadsTheFfcvFileWithFfcvsPixels) {
     }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 2000);
   }
+}
+
+// The default decode (box upsampling, accurate IDCT) groups JPEGs whose inline headers are equal
+// (kernels' DecodePlanesGroup): the same pixels as libjpeg-turbo's own decode of each (FASTUPSAMPLE).
+TEST(Ffcv, GroupedDecodeOfInlineHeadersEqualsLibjpegTurbo) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string path = Samples() + "/ffcv-samples/cifar-test-smart.beton";
+  LoaderOptions o = PlainUint8(Order::kRandom);
+  o.fast_idct = false;
+  Loader l(path, o);
+  Dataset ds(path);
+  std::vector<uint8_t> scratch;
+  uint64_t jpegs = 0;
+  for (const Batch& b : l.epoch(0)) {
+    for (uint32_t j = 0; j < b.size; ++j) {
+      const uint32_t i = b.indices[j];
+      const Payload p = ds.ReadPayload(i, &scratch);
+      std::vector<uint8_t> want(p.data, p.data + p.size);
+      if (ds.entry(i).encoding == uint8_t(format::Encoding::kJpeg)) {
+        want = ReferenceDecode(want, nullptr, nullptr, TJFLAG_FASTUPSAMPLE);
+        ++jpegs;
+      }
+      ASSERT_EQ(std::memcmp(b.images_as<uint8_t>() + j * b.image_bytes(), want.data(), 3072), 0) << "sample " << i;
+    }
+  }
+  EXPECT_EQ(jpegs, 998u);
 }
 
 // dsc convert: the same samples in the same order, JPEGs passed through (restart markers added

@@ -5,6 +5,9 @@
   ffcv_ref.py write OUT PAGE CHUNK     an FFCV file laid out from docs/ffcv-format.md: every field type,
                                        mixed JPEG/raw images, pages filled by two interleaved writers;
                                        expectations beside it as OUT.<what>.bin
+  ffcv_ref.py tree ROOT OUT            a class-per-folder JPEG tree (CIFAR-10's train/) as an FFCV file:
+                                       JPEGs as stored (mode 0), IntField label = sorted class index,
+                                       8 MiB pages (bench/: the loader over FFCV's layout)
 """
 import io
 import json
@@ -140,8 +143,47 @@ def write(out, page, chunk):
     np.array([len(pages)], '<u8').tofile(out + '.pages.bin')
 
 
+def tree(root, out, page=1 << 23):
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    files = [(os.path.join(root, c, f), k) for k, c in enumerate(classes) for f in sorted(os.listdir(os.path.join(root, c)))]
+    n = len(files)
+    record = np.dtype([('image', IMAGE_META), ('label', '<i8')], align=True)
+    header = np.zeros(1, np.dtype([('version', '<u2'), ('num_fields', '<u2'), ('page_size', '<u4'),
+                                   ('num_samples', '<u8'), ('alloc_table_ptr', '<u8')]))
+    desc = np.zeros(2, np.dtype([('type_id', 'u1'), ('name', 'u1', 16), ('arguments', 'u1', 1024)]))
+    for i, (nm, t) in enumerate([('image', 2), ('label', 1)]):
+        desc[i]['type_id'] = t
+        desc[i]['name'][:len(nm)] = np.frombuffer(nm.encode(), 'u1')
+    meta = np.zeros(n, record)
+    meta_start = header.nbytes + desc.nbytes
+    data_start = -(-(meta_start + meta.nbytes) // page) * page
+    pages, table, used = [], [], page
+    for s, (path, label) in enumerate(files):
+        b = open(path, 'rb').read()
+        w, h = Image.open(io.BytesIO(b)).size
+        if used + len(b) > page:
+            pages.append(bytearray(page))
+            used = 0
+        ptr = data_start + (len(pages) - 1) * page + used
+        pages[-1][used:used + len(b)] = b
+        used += len(b)
+        meta[s] = ((0, w, h, ptr), label)
+        table.append((s, ptr, len(b)))
+    header[0] = (2, 2, page, n, data_start + len(pages) * page)
+    with open(out, 'wb') as f:
+        f.write(header.tobytes())
+        f.write(desc.tobytes())
+        f.write(meta.tobytes())
+        f.write(b'\0' * (data_start - meta_start - meta.nbytes))
+        for p in pages:
+            f.write(bytes(p))
+        f.write(np.array(table, '<u8').tobytes())
+
+
 if __name__ == '__main__':
     if sys.argv[1] == 'dump':
         dump(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == 'tree':
+        tree(sys.argv[2], sys.argv[3])
     else:
         write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
