@@ -34,6 +34,9 @@
 #endif
 #include "format/checksum.h"
 #include "format/error.h"
+#include "format/ffcv.h"
+#include "reader/ffcv_info.h"
+#include "reader/file_source.h"
 #include "kernels/limits.h"
 #include "python/args.h"
 #include "python/gil.h"
@@ -493,7 +496,9 @@ PYBIND11_MODULE(_dsc, m) {
   m.def("build", &Build, py::arg("source"), py::arg("out"), py::arg("options"));
   m.def("info_json", [](const std::string& path) {
     return WithoutGil([&] {
-      dsc::Dataset ds(path);
+      auto src = dsc::OpenMmapSource(path);
+      if (dsc::format::ffcv::IsFfcv(*src)) return dsc::FfcvInfoJson(*dsc::format::ffcv::File::Open(src.get()));  // as FFCV named its fields
+      dsc::Dataset ds(std::move(src), {});
       return dsc::InfoJson(ds, dsc::Summarize(ds));
     });
   });

@@ -6,7 +6,7 @@
 #include "format/ffcv.h"
 #include "reader/file_source.h"
 #include "reader/info.h"
-#include "tools/ffcv_info.h"
+#include "reader/ffcv_info.h"
 #include "tools/commands.h"
 
 namespace dsc::tools {

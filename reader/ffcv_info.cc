@@ -1,5 +1,5 @@
 // `dsc info` of an FFCV file: what it is, its fields as FFCV named them, what dsc's loader reads.
-#include "tools/ffcv_info.h"
+#include "reader/ffcv_info.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include "format/ffcv.h"
 #include "reader/json.h"
 
-namespace dsc::tools {
+namespace dsc {
 
 namespace {
 
@@ -116,4 +116,4 @@ std::string FfcvInfoJson(const ffcv::File& f) {
   return j.Finish();
 }
 
-}  // namespace dsc::tools
+}  // namespace dsc
