@@ -137,6 +137,15 @@ int SampleProcessor::DecodeGroup() {
   group_bytes_.clear();
   group_sizes_.clear();
   group_channels_.clear();
+  // The members' payloads are scattered over the file: ask for their first bytes (an inline JPEG's
+  // header, then its data) all at once rather than miss the cache on each in turn. A prefetch never
+  // faults, whatever the index says.
+  if (const uint8_t* base = ds_.mapped()) {
+    for (size_t i = 0; i < chunk_.size() && i < kMaxGroupImages; ++i) {
+      const format::IndexEntry e = ds_.entry(chunk_[i]);
+      for (uint32_t o = 0; o < e.size && o < 1024; o += 64) __builtin_prefetch(base + e.offset + o);
+    }
+  }
   for (size_t i = 0; i < chunk_.size() && size_t(members) < kMaxGroupImages; ++i) {
     const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
     const format::IndexEntry& e = parts.entry;
