@@ -276,7 +276,8 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (!jpeg_->ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
         throw fail("corrupt JPEG: " + jpeg_->error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
-      if (jpeg_->components() != e.channels)
+      // FFCV's index has no channel count: it decodes any JPEG to RGB, a grayscale one too.
+      if (jpeg_->components() != e.channels && !(ds_.view().ffcv() && jpeg_->components() == 1))
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
       if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_->CanDecodePlanes()) {

@@ -64,7 +64,10 @@ def write(out, page, chunk):
         rgb = np.ascontiguousarray(rgb)
         if s % 3 == 0:
             buf = io.BytesIO()
-            Image.fromarray(rgb).save(buf, 'JPEG', quality=90, subsampling=2)
+            if s % 9 == 3:  # a grayscale JPEG: FFCV decodes it to RGB too
+                Image.fromarray(rgb).convert('L').save(buf, 'JPEG', quality=90)
+            else:
+                Image.fromarray(rgb).save(buf, 'JPEG', quality=90, subsampling=2)
             img, mode = buf.getvalue(), 0
             pixels.append(np.asarray(Image.open(io.BytesIO(img)).convert('RGB')))
         else:
