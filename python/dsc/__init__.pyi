@@ -18,7 +18,7 @@ def build(
     out: PathLike,
     *,
     progress: Optional[bool] = ...,
-    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest"] = ...,
+    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest", "ffcv"] = ...,
     split: Literal["train", "test"] = ...,
     encoding: Literal["default", "jpeg", "raw", "raw-zstd", "auto"] = ...,
     quality: int = ...,
@@ -33,6 +33,15 @@ def build(
     max_pixels: int = ...,
     max_file_size: int = ...,
     skip_invalid: bool = ...,
+) -> Dict[str, Any]: ...
+def convert(
+    ffcv_file: PathLike,
+    out: PathLike,
+    *,
+    progress: Optional[bool] = ...,
+    threads: int = ...,
+    restart_interval: Union[Literal["auto", "none"], int] = ...,
+    block_size: int = ...,
 ) -> Dict[str, Any]: ...
 def info(path: PathLike) -> Dict[str, Any]: ...
 
@@ -65,6 +74,7 @@ class Loader:
         dtype: Literal["float32", "float16", "uint8"] = ...,
         layout: Literal["NCHW", "NHWC"] = ...,
         fancy_upsampling: bool = ...,
+        idct: Literal["accurate", "fast"] = ...,
         verify: bool = ...,
         pread: bool = ...,
         dct_scaling: bool = ...,
