@@ -15,6 +15,7 @@
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
 #include "reader/loader.h"
+#include "reader/order.h"
 #include "writer/build.h"
 #include "tests/test_util.h"
 
@@ -286,6 +287,22 @@ TEST(Ffcv, NumpyWrittenFilesOfSeveralPageSizes) {
       const auto bytes = ReadFile(path);
       MemorySource src("syn.beton", bytes.data(), bytes.size());
       EXPECT_TRUE(ffcv::Verify(src).empty());
+      // quasi_random over the synthesised blocks (runs of one page): two ranks together read every
+      // sample once, and the plan is a function of its options.
+      std::vector<int> seen(ds.size(), 0);
+      for (uint32_t rank = 0; rank < 2; ++rank) {
+        OrderOptions oo;
+        oo.order = Order::kQuasiRandom;
+        oo.seed = 5;
+        oo.rank = rank;
+        oo.world_size = 2;
+        oo.batch_size = 4;
+        const EpochPlan plan = PlanEpoch(ds.view(), oo, 3);
+        for (size_t k = 0; k < plan.samples.size(); ++k)
+          if (!plan.padding[k]) ++seen[plan.samples[k]];
+        EXPECT_EQ(plan.samples, PlanEpoch(ds.view(), oo, 3).samples);  // deterministic
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), long(ds.size()));
     }
   }
 }
