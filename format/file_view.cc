@@ -6,6 +6,7 @@
 #include "format/bytes.h"
 #include "format/checksum.h"
 #include "format/error.h"
+#include "format/ffcv.h"
 
 namespace dsc::format {
 
@@ -26,17 +27,6 @@ bool AllZero(const uint8_t* p, size_t n) {
 
 std::string Num(uint64_t v) { return std::to_string(v); }
 
-// FFCV (which also names its files .beton) has no magic: its file starts with the 24-byte HeaderType
-// of ffcv/types.py (version u16, num_fields u16, page_size u32, num_samples u64, alloc_table_ptr u64,
-// little-endian). Recognised by plausibility: a small version, a few fields, a power-of-two page size
-// and an allocation table inside the file.
-bool LooksLikeFfcv(const uint8_t* h, uint64_t file_size) {
-  const uint16_t version = le::get16(h), fields = le::get16(h + 2);
-  const uint32_t page = le::get32(h + 4);
-  const uint64_t samples = le::get64(h + 8), table = le::get64(h + 16);
-  return version >= 1 && version <= 16 && fields >= 1 && fields <= 256 && page >= 512 && (page & (page - 1)) == 0 &&
-         table >= 24 && table < file_size && samples <= file_size;
-}
 
 }  // namespace
 
@@ -52,8 +42,6 @@ class Inspector {
     const uint64_t size = src_.size();
     // The magic before the size: a short text file is not a short dsc file.
     if (size >= 8 && std::memcmp(src_.Read(0, 8, &scratch_), kHeaderMagic.data(), 8) != 0) {
-      if (size >= 24 && LooksLikeFfcv(src_.Read(0, 24, &scratch_), size))
-        return Fail({"header", -1, -1, "this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"});
       return Fail({"header", -1, -1, "bad magic (not a dsc file)"});
     }
     if (size < kPageSize + kFooterSize) {
@@ -397,12 +385,14 @@ class Inspector {
 };
 
 std::unique_ptr<FileView> FileView::Open(const ByteSource* src) {
+  if (ffcv::IsFfcv(*src)) return ffcv::OpenView(src);
   std::unique_ptr<FileView> v(new FileView());
   Inspector(*src, nullptr, false).Run(v.get());
   return v;
 }
 
 std::vector<SectionExtent> FileView::Extents() const {
+  if (ffcv_) return ffcv::Extents(*ffcv_);
   const Header& h = header_;
   const uint64_t footer_off = h.file_size - kFooterSize;
   std::vector<SectionExtent> out;
@@ -420,6 +410,7 @@ std::vector<SectionExtent> FileView::Extents() const {
 }
 
 void FileView::CheckBlock(size_t b) const {
+  if (ffcv_) return;  // FFCV has no checksums: ffcv::Verify checks its structure
   std::vector<uint8_t> scratch;
   const BlockEntry& be = blocks_[b];
   const uint8_t* p = src_->Read(be.offset, be.size, &scratch);
@@ -429,6 +420,7 @@ void FileView::CheckBlock(size_t b) const {
 }
 
 std::vector<Problem> VerifyFile(const ByteSource& src) {
+  if (ffcv::IsFfcv(src)) return ffcv::Verify(src);
   std::vector<Problem> problems;
   std::unique_ptr<FileView> v(new FileView());
   try {

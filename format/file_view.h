@@ -17,6 +17,12 @@
 
 namespace dsc::format {
 
+class FileView;
+namespace ffcv {
+class File;
+std::unique_ptr<FileView> OpenView(const ByteSource* src);
+}  // namespace ffcv
+
 // One finding of a check, located the way `dsc info --json` names sections.
 struct Problem {
   std::string section;  // "header", "data", "index", "meta", "blocks", "footer", or an optional section's name
@@ -58,6 +64,9 @@ class FileView {
   void CheckBlock(size_t b) const;
   // The exact bytes of JPEG table set k-1 for an entry's jpeg_table == k.
   const std::string& jpeg_table(uint16_t k) const { return meta_.jpeg_tables[k - 1]; }
+  // Non-null when the file is FFCV's (docs/ffcv-format.md): the index and blocks were synthesised
+  // from it, and there are no checksums to check.
+  const ffcv::File* ffcv() const { return ffcv_.get(); }
 
   // Typed fields (format 1.2). typed(): the file has incompat bit 0; layout() says where each field
   // lives. Both accessors are O(1) in the sample (FieldValue sums at most 64 lengths) and read
@@ -86,6 +95,7 @@ class FileView {
  private:
   friend class Inspector;
   friend std::vector<Problem> VerifyFile(const ByteSource& src);
+  friend std::unique_ptr<FileView> ffcv::OpenView(const ByteSource* src);
   FileView() = default;
   const ByteSource* src_ = nullptr;
   Header header_;
@@ -98,6 +108,7 @@ class FileView {
   std::vector<uint64_t> column_start_;  // per field: where its column starts in columns_
   std::vector<uint8_t> columns_;        // the validated columns section
   std::vector<uint32_t> varsizes_;      // the validated varsizes section, sample-major
+  std::shared_ptr<const ffcv::File> ffcv_;
 };
 
 // Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.

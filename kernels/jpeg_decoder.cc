@@ -40,7 +40,10 @@ struct JpegDecoder::State {
   std::vector<JSAMPROW> rows;  // reused: whole-image reads let libjpeg upsample in place
   std::vector<uint8_t> planes[3];
   std::vector<JSAMPROW> plane_rows[3];
+  J_DCT_METHOD dct = JDCT_ISLOW;  // set_fast_idct
 };
+
+void JpegDecoder::set_fast_idct(bool fast) { s_->dct = fast ? JDCT_IFAST : JDCT_ISLOW; }
 
 namespace {
 
@@ -161,6 +164,7 @@ bool JpegDecoder::DecodeRGB(uint8_t* out, size_t stride, bool fancy) {
   c->scale_num = 8;
   c->scale_denom = 8;
   c->do_fancy_upsampling = fancy ? TRUE : FALSE;
+  c->dct_method = s_->dct;
   jpeg_start_decompress(c);
   // Hand libjpeg every row at once (as TurboJPEG does): reading one row per call makes it go through
   // an extra buffer, a large cost on small images.
@@ -372,6 +376,7 @@ bool JpegDecoder::DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy
   jpeg_decompress_struct* c = &s_->cinfo;
   DSC_JPEG_RETURN_FALSE_ON_ERROR(c);
   c->do_fancy_upsampling = fancy ? TRUE : FALSE;
+  c->dct_method = s_->dct;
   c->scale_num = unsigned(k);
   c->scale_denom = 8;
   jpeg_start_decompress(c);

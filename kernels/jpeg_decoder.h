@@ -59,6 +59,9 @@ class JpegDecoder {
   // Decodes the whole image (after ReadHeader) to RGB rows `stride` bytes apart. `fancy`: libjpeg's
   // default triangle-filter chroma upsampling; otherwise box upsampling (TurboJPEG's FASTUPSAMPLE).
   bool DecodeRGB(uint8_t* out, size_t stride, bool fancy = true);
+  // libjpeg's fast integer IDCT (TurboJPEG's TJFLAG_FASTDCT, how FFCV decodes) for DecodeRGB and
+  // DecodeCrop from now on, instead of the accurate one. DecodePlanes keeps the accurate IDCT.
+  void set_fast_idct(bool fast);
   // After ReadHeader: whether DecodePlanes handles this image (YCbCr or gray, chroma subsampled by 1 or 2).
   bool CanDecodePlanes() const;
   // Decodes to planes owned by the decoder (valid until the next call). Much faster than DecodeRGB on

@@ -34,6 +34,9 @@
 #endif
 #include "format/checksum.h"
 #include "format/error.h"
+#include "format/ffcv.h"
+#include "reader/ffcv_info.h"
+#include "reader/file_source.h"
 #include "kernels/limits.h"
 #include "python/args.h"
 #include "python/gil.h"
@@ -450,7 +453,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
   using B = dsc::writer::BuildOptions;
   using BSetter = std::function<void(B&, const std::string&, py::handle)>;
   static const std::map<std::string, BSetter> setters = {
-      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset"}); }},
+      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset", "ffcv"}); }},
       {"shard", [](B& o, auto& n, py::handle h) {  // (index, count): part index of count, for dsc.merge
          if (!py::isinstance<py::tuple>(h) || py::len(h) != 2)
            throw py::type_error("build option " + n + " must be a tuple (index, count), e.g. (3, 8)");
@@ -549,7 +552,9 @@ PYBIND11_MODULE(_dsc, m) {
   dsc::python::RegisterWriter(m);
   m.def("info_json", [](const std::string& path) {
     return WithoutGil([&] {
-      dsc::Dataset ds(path);
+      auto src = dsc::OpenMmapSource(path);
+      if (dsc::format::ffcv::IsFfcv(*src)) return dsc::FfcvInfoJson(*dsc::format::ffcv::File::Open(src.get()));  // as FFCV named its fields
+      dsc::Dataset ds(std::move(src), {});
       return dsc::InfoJson(ds, dsc::Summarize(ds));
     });
   });

@@ -72,12 +72,14 @@ void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
         throw fail("corrupt JPEG: " + jpeg_->error());
       if (w != e.width || h != e.height)
         throw fail("JPEG header says " + std::to_string(w) + "x" + std::to_string(h) + ", index says " + Dims(e));
-      if (jpeg_->components() != e.channels)
+      // FFCV's index has no channel count: it decodes any JPEG to RGB, a grayscale one too.
+      if (jpeg_->components() != e.channels && !(ds_.view().ffcv() && jpeg_->components() == 1))
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
       if (!rgb) return;
       rgb->resize(n);
-      if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling))
+      jpeg_->set_fast_idct(options_.fast_idct);  // FFCV's decode: fast IDCT, fancy upsampling
+      if (!jpeg_->DecodeRGB(rgb->data(), size_t(e.width) * 3, options_.fancy_upsampling || options_.fast_idct))
         throw fail("corrupt JPEG: " + jpeg_->error());
       return;
     }

@@ -17,6 +17,8 @@ struct DecodeOptions {
   // sees); true: libjpeg's triangle filter, bit-identical to PIL's Image.open(f).convert("RGB").
   bool fancy_upsampling = false;
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
+  // libjpeg's fast integer IDCT with fancy upsampling: TurboJPEG's TJFLAG_FASTDCT decode, FFCV's pixels.
+  bool fast_idct = false;
 };
 
 // Decodes samples of one dataset. Not thread-safe: one per thread.

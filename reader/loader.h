@@ -128,6 +128,9 @@ struct LoaderOptions {
   // conversion + augmentation + normalisation in one pass). true: libjpeg's default triangle filter,
   // bit-identical to what PIL / torchvision / OpenCV decode, and slower.
   bool fancy_upsampling = false;
+  // The IDCT of CPU JPEG decodes: false, libjpeg's accurate one (dsc's default); true, the fast integer
+  // one with fancy upsampling, as TurboJPEG's TJFLAG_FASTDCT decodes: FFCV's pixels exactly.
+  bool fast_idct = false;
   // Crop transforms on JPEGs: decode at the smallest DCT scale k/8 that keeps the crop at least the
   // output size (the resized image then differs a little from PIL's full-size result), or, when
   // false, always at full size (Pillow's result exactly, with fancy_upsampling; slower on large crops).

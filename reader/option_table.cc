@@ -263,6 +263,9 @@ std::vector<OptionRow> MakeTable() {
                              [](O& o) -> Layout& { return o.layout; }, kAll));
   t.push_back(Bool("fancy_upsampling", "JPEG chroma upsampling as libjpeg's default (PIL-identical, slower) instead of box",
                    [](O& o) -> bool& { return o.fancy_upsampling; }, kAll));
+  t.push_back(Choice<bool>("idct", "JPEG inverse DCT: accurate (dsc's default) or fast (TurboJPEG's TJFLAG_FASTDCT with "
+                           "fancy upsampling, as FFCV decodes: FFCV's pixels exactly)", {"accurate", "fast"}, {false, true},
+                           [](O& o) -> bool& { return o.fast_idct; }, kAll));
   t.push_back(Bool("dct_scaling", "crops decode at the smallest DCT scale that keeps them at least the output size",
                    [](O& o) -> bool& { return o.dct_scaling; }, kAll));
   t.push_back(Bool("verify", "check each block's checksum on first touch", [](O& o) -> bool& { return o.verify; }, kAll));

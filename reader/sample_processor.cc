@@ -89,6 +89,7 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
   row_.resize(size_t(out.width) * 3);
   mirrored_.resize(size_t(out.width) * 3);
   if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling);
+  jpeg_->set_fast_idct(out.fast_idct);
 }
 
 SampleProcessor::~SampleProcessor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(zstd_)); }
@@ -102,6 +103,7 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
   if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
   // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
+  jpeg_->set_fast_idct(out_.fast_idct);
   ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
   throw ds_.Unreadable(index);
 }
@@ -135,23 +137,41 @@ int SampleProcessor::DecodeGroup() {
   group_bytes_.clear();
   group_sizes_.clear();
   group_channels_.clear();
+  // The members' payloads are scattered over the file: ask for their first bytes (an inline JPEG's
+  // header, then its data) all at once rather than miss the cache on each in turn. A prefetch never
+  // faults, whatever the index says.
+  if (const uint8_t* base = ds_.mapped()) {
+    for (size_t i = 0; i < chunk_.size() && i < kMaxGroupImages; ++i) {
+      const format::IndexEntry e = ds_.entry(chunk_[i]);
+      for (uint32_t o = 0; o < e.size && o < 1024; o += 64) __builtin_prefetch(base + e.offset + o);
+    }
+  }
   for (size_t i = 0; i < chunk_.size() && size_t(members) < kMaxGroupImages; ++i) {
     const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
     const format::IndexEntry& e = parts.entry;
     // What Process would decode through DecodePlanes: a JPEG of the output's size under the pixel
-    // limit, here one whose header is the file's shared table set (the same bytes for every member).
-    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || !parts.head.size || e.width != out_.width ||
+    // limit, here one whose header is the same bytes for every member: the file's shared table set,
+    // or an inline header (FFCV's files, --jpeg-tables inline) equal to the first member's.
+    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || e.width != out_.width ||
         e.height != out_.height || uint64_t(e.width) * e.height > out_.max_pixels ||
         group_bytes_.size() + parts.body.size > kMaxGroupBytes)
       continue;
+    Payload head = parts.head, body = parts.body;
+    if (!head.size) {
+      const size_t h = kernels::JpegPrefixLength(body.data, body.size);
+      if (h == 0 || h >= body.size) continue;
+      head = {body.data, h};
+      body = {body.data + h, body.size - h};
+    }
     if (table < 0) {
       table = e.jpeg_table;
-      group_head_.assign(parts.head.data, parts.head.data + parts.head.size);
-    } else if (e.jpeg_table != table) {
+      group_head_.assign(head.data, head.data + head.size);
+    } else if (e.jpeg_table != table ||
+               (table == 0 && (head.size != group_head_.size() || std::memcmp(head.data, group_head_.data(), head.size) != 0))) {
       continue;
     }
-    group_bytes_.insert(group_bytes_.end(), parts.body.data, parts.body.data + parts.body.size);
-    group_sizes_.push_back(parts.body.size);
+    group_bytes_.insert(group_bytes_.end(), body.data, body.data + body.size);
+    group_sizes_.push_back(body.size);
     group_channels_.push_back(e.channels);
     chunk_slot_[i] = members++;
   }
@@ -256,7 +276,8 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (!jpeg_->ReadHeader(parts.head.data, parts.head.size, parts.body.data, parts.body.size, &w, &h))
         throw fail("corrupt JPEG: " + jpeg_->error());
       if (w != e.width || h != e.height) throw fail("JPEG size disagrees with the index");
-      if (jpeg_->components() != e.channels)
+      // FFCV's index has no channel count: it decodes any JPEG to RGB, a grayscale one too.
+      if (jpeg_->components() != e.channels && !(ds_.view().ffcv() && jpeg_->components() == 1))
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
       if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_->CanDecodePlanes()) {

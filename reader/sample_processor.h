@@ -29,6 +29,7 @@ struct OutputFormat {
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // LoaderOptions::max_pixels
   bool dct_scaling = true;           // LoaderOptions::dct_scaling
   bool twin = false;                 // LoaderOptions::Decoder::kGpu (reader/gpu_stage.h)
+  bool fast_idct = false;            // LoaderOptions::fast_idct (then fancy_upsampling too)
 };
 
 class TwinStageWorker;  // reader/gpu_stage.h

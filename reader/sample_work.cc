@@ -13,6 +13,9 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
   format_ = {o.dtype, o.layout, width, height, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
              o.dct_scaling};
   format_.twin = o.decoder == LoaderOptions::Decoder::kGpu;
+  // FFCV's decode (TJFLAG_FASTDCT) upsamples chroma with the fancy filter: the whole-image paths.
+  format_.fast_idct = o.fast_idct && !format_.twin;
+  format_.fancy_upsampling = format_.fancy_upsampling || format_.fast_idct;
   if (o.defer_augment) {  // the CPU stage writes plain pixels
     kernels::AugmentSpec plain;
     kernels::MakeNormalizeTable(plain, table_);

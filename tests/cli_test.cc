@@ -464,16 +464,15 @@ TEST(Cli, DamageAndBadInputExitOne) {
   EXPECT_FALSE(fs::exists(dir + "/x.beton"));
   EXPECT_EQ(RunDsc("build " + root + " " + dir + "/y.beton --encoding png", &out), 2);  // a usage error
   EXPECT_NE(out.find("--encoding"), std::string::npos);
-  // An FFCV file (same .beton suffix) is named as such, not just "bad magic".
+  // An FFCV file (same .beton suffix) is read as one, not refused for "bad magic": this one is torn.
   std::vector<uint8_t> ffcv(1 << 16, 0);
   const uint8_t head[24] = {2, 0, 2, 0, 0, 0, 0, 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0};  // page 2^24, table at 32768
   std::copy(head, head + 24, ffcv.begin());
   WriteFile(dir + "/ffcv.beton", ffcv);
   for (const std::string cmd : {"info", "verify"}) {
     EXPECT_EQ(RunDsc(cmd + " " + dir + "/ffcv.beton", &out), 1) << cmd;
-    EXPECT_NE(out.find("ffcv.beton: header: this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`"),
+    EXPECT_NE(out.find("header: allocation table at byte 32768 is not at a page boundary after the data pages"),
               std::string::npos) << out;
-    EXPECT_EQ(out.find("DAMAGED"), std::string::npos) << out;
   }
 }
 

@@ -323,7 +323,7 @@ TEST(Refusals2, EveryDataByteIsCoveredByARule) {
 }
 
 // FFCV names its files .beton too; its header (ffcv/types.py HeaderType) must be recognised and the
-// user told to rebuild, instead of a bare "bad magic".
+// file read as FFCV's (format/ffcv.h), instead of a bare "bad magic": this one's table is torn.
 TEST(Refusals2, FfcvFilesAreRecognised) {
   std::vector<uint8_t> b(3 << 20, 0);
   le::put16(b.data(), 2);             // version
@@ -332,7 +332,8 @@ TEST(Refusals2, FfcvFilesAreRecognised) {
   le::put64(b.data() + 8, 50000);     // num_samples
   le::put64(b.data() + 16, 2u << 20); // alloc_table_ptr
   MemorySource src("cifar_train.beton", b.data(), b.size());
-  const std::string want = "cifar_train.beton: header: this is an FFCV .beton file, not a dsc file; rebuild it with `dsc build`";
+  const std::string want = "cifar_train.beton: FFCV file: allocation table: 1048576 bytes from byte 2097152 to the end of the file "
+                           "are not whole 24-byte entries";
   try {
     FileView::Open(&src);
     FAIL();
@@ -341,7 +342,7 @@ TEST(Refusals2, FfcvFilesAreRecognised) {
   }
   auto problems = VerifyFile(src);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].message.find("FFCV"), std::string::npos);
+  EXPECT_NE(problems[0].message.find("not whole 24-byte entries"), std::string::npos);
   // Not every magic-less file is FFCV: a table pointer outside the file, or a page size that is not a
   // power of two, is plain garbage.
   for (auto edit : {std::pair<size_t, uint64_t>{16, 5u << 20}, {4, 3000}}) {

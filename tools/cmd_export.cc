@@ -127,6 +127,8 @@ int CmdExport(int argc, char** argv) {
       ("ppm", "write PPM instead of PNG")
       ("upsampling", "JPEG chroma upsampling: box (the loader's default: what training sees) or fancy "
                      "(libjpeg's default, as PIL decodes)", cli::value<std::string>()->default_value("box"))
+      ("idct", "JPEG inverse DCT: accurate (dsc's default) or fast (TurboJPEG's TJFLAG_FASTDCT with fancy upsampling: "
+               "FFCV's pixels exactly)", cli::value<std::string>()->default_value("accurate"))
       ("max-pixels", "refuse images larger than this many pixels",
        cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cli::value<std::string>());
@@ -150,6 +152,9 @@ int CmdExport(int argc, char** argv) {
     const std::string up = r["upsampling"].as<std::string>();
     if (up != "box" && up != "fancy") throw cli::UsageError("--upsampling must be box or fancy");
     decode.fancy_upsampling = up == "fancy";
+    const std::string idct = r["idct"].as<std::string>();
+    if (idct != "accurate" && idct != "fast") throw cli::UsageError("--idct must be accurate or fast");
+    decode.fast_idct = idct == "fast";
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc export: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;

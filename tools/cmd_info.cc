@@ -3,7 +3,10 @@
 #include <sstream>
 
 #include "format/error.h"
+#include "format/ffcv.h"
+#include "reader/file_source.h"
 #include "reader/info.h"
+#include "reader/ffcv_info.h"
 #include "tools/commands.h"
 
 namespace dsc::tools {
@@ -115,7 +118,15 @@ int CmdInfo(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    Dataset ds(file);
+    // An FFCV file is described as FFCV laid it out (all its fields), not as the loader's view of it.
+    auto src = OpenMmapSource(file);
+    if (format::ffcv::IsFfcv(*src)) {
+      auto f = format::ffcv::File::Open(src.get());
+      if (json) std::fputs(FfcvInfoJson(*f).c_str(), stdout);
+      else PrintFfcvInfo(*f);
+      return kExitOk;
+    }
+    Dataset ds(std::move(src), {});
     const DatasetSummary s = Summarize(ds);
     if (json) std::fputs(InfoJson(ds, s).c_str(), stdout);
     else PrintText(ds, s);

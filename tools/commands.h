@@ -14,6 +14,7 @@ constexpr int kExitUsage = 2;
 
 int CmdBuild(int argc, char** argv);
 int CmdMerge(int argc, char** argv);  // joins the parts of `dsc build --shard`
+int CmdConvert(int argc, char** argv);  // an FFCV .beton file to a dsc file
 int CmdInfo(int argc, char** argv);
 int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);

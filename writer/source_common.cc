@@ -10,6 +10,7 @@
 
 #include "format/error.h"
 #include "writer/source.h"
+#include "writer/source_ffcv.h"
 
 namespace dsc::writer {
 
@@ -69,6 +70,11 @@ std::unique_ptr<Source> OpenSource(const std::string& path, const std::string& f
     return OpenWebDataset(path, max_file_size);
   }
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
+  // An FFCV .beton file, told by its first bytes (never its name): `dsc convert`.
+  if (format == "ffcv" || (format == "auto" && fs::is_regular_file(path, ec) && IsFfcvFile(path))) {
+    if (split != "train") throw Error(path + ": an FFCV file has no splits");
+    return OpenFfcv(path);
+  }
   if (format == "manifest" || (format == "auto" && fs::is_regular_file(path, ec))) {
     // A manifest has no splits: a silent whole-file build for --split test would be the training set.
     if (split != "train") throw Error(path + ": a manifest has no splits; --split test needs a CIFAR download or a tree with train/ and test/ folders (list the test files in a manifest of their own)");

@@ -53,7 +53,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "convert", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -89,6 +89,14 @@ def merge(parts, out, *, progress=None):
     if progress is None:
         progress = bool(getattr(_sys.stderr, "isatty", lambda: False)())
     return _dsc.merge([_path(p, "part") for p in parts], _path(out, "out"), progress)
+
+
+def convert(ffcv_file, out, *, progress=None, **options):
+    """Convert an FFCV .beton file into the dsc file `out`, as `dsc convert FFCV OUT` does: the same
+    samples in the same order, JPEGs passed through (restart markers added losslessly), raw images
+    raw, IntFields as labels. Options as build's (threads, restart_interval, block_size). A file with
+    other FFCV fields is refused, naming them (they need typed fields)."""
+    return build(ffcv_file, out, progress=progress, **dict(options, format="ffcv"))
 
 
 def info(path):

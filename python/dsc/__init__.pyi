@@ -18,7 +18,7 @@ def build(
     out: PathLike,
     *,
     progress: Optional[bool] = ...,
-    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset"] = ...,
+    format: Literal["auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset", "ffcv", "jsonl", "csv", "tsv", "coco"] = ...,
     split: Literal["train", "test"] = ...,
     encoding: Literal["default", "jpeg", "raw", "raw-zstd", "auto"] = ...,
     quality: int = ...,
@@ -36,6 +36,15 @@ def build(
     shard: Tuple[int, int] = ...,
 ) -> Dict[str, Any]: ...
 def merge(parts: List[PathLike], out: PathLike, *, progress: Optional[bool] = ...) -> Dict[str, Any]: ...
+def convert(
+    ffcv_file: PathLike,
+    out: PathLike,
+    *,
+    progress: Optional[bool] = ...,
+    threads: int = ...,
+    restart_interval: Union[Literal["auto", "none"], int] = ...,
+    block_size: int = ...,
+) -> Dict[str, Any]: ...
 def info(path: PathLike) -> Dict[str, Any]: ...
 
 class Batch(Tuple[Any, Any]):
@@ -70,6 +79,7 @@ class Loader:
         dtype: Union[Literal["float32", "float16", "uint8"], Any] = ...,
         layout: Literal["NCHW", "NHWC"] = ...,
         fancy_upsampling: bool = ...,
+        idct: Literal["accurate", "fast"] = ...,
         verify: bool = ...,
         pread: bool = ...,
         dct_scaling: bool = ...,

@@ -74,5 +74,11 @@ forms = varint(1 << 3) + b"\x01" + varint(2 << 3) + varint(1024 + 3072) + field(
 for name, step, body in (("plain", 0, plain), ("plain7", 6, plain), ("forms", 16, forms), ("error", 3, field(3, b"a damaged sample"))):
     open(os.path.join(out, "reply", name), "wb").write(bytes([step]) + body)
 PY
+# ffcv: FFCV files laid out from docs/ffcv-format.md (every field type, mixed JPEG/raw, interleaved pages).
+mkdir -p "$out/ffcv"
+for chunk in 1 4; do
+  /usr/bin/python3 "$(dirname "$0")/../ffcv/ffcv_ref.py" write "$out/tmp/ffcv$chunk.beton" 8192 $chunk
+  cp "$out/tmp/ffcv$chunk.beton" "$out/ffcv/"
+done
 rm -rf "$out/tmp"
 echo "seed corpus in $out"

@@ -1,0 +1,134 @@
+// FFCV's .beton files (docs/ffcv-format.md is the layout): every built-in field type parsed, the
+// allocation table read once, streamed, into a per-sample, per-field index. Opening costs the metadata
+// and allocation tables (O(samples), never the data pages), so a file of hundreds of GB opens in
+// seconds. Every check names the file, sample and field; hostile sizes and pointers are refused
+// before anything is allocated from them.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/byte_source.h"
+#include "format/file_view.h"
+
+namespace dsc::format::ffcv {
+
+constexpr size_t kHeaderSize = 24;
+constexpr size_t kDescriptorSize = 1041;  // u8 type id, 16-byte name, 1024 bytes of arguments
+constexpr size_t kNameSize = 16;
+constexpr size_t kArgumentsSize = 1024;
+constexpr size_t kAllocEntrySize = 24;  // u64 sample id, u64 pointer, u64 size
+constexpr size_t kMaxDims = 32;
+
+enum TypeId : uint8_t {
+  kFloat = 0, kInt = 1, kRgbImage = 2, kBytes = 3, kNdArray = 4, kJson = 5, kTorchTensor = 6, kCustom = 255
+};
+// FFCV's class name for a type id ("RGBImageField"), or "unknown".
+const char* TypeName(uint8_t type);
+
+// Whether a file's first 24 bytes read as an FFCV header of a file of `file_size` bytes (FFCV has no
+// magic: a plausible version, field count, power-of-two page size and allocation table position).
+bool LooksLikeFfcv(const uint8_t* first24, uint64_t file_size);
+
+// LooksLikeFfcv of a file that does not start with dsc's magic: how every front end tells the two
+// .beton formats apart.
+bool IsFfcv(const ByteSource& src);
+
+struct Field {
+  uint8_t type = 0;
+  std::string name;        // as FFCV stored it (up to 16 ASCII bytes)
+  uint64_t offset = 0;     // of its metadata in a sample's record
+  uint64_t meta_size = 0;  // bytes of metadata
+  // Arrays (4, 6): the shape, NumPy's type string ("<f4") and the bytes of one value.
+  std::vector<uint64_t> shape;
+  std::string dtype;
+  uint64_t array_bytes = 0;
+  int slot = -1;  // index among the variable-size fields (image, bytes, array, JSON); -1 for scalars
+  bool variable() const { return slot >= 0; }
+};
+
+struct Image {
+  uint8_t mode = 0;  // 0 JPEG, 1 raw HWC RGB
+  uint16_t width = 0, height = 0;
+  uint64_t ptr = 0;
+};
+
+struct Span {
+  uint64_t ptr = 0, size = 0;
+};
+
+class File {
+ public:
+  // Throws dsc::Error naming the file, and the sample and field where one is at fault. `src` must
+  // outlive the File.
+  static std::unique_ptr<File> Open(const ByteSource* src);
+
+  const std::string& name() const { return src_->name(); }
+  const ByteSource& source() const { return *src_; }
+  uint16_t version() const { return version_; }
+  uint32_t page_size() const { return page_size_; }
+  uint64_t sample_count() const { return samples_; }
+  const std::vector<Field>& fields() const { return fields_; }
+  uint64_t metadata_offset() const { return kHeaderSize + kDescriptorSize * fields_.size(); }
+  uint64_t record_size() const { return record_size_; }
+  uint64_t data_offset() const { return data_start_; }       // the first page
+  uint64_t page_count() const { return pages_; }
+  uint64_t alloc_table_offset() const { return alloc_table_; }
+  uint64_t alloc_entry_count() const { return alloc_entries_; }
+  // A digest of the header, descriptors, metadata and allocation tables: identifies the file's
+  // structure (a run's fingerprint, remote workers) the way a dsc file's header checksum does.
+  uint64_t digest() const { return digest_; }
+
+  const uint8_t* record(uint64_t i) const { return records_.data() + i * record_size_; }
+  Image image(uint64_t i, size_t f) const;
+  int64_t int_value(uint64_t i, size_t f) const;
+  double float_value(uint64_t i, size_t f) const;
+  // A variable-size field's bytes: pointer from the metadata, size from the allocation table.
+  Span span(uint64_t i, size_t f) const;
+
+  // "sample 12: field 'image'": how messages locate a value.
+  static std::string Where(uint64_t sample, const Field& f);
+
+ private:
+  File() = default;
+  void ReadHeaderAndFields();
+  void ReadMetadata();
+  void ReadAllocations();
+  void CheckSample(uint64_t i) const;
+  [[noreturn]] void Fail(const std::string& what) const;
+
+  const ByteSource* src_ = nullptr;
+  uint16_t version_ = 0;
+  uint32_t page_size_ = 0;
+  uint64_t samples_ = 0;
+  uint64_t alloc_table_ = 0, alloc_entries_ = 0;
+  uint64_t record_size_ = 0, data_start_ = 0, pages_ = 0;
+  uint64_t digest_ = 0;
+  std::vector<Field> fields_;
+  size_t variable_fields_ = 0;
+  std::vector<uint8_t> records_;
+  std::vector<uint64_t> sizes_;  // samples x variable fields; kUnallocated until the table names it
+};
+
+// Everything Open checks, then what needs the data pages: no two allocations overlap, JSON values end
+// with their NUL, JPEG headers parse and give the metadata's dimensions. Damage never throws; the
+// first `limit` problems are returned in full, and one more line counts the rest.
+std::vector<Problem> Verify(const ByteSource& src, size_t limit = 100);
+
+// The SOF dimensions and component count of a JPEG stream; false (with *why) when the markers up to
+// the frame header do not parse.
+bool JpegFrame(const uint8_t* p, size_t n, int* width, int* height, int* components, std::string* why);
+
+// The file's parts in file order, named as docs/ffcv-format.md names them.
+std::vector<SectionExtent> Extents(const File& f);
+
+// Whether every value of IntField f fits dsc's int32 labels.
+bool FitsInt32(const File& file, size_t f);
+
+// A dsc view of the file for the loader: the first RGBImageField as the image, the first (up to) two
+// IntFields whose values fit int32 as labels, one block per run of consecutive samples whose images
+// share a page. Throws dsc::Error when the file has no image field.
+std::unique_ptr<FileView> OpenView(const ByteSource* src);
+
+}  // namespace dsc::format::ffcv

@@ -1,0 +1,98 @@
+// An FFCV file presented as a dsc FileView, so that every order, resume, transform and remote worker
+// runs on it unchanged: index entries and blocks are synthesised from ffcv::File.
+#include <algorithm>
+#include <limits>
+
+#include "format/error.h"
+#include "format/ffcv.h"
+#include "format/layout.h"
+
+namespace dsc::format::ffcv {
+
+std::vector<SectionExtent> Extents(const File& f) {
+  const uint64_t meta = f.metadata_offset(), meta_bytes = f.sample_count() * f.record_size();
+  const uint64_t table_bytes = f.alloc_entry_count() * kAllocEntrySize;
+  const uint64_t pages = f.page_count() * f.page_size();
+  std::vector<SectionExtent> out;
+  out.push_back({"header", 0, kHeaderSize, kHeaderSize});
+  out.push_back({"fields", kHeaderSize, meta - kHeaderSize, meta - kHeaderSize});
+  // The metadata extent runs to the first page (zero padding), or to the table when there is no page.
+  out.push_back({"metadata", meta, (pages ? f.data_offset() : f.alloc_table_offset()) - meta, meta_bytes});
+  if (pages) out.push_back({"pages", f.data_offset(), pages, pages});
+  out.push_back({"allocations", f.alloc_table_offset(), table_bytes, table_bytes});
+  return out;
+}
+
+bool FitsInt32(const File& file, size_t f) {
+  for (uint64_t i = 0; i < file.sample_count(); ++i) {
+    const int64_t v = file.int_value(i, f);
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<FileView> OpenView(const ByteSource* src) {
+  std::shared_ptr<const File> file = File::Open(src);
+  const File& f = *file;
+  const auto& fields = f.fields();
+  int image = -1;
+  std::vector<size_t> labels;
+  for (size_t k = 0; k < fields.size(); ++k) {
+    if (fields[k].type == kRgbImage && image < 0) image = int(k);
+    if (fields[k].type == kInt && labels.size() < kMaxLabelFields && FitsInt32(f, k)) labels.push_back(k);
+  }
+  if (image < 0)
+    throw Error(src->name() + ": FFCV file: no RGBImageField; dsc's loader reads an image and up to two IntFields (`dsc info` lists the fields)");
+  if (f.sample_count() > std::numeric_limits<uint32_t>::max())
+    throw Error(src->name() + ": FFCV file: " + std::to_string(f.sample_count()) + " samples, more than dsc's 2^32 - 1");
+
+  std::unique_ptr<FileView> v(new FileView());
+  v->src_ = src;
+  v->meta_.fields.push_back({FieldType::kImage, fields[size_t(image)].name, {}});
+  for (size_t k : labels) v->meta_.fields.push_back({FieldType::kLabel, fields[k].name, {}});
+  const uint64_t n = f.sample_count();
+  v->index_copy_.resize(n * kIndexEntrySize);
+  uint64_t run_page = std::numeric_limits<uint64_t>::max();
+  for (uint64_t i = 0; i < n; ++i) {
+    const Image im = f.image(i, size_t(image));
+    const Span s = f.span(i, size_t(image));
+    IndexEntry e;
+    e.offset = s.ptr;
+    e.size = uint32_t(s.size);  // at most a page, below 2^32 (checked by File::Open)
+    e.width = im.width;
+    e.height = im.height;
+    e.encoding = uint8_t(im.mode == 0 ? Encoding::kJpeg : Encoding::kRaw);
+    e.channels = 3;
+    for (size_t l = 0; l < labels.size(); ++l) e.label[l] = int32_t(f.int_value(i, labels[l]));  // FitsInt32
+    // A block is a run of consecutive samples whose images lie in one page: quasi-random then reads
+    // the file run after run, though FFCV's pages are not in sample order.
+    const uint64_t page = (s.ptr - std::min(s.ptr, f.data_offset())) / f.page_size();
+    if (page != run_page || v->blocks_.empty()) {
+      BlockEntry b;
+      b.offset = s.ptr;
+      b.first_sample = uint32_t(i);
+      v->blocks_.push_back(b);
+      run_page = page;
+    }
+    BlockEntry& b = v->blocks_.back();
+    const uint64_t lo = std::min<uint64_t>(b.offset, s.ptr);
+    const uint64_t hi = std::max<uint64_t>(b.offset + b.size, s.ptr + s.size);
+    b.offset = lo;
+    b.size = uint32_t(hi - lo);  // inside one page
+    ++b.sample_count;
+    e.block = uint32_t(v->blocks_.size() - 1);
+    EncodeIndexEntry(e, v->index_copy_.data() + i * kIndexEntrySize);
+  }
+  v->index_ = v->index_copy_.data();
+  Header& h = v->header_;
+  h.sample_count = n;
+  h.field_count = uint32_t(v->meta_.fields.size());
+  h.block_size = f.page_size();
+  h.block_count = v->blocks_.size();
+  h.file_size = src->size();
+  h.header_checksum = f.digest();
+  v->ffcv_ = std::move(file);
+  return v;
+}
+
+}  // namespace dsc::format::ffcv

@@ -1,0 +1,412 @@
+// FFCV's .beton files (docs/ffcv-format.md): files written by FFCV's own writer checked against what
+// FFCV decoded for them, files laid out by NumPy from the doc (tests/ffcv/ffcv_ref.py), and hostile
+// edits of both.
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "format/bytes.h"
+#include "format/error.h"
+#include "format/ffcv.h"
+#include "format/file_view.h"
+#include "reader/dataset.h"
+#include "reader/decode_rgb.h"
+#include "reader/loader.h"
+#include "reader/order.h"
+#include "writer/build.h"
+#include "tests/test_util.h"
+
+namespace dsc::test {
+namespace {
+
+namespace fs = std::filesystem;
+using format::MemorySource;
+namespace ffcv = format::ffcv;
+
+const std::string kRef = std::string(DSC_SOURCE_DIR) + "/tests/ffcv/ffcv_ref.py";
+
+// The two files FFCV's writer made, unpacked once per process, with the .npz arrays as raw files.
+const std::string& Samples() {
+  static const std::string dir = [] {
+    const std::string d = ScratchDir("ffcv-samples");
+    const std::string cmd = "zstd -dc " + std::string(DSC_FFCV_SAMPLES) + " | tar -x -C " + d + " && /usr/bin/python3 " + kRef +
+                            " dump " + d + "/ffcv-samples/cifar-test-smart.npz " + d + "/cifar-ref && /usr/bin/python3 " + kRef +
+                            " dump " + d + "/ffcv-samples/allfields.npz " + d + "/all-ref";
+    return std::system(cmd.c_str()) == 0 ? d : std::string();
+  }();
+  return dir;
+}
+
+template <typename T>
+std::vector<T> ReadArray(const std::string& path) {
+  const std::vector<uint8_t> b = ReadFile(path);
+  std::vector<T> v(b.size() / sizeof(T));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
+  return v;
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Ffcv, CifarFileDecodesToFfcvsPixelsWithFastIdct) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string ref = Samples() + "/cifar-ref/";
+  Dataset ds(Samples() + "/ffcv-samples/cifar-test-smart.beton");
+  ASSERT_NE(ds.view().ffcv(), nullptr);
+  const auto images = ReadArray<uint8_t>(ref + "images.bin");
+  const auto labels = ReadArray<int64_t>(ref + "labels.bin");
+  const auto modes = ReadArray<uint8_t>(ref + "image_mode.bin");
+  const auto sizes = ReadArray<uint64_t>(ref + "image_data_size.bin");
+  const auto ptrs = ReadArray<uint64_t>(ref + "image_data_ptr.bin");
+  ASSERT_EQ(ds.size(), 2000u);
+  ASSERT_EQ(labels.size(), 2000u);
+  EXPECT_EQ(ds.meta().fields[0].name, "image");
+  EXPECT_EQ(ds.meta().fields[1].name, "label");
+  SampleDecoder fast(ds, {.fast_idct = true});
+  SampleDecoder accurate(ds, {.fancy_upsampling = true});
+  std::vector<uint8_t> rgb;
+  int jpeg = 0, raw = 0, jpeg_differs_accurate = 0;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    const auto e = ds.entry(i);
+    EXPECT_EQ(e.label[0], labels[i]) << i;
+    EXPECT_EQ(e.offset, ptrs[i]) << i;
+    EXPECT_EQ(e.size, sizes[i]) << i;
+    EXPECT_EQ(e.encoding, modes[i] == 0 ? uint8_t(format::Encoding::kJpeg) : uint8_t(format::Encoding::kRaw)) << i;
+    fast.Decode(i, &rgb);
+    ASSERT_EQ(rgb.size(), 32u * 32 * 3);
+    EXPECT_EQ(std::memcmp(rgb.data(), images.data() + i * 3072, 3072), 0) << "sample " << i;
+    (modes[i] == 0 ? jpeg : raw)++;
+    if (modes[i] == 0) {
+      accurate.Decode(i, &rgb);
+      jpeg_differs_accurate += std::memcmp(rgb.data(), images.data() + i * 3072, 3072) != 0;
+    }
+  }
+  EXPECT_EQ(jpeg, 998);
+  EXPECT_EQ(raw, 1002);
+  // The option matters: the accurate IDCT gives other pixels on most JPEGs.
+  EXPECT_GT(jpeg_differs_accurate, 500);
+}
+
+LoaderOptions PlainUint8(Order order) {
+  LoaderOptions o = LoaderOptions::CifarTest();
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.augment.normalize = false;
+  o.order = order;
+  o.batch_size = 100;
+  o.threads = 2;
+  o.fast_idct = true;
+  return o;
+}
+
+// The loader over the FFCV file, in every order, hands out FFCV's pixels and labels, each sample once.
+TEST(Ffcv, LoaderReadsTheFfcvFileWithFfcvsPixels) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string ref = Samples() + "/cifar-ref/";
+  const auto images = ReadArray<uint8_t>(ref + "images.bin");
+  const auto labels = ReadArray<int64_t>(ref + "labels.bin");
+  for (Order order : {Order::kSequential, Order::kRandom, Order::kQuasiRandom}) {
+    Loader l(Samples() + "/ffcv-samples/cifar-test-smart.beton", PlainUint8(order));
+    std::vector<int> seen(2000, 0);
+    for (const Batch& b : l.epoch(1)) {
+      for (uint32_t j = 0; j < b.size; ++j) {
+        const uint32_t i = b.indices[j];
+        ASSERT_LT(i, 2000u);
+        ++seen[i];
+        ASSERT_EQ(std::memcmp(b.images_as<uint8_t>() + j * b.image_bytes(), images.data() + i * 3072, 3072), 0) << "sample " << i;
+        ASSERT_EQ(b.labels[0][j], labels[i]);
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 2000);
+  }
+}
+
+// The default decode (box upsampling, accurate IDCT) groups JPEGs whose inline headers are equal
+// (kernels' DecodePlanesGroup): the same pixels as libjpeg-turbo's own decode of each (FASTUPSAMPLE).
+TEST(Ffcv, GroupedDecodeOfInlineHeadersEqualsLibjpegTurbo) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string path = Samples() + "/ffcv-samples/cifar-test-smart.beton";
+  LoaderOptions o = PlainUint8(Order::kRandom);
+  o.fast_idct = false;
+  Loader l(path, o);
+  Dataset ds(path);
+  std::vector<uint8_t> scratch;
+  uint64_t jpegs = 0;
+  for (const Batch& b : l.epoch(0)) {
+    for (uint32_t j = 0; j < b.size; ++j) {
+      const uint32_t i = b.indices[j];
+      const Payload p = ds.ReadPayload(i, &scratch);
+      std::vector<uint8_t> want(p.data, p.data + p.size);
+      if (ds.entry(i).encoding == uint8_t(format::Encoding::kJpeg)) {
+        want = ReferenceDecode(want, nullptr, nullptr, TJFLAG_FASTUPSAMPLE);
+        ++jpegs;
+      }
+      ASSERT_EQ(std::memcmp(b.images_as<uint8_t>() + j * b.image_bytes(), want.data(), 3072), 0) << "sample " << i;
+    }
+  }
+  EXPECT_EQ(jpegs, 998u);
+}
+
+// dsc convert: the same samples in the same order, JPEGs passed through (restart markers added
+// losslessly), raw kept raw: the dsc file decodes to exactly FFCV's pixels.
+TEST(Ffcv, ConvertedFileDecodesToFfcvsPixels) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string ref = Samples() + "/cifar-ref/";
+  const auto images = ReadArray<uint8_t>(ref + "images.bin");
+  const auto labels = ReadArray<int64_t>(ref + "labels.bin");
+  const std::string dir = ScratchDir();
+  const std::string out = dir + "/converted.beton";
+  writer::BuildOptions o;
+  o.format = "ffcv";
+  o.threads = 2;
+  const auto rep = writer::Build(Samples() + "/ffcv-samples/cifar-test-smart.beton", out, o);
+  EXPECT_EQ(rep.samples, 2000u);
+  EXPECT_EQ(rep.encodings.at("jpeg"), 998u);
+  EXPECT_EQ(rep.encodings.at("raw"), 1002u);
+  Dataset ds(out, {.verify = true});
+  EXPECT_EQ(ds.view().ffcv(), nullptr);
+  SampleDecoder dec(ds, {.fast_idct = true});
+  std::vector<uint8_t> rgb;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    dec.Decode(i, &rgb);
+    ASSERT_EQ(std::memcmp(rgb.data(), images.data() + i * 3072, 3072), 0) << "sample " << i;
+    ASSERT_EQ(ds.label(i), labels[i]);
+  }
+  // A file with fields beyond an image and two IntFields is refused, naming them.
+  const std::string err = ErrorOf([&] { writer::Build(Samples() + "/ffcv-samples/allfields.beton", dir + "/x.beton", o); });
+  EXPECT_NE(err.find("'label' (IntField with values beyond int32), 'score' (FloatField), 'emb' (NDArrayField), 'mask' (NDArrayField), 'meta' (JSONField), 'blob' (BytesField) need typed fields"),
+            std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir + "/x.beton"));
+}
+
+TEST(Ffcv, AllFieldsParsedAsFfcvNamedThem) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string ref = Samples() + "/all-ref/";
+  const std::string path = Samples() + "/ffcv-samples/allfields.beton";
+  const std::vector<uint8_t> bytes = ReadFile(path);
+  MemorySource src("allfields.beton", bytes.data(), bytes.size());
+  auto f = ffcv::File::Open(&src);
+  ASSERT_EQ(f->fields().size(), 7u);
+  const char* names[] = {"image", "label", "score", "emb", "mask", "meta", "blob"};
+  const uint8_t types[] = {2, 1, 0, 4, 4, 5, 3};
+  const uint64_t offsets[] = {0, 16, 24, 32, 40, 48, 64};
+  for (size_t k = 0; k < 7; ++k) {
+    EXPECT_EQ(f->fields()[k].name, names[k]);
+    EXPECT_EQ(f->fields()[k].type, types[k]);
+    EXPECT_EQ(f->fields()[k].offset, offsets[k]);
+  }
+  EXPECT_EQ(f->record_size(), 80u);
+  EXPECT_EQ(f->fields()[3].dtype, "<f4");
+  EXPECT_EQ(f->fields()[3].shape, std::vector<uint64_t>({16}));
+  EXPECT_EQ(f->fields()[4].shape, std::vector<uint64_t>({8, 8}));
+  EXPECT_EQ(f->fields()[4].array_bytes, 64u);
+  const auto label = ReadArray<int64_t>(ref + "label.bin");
+  const auto score = ReadArray<double>(ref + "score.bin");
+  const auto emb = ReadArray<uint8_t>(ref + "emb.bin");
+  const auto mask = ReadArray<uint8_t>(ref + "mask.bin");
+  const auto json = ReadArray<uint8_t>(ref + "meta_field_bytes.bin");
+  const auto json_at = ReadArray<uint64_t>(ref + "meta_field_offsets.bin");
+  const auto blob = ReadArray<uint8_t>(ref + "blob_data.bin");
+  const auto blob_at = ReadArray<uint64_t>(ref + "blob_offsets.bin");
+  ASSERT_EQ(f->sample_count(), 300u);
+  auto bytes_of = [&](uint64_t i, size_t k) {
+    const ffcv::Span s = f->span(i, k);
+    return std::vector<uint8_t>(bytes.begin() + long(s.ptr), bytes.begin() + long(s.ptr + s.size));
+  };
+  for (uint64_t i = 0; i < 300; ++i) {
+    EXPECT_EQ(f->int_value(i, 1), label[i]);
+    EXPECT_EQ(f->float_value(i, 2), score[i]);
+    EXPECT_EQ(bytes_of(i, 3), std::vector<uint8_t>(emb.begin() + long(i * 64), emb.begin() + long(i * 64 + 64))) << i;
+    EXPECT_EQ(bytes_of(i, 4), std::vector<uint8_t>(mask.begin() + long(i * 64), mask.begin() + long(i * 64 + 64))) << i;
+    EXPECT_EQ(bytes_of(i, 5), std::vector<uint8_t>(json.begin() + long(json_at[i]), json.begin() + long(json_at[i + 1]))) << i;
+    EXPECT_EQ(bytes_of(i, 6), std::vector<uint8_t>(blob.begin() + long(blob_at[i]), blob.begin() + long(blob_at[i + 1]))) << i;
+  }
+  // The images, where FFCV's own Loader is wrong too (after an empty BytesField value: 4, 34, 52).
+  Dataset ds(path);
+  SampleDecoder dec(ds, {.fast_idct = true});
+  std::vector<uint8_t> rgb;
+  for (uint64_t i = 0; i < 300; ++i) {
+    dec.Decode(i, &rgb);
+    char key[32];
+    std::snprintf(key, sizeof key, "image_%05llu.bin", (unsigned long long)i);
+    EXPECT_EQ(rgb, ReadFile(ref + key)) << "sample " << i;
+  }
+  EXPECT_TRUE(ffcv::Verify(src).empty());
+}
+
+// Files written from docs/ffcv-format.md by NumPy: every field type, mixed JPEG/raw, pages filled by
+// two interleaved writers (not in sample order), several page sizes.
+TEST(Ffcv, NumpyWrittenFilesOfSeveralPageSizes) {
+  for (int page : {8192, 16384, 1 << 21}) {
+    for (int chunk : {1, 4}) {
+      SCOPED_TRACE("page " + std::to_string(page) + " chunk " + std::to_string(chunk));
+      const std::string path = ScratchDir() + "/syn.beton";
+      ASSERT_EQ(std::system(("/usr/bin/python3 " + kRef + " write " + path + " " + std::to_string(page) + " " + std::to_string(chunk)).c_str()), 0);
+      const auto pixels = ReadFile(path + ".pixels.bin");
+      const auto dims = ReadArray<uint32_t>(path + ".dims.bin");
+      const auto label = ReadArray<int64_t>(path + ".label.bin");
+      const auto label2 = ReadArray<int64_t>(path + ".label2.bin");
+      const auto pages = ReadArray<uint64_t>(path + ".pages.bin");
+      Dataset ds(path);
+      ASSERT_EQ(ds.size(), label.size());
+      EXPECT_EQ(ds.view().ffcv()->page_count(), pages[0]);
+      EXPECT_EQ(ds.meta().fields.size(), 3u);  // image + the two IntFields
+      EXPECT_EQ(ds.meta().fields[2].name, "label2");
+      // PIL's decode is libjpeg's accurate IDCT with fancy upsampling.
+      SampleDecoder dec(ds, {.fancy_upsampling = true});
+      std::vector<uint8_t> rgb;
+      size_t at = 0;
+      for (uint64_t i = 0; i < ds.size(); ++i) {
+        EXPECT_EQ(ds.entry(i).label[0], label[i]);
+        EXPECT_EQ(ds.entry(i).label[1], label2[i]);
+        dec.Decode(i, &rgb);
+        const size_t n = size_t(dims[2 * i]) * dims[2 * i + 1] * 3;
+        ASSERT_EQ(rgb.size(), n) << i;
+        EXPECT_EQ(std::memcmp(rgb.data(), pixels.data() + at, n), 0) << "sample " << i;
+        at += n;
+      }
+      // Blocks are runs of consecutive samples in one page, covering every sample once.
+      uint64_t next = 0;
+      for (size_t b = 0; b < ds.view().block_count(); ++b) {
+        EXPECT_EQ(ds.view().block(b).first_sample, next);
+        next += ds.view().block(b).sample_count;
+      }
+      EXPECT_EQ(next, ds.size());
+      if (chunk == 1 && page == 8192) {
+        EXPECT_GT(ds.view().block_count(), pages[0]);
+      }
+      const auto bytes = ReadFile(path);
+      MemorySource src("syn.beton", bytes.data(), bytes.size());
+      EXPECT_TRUE(ffcv::Verify(src).empty());
+      // quasi_random over the synthesised blocks (runs of one page): two ranks together read every
+      // sample once, and the plan is a function of its options.
+      std::vector<int> seen(ds.size(), 0);
+      for (uint32_t rank = 0; rank < 2; ++rank) {
+        OrderOptions oo;
+        oo.order = Order::kQuasiRandom;
+        oo.seed = 5;
+        oo.rank = rank;
+        oo.world_size = 2;
+        oo.batch_size = 4;
+        const EpochPlan plan = PlanEpoch(ds.view(), oo, 3);
+        for (size_t k = 0; k < plan.samples.size(); ++k)
+          if (!plan.padding[k]) ++seen[plan.samples[k]];
+        EXPECT_EQ(plan.samples, PlanEpoch(ds.view(), oo, 3).samples);  // deterministic
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), long(ds.size()));
+    }
+  }
+}
+
+// dsc info, verify, export and convert on FFCV's files.
+TEST(Ffcv, CommandLine) {
+  ASSERT_FALSE(Samples().empty());
+  const std::string dir = ScratchDir();
+  const std::string cifar = Samples() + "/ffcv-samples/cifar-test-smart.beton", all = Samples() + "/ffcv-samples/allfields.beton";
+  std::string out;
+  ASSERT_EQ(RunDsc("info " + all, &out), 0) << out;
+  EXPECT_NE(out.find("FFCV .beton file"), std::string::npos) << out;
+  for (const char* line : {"image            RGBImageField", "score            FloatField", "emb              NDArrayField     <f4 (16,)",
+                           "mask             NDArrayField     |u1 (8, 8)", "meta             JSONField", "blob             BytesField"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  ASSERT_EQ(RunDsc("info --json " + cifar, &out), 0) << out;
+  EXPECT_NE(out.find("\"format\": \"ffcv\""), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("verify " + cifar + " " + all, &out), 0) << out;
+  EXPECT_NE(out.find("allfields.beton: OK (FFCV file: 300 samples"), std::string::npos) << out;
+  // A JPEG's allocation cut short: verify names the sample and field.
+  std::vector<uint8_t> b = ReadFile(cifar);
+  const uint64_t table = le::get64(b.data() + 16);
+  le::put64(b.data() + table + 24 * 4 + 16, 100);  // sample 4 is a JPEG of 998 bytes
+  WriteFile(dir + "/cut.beton", b);
+  EXPECT_EQ(RunDsc("verify " + dir + "/cut.beton", &out), 1);
+  EXPECT_NE(out.find("sample 4"), std::string::npos) << out;
+  EXPECT_NE(out.find("DAMAGED"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("export " + cifar + " --index 4 --count 2 --ppm --idct fast --out " + dir + "/ppm", &out), 0) << out;
+  const auto images = ReadArray<uint8_t>(Samples() + "/cifar-ref/images.bin");
+  for (int i : {4, 5}) {
+    const auto ppm = ReadFile(dir + "/ppm/0000000" + std::to_string(i) + ".ppm");
+    ASSERT_GE(ppm.size(), 3072u);
+    EXPECT_EQ(std::memcmp(ppm.data() + ppm.size() - 3072, images.data() + i * 3072, 3072), 0) << i;
+  }
+  ASSERT_EQ(RunDsc("convert " + cifar + " " + dir + "/c.beton --threads 1 --quiet", &out), 0) << out;
+  EXPECT_NE(out.find("2000 samples from FFCV file"), std::string::npos) << out;
+  ASSERT_EQ(RunDsc("verify " + dir + "/c.beton", &out), 0) << out;
+  EXPECT_EQ(RunDsc("convert " + all + " " + dir + "/a.beton", &out), 1);
+  EXPECT_NE(out.find("need typed fields"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/a.beton"));
+}
+
+// Hostile edits of a file FFCV wrote: every one a clear error naming what is wrong, never a crash or
+// a huge allocation.
+TEST(Ffcv, HostileFilesGiveClearErrors) {
+  ASSERT_FALSE(Samples().empty());
+  const std::vector<uint8_t> good = ReadFile(Samples() + "/ffcv-samples/cifar-test-smart.beton");
+  const uint64_t table = le::get64(good.data() + 16), meta = 24 + 2 * 1041;
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<uint8_t>*)> edit;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"samples overflow", [](auto* b) { le::put64(b->data() + 8, ~uint64_t(0) / 3); }, "run past the end of the file"},
+      {"metadata longer than file", [](auto* b) { le::put64(b->data() + 8, 1u << 20); }, "run past the end of the file"},
+      {"table pointer past end", [&](auto* b) { le::put64(b->data() + 16, b->size() + 24); }, "bad magic"},
+      {"image pointer past end", [&](auto* b) { le::put64(b->data() + meta + 24 * 7 + 5, 1ull << 40); }, "sample 7: field 'image'"},
+      {"65535x65535 raw image", [&](auto* b) {
+         (*b)[meta + 24 * 1] = 1;
+         le::put16(b->data() + meta + 24 * 1 + 1, 65535);
+         le::put16(b->data() + meta + 24 * 1 + 3, 65535);
+       }, "sample 1: field 'image': raw image of 65535x65535 needs"},
+      {"alloc size crosses page", [&](auto* b) { le::put64(b->data() + table + 24 * 5 + 16, 1ull << 23); }, "cross the end of page 0"},
+      {"alloc size overflows", [&](auto* b) { le::put64(b->data() + table + 24 * 5 + 16, ~uint64_t(0)); }, "sample 5: field 'image'"},
+      {"alloc twice", [&](auto* b) { std::memcpy(b->data() + table + 24 * 6, b->data() + table + 24 * 5, 24); }, "a second allocation"},
+      {"sample out of range", [&](auto* b) { le::put64(b->data() + table + 24 * 9, 2000); }, "sample out of range"},
+      {"custom field", [](auto* b) { (*b)[24 + 1041] = 255; }, "field 1 'label' is a custom field (type 255)"},
+      {"unknown type", [](auto* b) { (*b)[24] = 7; }, "unknown type id 7"},
+      {"mode 2", [&](auto* b) { (*b)[meta + 24 * 3] = 2; }, "sample 3: field 'image': image mode 2"},
+      {"torn table", [](auto* b) { b->resize(b->size() - 5); }, "not whole 24-byte entries"},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> b = good;
+    c.edit(&b);
+    MemorySource src("h.beton", b.data(), b.size());
+    const std::string err = ErrorOf([&] { format::FileView::Open(&src); });
+    EXPECT_NE(err.find(c.want), std::string::npos) << c.what << ": " << err;
+    const auto problems = format::VerifyFile(src);
+    EXPECT_FALSE(problems.empty()) << c.what;
+  }
+  // Overlapping allocations are found by verify (open does not read the data pages).
+  {
+    std::vector<uint8_t> b = good;
+    const uint64_t p4 = le::get64(b.data() + meta + 24 * 4 + 5);
+    le::put64(b.data() + meta + 24 * 5 + 5, p4 + 1);
+    for (uint64_t k = 0; k < 2000; ++k)
+      if (le::get64(b.data() + table + 24 * k) == 5) le::put64(b.data() + table + 24 * k + 8, p4 + 1);
+    MemorySource src("o.beton", b.data(), b.size());
+    const auto problems = format::VerifyFile(src);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(format::Describe(problems[0]).find("sample 5: field 'image': bytes"), std::string::npos) << format::Describe(problems[0]);
+    EXPECT_NE(problems[0].message.find("overlap sample 4"), std::string::npos);
+  }
+  // A JPEG whose header disagrees with the metadata's size.
+  {
+    std::vector<uint8_t> b = good;
+    le::put16(b.data() + meta + 24 * 4 + 1, 31);  // sample 4 is a JPEG
+    MemorySource src("d.beton", b.data(), b.size());
+    const auto problems = format::VerifyFile(src);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_NE(problems[0].message.find("JPEG is 32x32, the metadata says 31x32"), std::string::npos) << problems[0].message;
+  }
+}
+
+}  // namespace
+}  // namespace dsc::test
