@@ -48,6 +48,8 @@
 #include "reader/loader.h"
 #include "reader/option_table.h"
 #include "writer/build.h"
+#include "writer/coco.h"
+#include "writer/table_build.h"
 #include "writer/merge.h"
 
 namespace py = pybind11;
@@ -453,7 +455,11 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
   using B = dsc::writer::BuildOptions;
   using BSetter = std::function<void(B&, const std::string&, py::handle)>;
   static const std::map<std::string, BSetter> setters = {
-      {"format", [](B& o, auto& n, py::handle h) { o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset", "ffcv"}); }},
+      {"format", [](B& o, auto& n, py::handle h) {
+         o.format = AsChoice(n, h, {"auto", "cifar-binary", "cifar-python", "tree", "manifest", "webdataset", "ffcv", "jsonl",
+                                    "csv", "tsv", "coco"});
+       }},
+      {"images", [](B& o, auto& n, py::handle h) { o.images_dir = AsStr(n, h); }},
       {"shard", [](B& o, auto& n, py::handle h) {  // (index, count): part index of count, for dsc.merge
          if (!py::isinstance<py::tuple>(h) || py::len(h) != 2)
            throw py::type_error("build option " + n + " must be a tuple (index, count), e.g. (3, 8)");
@@ -481,14 +487,22 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
        }},
       {"progress", [](B& o, auto& n, py::handle h) { o.progress = AsBool(n, h); }},
   };
+  dsc::writer::TableOptions table;
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
+    if (name == "schema" || name == "image_column") {  // tables (.jsonl, .csv): see dsc build --help
+      if (!v.is_none()) (name == "schema" ? table.schema : table.image_column) = AsStr(name, v);
+      continue;
+    }
     auto it = setters.find(name);
-    if (it == setters.end()) throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(Names(setters)));
+    if (it == setters.end()) throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(Names(setters)) + ", schema, image_column");
     if (!v.is_none()) it->second(o, name, v);
   }
   const dsc::writer::BuildReport r = WithoutGil([&] {
     try {
+      // The same dispatch as `dsc build`: tables and COCO files are written as typed fields.
+      if (dsc::writer::IsTableSource(src, o.format)) return dsc::writer::BuildTable(src, out, o, table);
+      if (dsc::writer::IsCocoSource(src, o.format)) return dsc::writer::BuildCoco(src, out, o);
       return dsc::writer::Build(src, out, o);
     } catch (const dsc::OptionError& e) {
       throw dsc::OptionError(AsKeywords(e.what(), Names(setters)));

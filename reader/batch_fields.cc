@@ -1,8 +1,10 @@
 #include "reader/batch_fields.h"
 
 #include <cstring>
+#include <string>
 
 #include "format/error.h"
+#include "kernels/geometry.h"
 
 namespace dsc {
 
@@ -30,7 +32,99 @@ std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<st
   return out;
 }
 
-void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b) {
+BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
+                        const kernels::AugmentSpec& spec, uint64_t seed) {
+  BoxGeometry g;
+  if (names.empty()) return g;
+  const auto& fs = v.meta().fields;
+  for (size_t n = 0; n < names.size(); ++n) {
+    size_t k = 0;
+    while (k < fields.size() && fs[fields[k]].name != names[n]) ++k;
+    if (k == fields.size())
+      throw OptionError("boxes: '" + names[n] + "' is not a typed field the loader delivers (see fields=)");
+    const format::Field& f = fs[fields[k]];
+    if (n == 0) {
+      if (f.type != format::FieldType::kVarArray || f.dtype != format::DType::kFloat32 || f.dims.size() != 1 || f.dims[0] != 4)
+        throw OptionError("boxes: '" + f.name + "' must be a variable float32 array of boxes [N, 4] (x, y, w, h)");
+      g.boxes = k;
+    } else {
+      if (!format::IsVarField(f.type) || f.type != format::FieldType::kVarArray)
+        throw OptionError("boxes: '" + f.name + "' must be a variable array with one row per box");
+      if (k == g.boxes) throw OptionError("boxes: '" + f.name + "' named twice");
+      g.companions.push_back(k);
+    }
+  }
+  g.spec = spec;
+  g.seed = seed;
+  return g;
+}
+
+namespace {
+
+// Keeps, per sample, the rows `kept[j]` of a variable column (rows of `row` bytes), in place.
+void KeepRows(const std::vector<std::vector<uint32_t>>& kept, size_t row, std::vector<uint8_t>* data,
+              std::vector<uint64_t>* offsets) {
+  uint64_t at = 0;
+  const size_t len = kept.size();
+  for (size_t j = 0; j < len; ++j) {
+    const uint64_t start = (*offsets)[j];
+    (*offsets)[j] = at;
+    for (uint32_t r : kept[j]) {  // ascending, so each move is to or before its source
+      std::memmove(data->data() + at, data->data() + start + uint64_t(r) * row, row);
+      at += row;
+    }
+  }
+  (*offsets)[len] = at;
+  data->resize(size_t(at));
+}
+
+void ApplyGeometry(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
+                   const BoxGeometry& g, uint64_t epoch) {
+  auto& boxes = b->field_data[g.boxes];
+  auto& offsets = b->field_offsets[g.boxes];
+  std::vector<std::vector<uint32_t>> kept(len);
+  std::vector<float> mapped;
+  for (uint32_t j = 0; j < len; ++j) {
+    const uint64_t index = b->indices[j];
+    const format::IndexEntry e = v.entry(index);
+    const size_t n = size_t(offsets[j + 1] - offsets[j]) / 16;
+    for (size_t c : g.companions) {
+      const auto& co = b->field_offsets[c];
+      const uint64_t bytes = co[j + 1] - co[j], row = b->field_columns[c].elem_bytes;
+      if (row == 0 || bytes != n * row)
+        throw Error(v.name() + ": sample " + std::to_string(index) + ": field '" + v.meta().fields[fields[c]].name +
+                    "' has " + std::to_string(row ? bytes / row : 0) + " rows for " + std::to_string(n) + " boxes");
+    }
+    if (n == 0) continue;
+    kernels::CropRect rect;
+    kernels::SampleParams p;
+    // The same draw the sample's image had (MakeParams is a pure function of seed, epoch and index).
+    kernels::MakeParams(g.spec, e.width, e.height, g.seed, epoch, index, &rect, &p);
+    const bool crop = g.spec.crop != kernels::CropMode::kNone;
+    const int out_w = crop ? g.spec.out_w : e.width, out_h = crop ? g.spec.out_h : e.height;
+    mapped.resize(4 * n);
+    std::vector<uint32_t> idx(n);
+    const float* in = reinterpret_cast<const float*>(boxes.data() + offsets[j]);
+    const size_t m = kernels::TransformBoxes(p, out_w, out_h, in, n, mapped.data(), idx.data());
+    std::memcpy(boxes.data() + offsets[j], mapped.data(), 16 * m);  // kept boxes first, in order
+    kept[j].assign(idx.begin(), idx.begin() + long(m));
+  }
+  // The box column keeps its first m rows per sample (already mapped and packed); the others the kept ones.
+  std::vector<std::vector<uint32_t>> first(len);
+  for (uint32_t j = 0; j < len; ++j)
+    for (uint32_t r = 0; r < kept[j].size(); ++r) first[j].push_back(r);
+  KeepRows(first, 16, &boxes, &offsets);
+  b->field_columns[g.boxes].data = boxes.data();
+  for (size_t c : g.companions) {
+    KeepRows(kept, b->field_columns[c].elem_bytes, &b->field_data[c], &b->field_offsets[c]);
+    b->field_columns[c].data = b->field_data[c].data();
+  }
+}
+
+}  // namespace
+
+void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
+                      const BoxGeometry& geo, uint64_t epoch) {
   const auto& fs = v.meta().fields;
   const auto& layout = v.layout();
   b->field_data.resize(fields.size());
@@ -71,6 +165,7 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
     }
     c.data = data.data();
   }
+  if (geo.active()) ApplyGeometry(v, fields, len, b, geo, epoch);
 }
 
 }  // namespace dsc

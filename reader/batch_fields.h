@@ -4,10 +4,12 @@
 // for any thread count and for batches decoded by remote workers.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "format/file_view.h"
+#include "kernels/augment.h"
 #include "reader/batch_memory.h"
 
 namespace dsc {
@@ -16,7 +18,24 @@ namespace dsc {
 // file (not the image and labels) when `names` is empty. OptionError for a name the file lacks.
 std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names);
 
-// Fills b's field columns for its first `len` samples (b->indices).
-void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b);
+// Joint geometry (LoaderOptions::boxes): which delivered fields follow the image, and how it was drawn.
+struct BoxGeometry {
+  static constexpr size_t kNone = SIZE_MAX;
+  size_t boxes = kNone;             // position of the box field among the delivered fields
+  std::vector<size_t> companions;   // positions of the per-box fields
+  kernels::AugmentSpec spec;        // the loader's whole augmentation (what MakeParams drew from)
+  uint64_t seed = 0;
+  bool active() const { return boxes != kNone; }
+};
+// Checks `names` against the file and the delivered `fields`: the first a variable float32 array of
+// trailing shape [4], the others variable fields; OptionError naming the field otherwise.
+BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
+                        const kernels::AugmentSpec& spec, uint64_t seed);
+
+// Fills b's field columns for its first `len` samples (b->indices). With `geo` active, the boxes of each
+// sample are mapped through the parameters its image was drawn with (epoch `epoch`), those left
+// without area dropped, with the same rows of the companion fields.
+void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
+                      const BoxGeometry& geo = {}, uint64_t epoch = 0);
 
 }  // namespace dsc

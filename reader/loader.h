@@ -173,6 +173,11 @@ struct LoaderOptions {
   // Typed fields (format 1.2) to deliver as Batch::fields, by name, in this order; empty: every field
   // of the file but the image and the labels. A name the file lacks is an OptionError.
   std::vector<std::string> fields;
+  // Joint geometry: typed fields that follow the image's crop, resize, flip and translate. The first is
+  // a variable array [N, 4] float32 of boxes (x, y, w, h in image pixels, as COCO); the others, per-box
+  // fields with the same N (category ids, crowd flags, ...). A box that leaves the output is dropped
+  // with its rows of the others, so counts stay consistent (kernels/geometry.h).
+  std::vector<std::string> boxes;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
   // Called every `wait_poll_ms` while the consumer waits for a batch, on the consumer's thread with no
   // lock held; it may throw to abandon the wait (the Python module checks for Ctrl-C there).

@@ -355,6 +355,25 @@ std::vector<OptionRow> MakeTable() {
     };
     t.push_back(std::move(r));
   }
+  {
+    OptionRow r = MakeRow("boxes", OptionType::kTexts,
+                          "typed fields that follow the image's crop, flip and translate: a [N,4] float32 box field (x, y, w, h "
+                          "in pixels), then per-box fields dropped with a box that leaves the output");
+    r.example = "boxes,category_id,iscrowd";
+    r.get = [](const O& o) {
+      std::string s;
+      for (const auto& f : o.boxes) s += (s.empty() ? "" : ",") + f;
+      return s;
+    };
+    r.set = [](O& o, std::string_view text) {
+      o.boxes.clear();
+      for (std::string_view f : SplitList(text)) {
+        if (f.empty()) Bad("boxes", text, "an empty field name");
+        o.boxes.emplace_back(f);
+      }
+    };
+    t.push_back(std::move(r));
+  }
   // Remote workers (docs/remote.md).
   {
     OptionRow r = MakeRow("remote", OptionType::kTexts, "auxiliary workers (dsc serve) HOST:PORT[,HOST:PORT...] that decode beside the local threads");

@@ -54,6 +54,14 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
   }
   ValidateOptions(o, width_, height_);  // translate and cutout against the image size
   field_ids_ = SelectFields(ds_.view(), o.fields);
+  {
+    kernels::AugmentSpec spec = o.augment;  // as SampleWork draws it (ApplyOutputSize follows set_output_size)
+    if (spec.crop != kernels::CropMode::kNone) {
+      spec.out_w = int(width_);
+      spec.out_h = int(height_);
+    }
+    boxes_ = SelectBoxes(ds_.view(), field_ids_, o.boxes, spec, o.seed);
+  }
   order_ = OrderOptionsOf(o);
   PlanEpoch(ds_.view(), order_, 0);  // validates the options early
   work_ = std::make_shared<SampleWork>(opt_, width_, height_);
@@ -221,7 +229,7 @@ const Batch* Pipeline::Next(uint64_t job) {
   b.padding = buf->padding.data();
   b.padding_count = 0;
   for (uint32_t i = 0; i < len; ++i) b.padding_count += buf->padding[i];
-  if (!field_ids_.empty()) FillFieldColumns(ds_.view(), field_ids_, len, buf);  // after the workers: same for any thread count
+  if (!field_ids_.empty()) FillFieldColumns(ds_.view(), field_ids_, len, buf, boxes_, epoch_);  // after the workers: same for any thread count
   b.fields = buf->field_columns.data();
   b.field_count = buf->field_columns.size();
   holding_ = true;
@@ -312,6 +320,8 @@ void Pipeline::ApplyOutputSize() {
     pending_w_ = pending_h_ = 0;
     opt_.augment.out_w = int(width_);
     opt_.augment.out_h = int(height_);
+    boxes_.spec.out_w = int(width_);  // the boxes follow the new output size too
+    boxes_.spec.out_h = int(height_);
     work_ = std::make_shared<SampleWork>(opt_, width_, height_);
     sample_bytes_ = work_->sample_bytes();
     ++geometry_;

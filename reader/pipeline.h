@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "reader/autotune.h"
+#include "reader/batch_fields.h"
 #include "reader/batch_memory.h"
 #include "reader/loader.h"
 #include "reader/readahead.h"
@@ -234,6 +235,7 @@ class Pipeline {
   LoaderOptions opt_;
   Dataset ds_;
   std::vector<size_t> field_ids_;  // the typed fields delivered (reader/batch_fields.h)
+  BoxGeometry boxes_;              // LoaderOptions::boxes
   OrderOptions order_;
   uint32_t width_ = 0, height_ = 0;
   uint32_t pending_w_ = 0, pending_h_ = 0;  // set_output_size's, for the next Start
