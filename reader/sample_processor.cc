@@ -110,7 +110,7 @@ void SampleProcessor::PrepareChunk(const uint32_t* samples, size_t n, StageStats
   chunk_.assign(samples, samples + n);
   chunk_slot_.assign(n, -1);
   chunk_next_ = 0;
-  if (twin_ || spec_.crop != kernels::CropMode::kNone || out_.fancy_upsampling || n < 2) return;
+  if (twin_ || spec_.crop != kernels::CropMode::kNone || out_.fancy_upsampling || n < 2 || transforms_) return;
   const uint64_t t0 = stats_ ? NowNs() : 0;
   int members = 0;
   bool finished = false;
@@ -259,7 +259,8 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (jpeg_->components() != e.channels)
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
-      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_->CanDecodePlanes()) {
+      // (The planes path writes output rows straight from YCbCr; list transforms need the RGB image.)
+      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && !transforms_ && jpeg_->CanDecodePlanes()) {
         kernels::JpegPlanes planes;
         if (!jpeg_->DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_->error());
         const uint64_t t2 = stats_ ? NowNs() : 0;
@@ -300,7 +301,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       Emit(SampleProcessor* s, uint8_t* d) : self(s), dst(d) {}
       void Row(int y, const uint8_t* rgb) override { self->EmitRow(rgb, y, dst); }
     } emit(this, dst);
-    const bool direct = params.dx == 0 && params.dy == 0 && params.cut_x < 0;
+    const bool direct = params.dx == 0 && params.dy == 0 && params.cut_x < 0 && !transforms_;
     try {
       kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
       kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_,
@@ -318,10 +319,32 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     sw = int(out_.width);
     sh = int(out_.height);
     stride = sw * 3;
+    if (transforms_) ApplyTransforms(resized_.data(), sw, sh, index, seed, epoch);
+  } else if (transforms_) {
+    // The decoded image (or the mapping itself, for raw payloads) packed into a buffer of our own.
+    const size_t row = size_t(sw) * 3;
+    if (transformed_.size() < row * size_t(sh)) transformed_.resize(row * size_t(sh));
+    for (int y = 0; y < sh; ++y) std::memcpy(transformed_.data() + size_t(y) * row, src + size_t(y) * size_t(stride), row);
+    ApplyTransforms(transformed_.data(), sw, sh, index, seed, epoch);
+    src = transformed_.data();
+    stride = int(row);
   }
   WriteRows(params, src, sw, sh, stride, dst);
   kernels::StreamFence();  // streaming stores are visible before the batch is published
   if (stats_) Account(st, t0, t1, t2, p.size);
+}
+
+void SampleProcessor::set_transforms(const kernels::TransformList* t) {
+  if (t && defer_) throw Error("internal: list transforms on a deferring processor");
+  transforms_ = t && !t->empty() ? t : nullptr;
+}
+
+void SampleProcessor::ApplyTransforms(uint8_t* rgb, int w, int h, uint64_t index, uint64_t seed, uint64_t epoch) {
+  try {
+    transforms_->Apply(kernels::ImageU8{rgb, w, h}, seed, epoch, index, transform_scratch_);
+  } catch (const Error& ex) {  // a transform that cannot apply to this image (a crop larger than it, ...)
+    throw Error(ds_.path() + ": sample " + std::to_string(index) + ": " + ex.what());
+  }
 }
 
 void SampleProcessor::MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect,

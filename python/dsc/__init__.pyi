@@ -2,6 +2,7 @@
 import os
 from . import trace as trace
 from .trace import Tracer as Tracer
+from . import transforms as T
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 PathLike = Union[str, os.PathLike]
@@ -52,6 +53,8 @@ class Loader:
         copy: bool = ...,
         pin_memory: bool = ...,
         tracer: Optional[Tracer] = ...,
+        batch_transform: Optional[Any] = ...,
+        transforms: Union[str, Sequence[Any], None] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,
