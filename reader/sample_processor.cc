@@ -110,7 +110,7 @@ void SampleProcessor::PrepareChunk(const uint32_t* samples, size_t n, StageStats
   chunk_.assign(samples, samples + n);
   chunk_slot_.assign(n, -1);
   chunk_next_ = 0;
-  if (twin_ || spec_.crop != kernels::CropMode::kNone || out_.fancy_upsampling || n < 2 || transforms_) return;
+  if (twin_ || spec_.crop != kernels::CropMode::kNone || out_.fancy_upsampling || n < 2) return;
   const uint64_t t0 = stats_ ? NowNs() : 0;
   int members = 0;
   bool finished = false;
@@ -177,6 +177,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     if (chunk_[chunk_next_] == index) grouped = chunk_slot_[chunk_next_++];
     else chunk_.clear();  // not the prepared order: every sample decoded alone
   }
+  current_ = {index, seed, epoch};
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
   const format::IndexEntry& e = parts.entry;
@@ -259,8 +260,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       if (jpeg_->components() != e.channels)
         throw fail("JPEG has " + std::to_string(jpeg_->components()) + " component(s), index says " +
                    std::to_string(e.channels) + " channel(s)");
-      // (The planes path writes output rows straight from YCbCr; list transforms need the RGB image.)
-      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && !transforms_ && jpeg_->CanDecodePlanes()) {
+      if (spec_.crop == kernels::CropMode::kNone && !out_.fancy_upsampling && jpeg_->CanDecodePlanes()) {
         kernels::JpegPlanes planes;
         if (!jpeg_->DecodePlanes(&planes)) throw fail("corrupt JPEG: " + jpeg_->error());
         const uint64_t t2 = stats_ ? NowNs() : 0;
@@ -423,6 +423,26 @@ void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::
   // travels as rows (converted here, not on the loader's machine).
   const bool full_chroma = jp.components == 3 && jp.hshift[1] == 0 && jp.vshift[1] == 0 && jp.hshift[2] == 0 &&
                            jp.vshift[2] == 0;
+  if (transforms_) {  // the RGB image for the transforms, then the rest as for any decoded image
+    if (form) *form = SampleForm::kRgb;
+    const size_t w = out_.width, h = out_.height;
+    if (transformed_.size() < 3 * w * h) transformed_.resize(3 * w * h);
+    if (planar_.size() < 3 * w) planar_.resize(3 * w);
+    uint8_t* pl = planar_.data();
+    for (size_t y = 0; y < h; ++y) {
+      const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
+      if (jp.components == 3) {
+        kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
+                                 jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], pl, pl + w, pl + 2 * w);
+        kernels::InterleaveRow(pl, pl + w, pl + 2 * w, w, transformed_.data() + y * 3 * w, false);
+      } else {
+        kernels::InterleaveRow(Y, Y, Y, w, transformed_.data() + y * 3 * w, false);
+      }
+    }
+    ApplyTransforms(transformed_.data(), int(w), int(h), current_.index, current_.seed, current_.epoch);
+    WriteRows(p, transformed_.data(), int(w), int(h), int(3 * w), dst);
+    return;
+  }
   if (form && !full_chroma) {
     *form = PackPlanes(jp, out_.width, out_.height, dst);
     return;

@@ -130,6 +130,9 @@ class SampleProcessor {
   const kernels::TransformList* transforms_ = nullptr;
   kernels::TransformScratch transform_scratch_;
   std::vector<uint8_t> transformed_;  // an uncropped sample's pixels, packed, for the transforms
+  struct {
+    uint64_t index = 0, seed = 0, epoch = 0;
+  } current_;  // the sample Process is writing (EmitPlanes runs its transforms)
   kernels::AugmentSpec spec_;  // the transforms this processor applies
   kernels::AugmentSpec full_;  // every transform asked for (differs from spec_ when deferring)
   bool defer_;
