@@ -155,9 +155,10 @@ void Invert(ImageU8 img) {
   for (size_t i = 0, n = Pixels(img) * 3; i < n; ++i) img.data[i] = uint8_t(255 - img.data[i]);
 }
 
-void AdjustSharpness(ImageU8 img, double factor, TransformScratch& s) {
+DSC_VECTOR_CLONES void AdjustSharpness(ImageU8 img, double factor, TransformScratch& s) {
   // _blurred_degenerate_image: the 3x3 kernel (1 1 1 / 1 5 1 / 1 1 1) / 13 in float32, rounded, on
-  // the interior (borders keep the image), then _blend(img, degenerate, factor).
+  // the interior (borders keep the image), then _blend(img, degenerate, factor). The taps are summed
+  // row by row, left to right, for each element; the loop runs across a row's elements.
   const int w = img.width, h = img.height;
   if (w <= 2 || h <= 2) return;
   const size_t bytes = Pixels(img) * 3;
@@ -166,22 +167,26 @@ void AdjustSharpness(ImageU8 img, double factor, TransformScratch& s) {
   std::memcpy(deg, img.data, bytes);
   const float k1 = 1.f / 13.f, k5 = 5.f / 13.f;
   const size_t stride = size_t(w) * 3;
-  for (int y = 1; y < h - 1; ++y)
-    for (int x = 1; x < w - 1; ++x)
-      for (int c = 0; c < 3; ++c) {
-        const uint8_t* p = img.data + size_t(y) * stride + size_t(x) * 3 + c;
-        float acc = 0.f;
-        for (int dy = -1; dy <= 1; ++dy)
-          for (int dx = -1; dx <= 1; ++dx) {
-            const float k = (dx == 0 && dy == 0) ? k5 : k1;
-            acc += k * float(p[dy * int(stride) + dx * 3]);
-          }
-        deg[size_t(y) * stride + size_t(x) * 3 + c] = RoundU8(acc);
-      }
+  for (int y = 1; y < h - 1; ++y) {
+    const uint8_t* u = img.data + size_t(y - 1) * stride;
+    const uint8_t* m = u + stride;
+    const uint8_t* d = m + stride;
+    uint8_t* o = deg + size_t(y) * stride;
+    for (size_t e = 3; e < stride - 3; ++e) {
+      float acc = k1 * float(u[e - 3]);
+      acc += k1 * float(u[e]);
+      acc += k1 * float(u[e + 3]);
+      acc += k1 * float(m[e - 3]);
+      acc += k5 * float(m[e]);
+      acc += k1 * float(m[e + 3]);
+      acc += k1 * float(d[e - 3]);
+      acc += k1 * float(d[e]);
+      acc += k1 * float(d[e + 3]);
+      o[e] = RoundU8(acc);
+    }
+  }
   const BlendFactors f = MakeBlend(factor);
-  float scaled[256], other[256];  // f.r * v, f.rc * v
-  for (int v = 0; v < 256; ++v) scaled[v] = f.r * float(v), other[v] = f.rc * float(v);
-  for (size_t i = 0; i < bytes; ++i) img.data[i] = TruncU8(scaled[img.data[i]] + other[deg[i]]);
+  for (size_t i = 0; i < bytes; ++i) img.data[i] = TruncU8(f.r * float(img.data[i]) + f.rc * float(deg[i]));
 }
 
 namespace {
@@ -310,7 +315,7 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
   std::copy(r, r + 6, m);
 }
 
-void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
+DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
   const int w = img.width, h = img.height;
   const size_t bytes = Pixels(img) * 3;
   s.bytes.assign(img.data, img.data + bytes);
@@ -321,17 +326,20 @@ void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill
   const float r00 = float(m[0]) / hw, r10 = float(m[1]) / hw, r20 = float(m[2]) / hw;
   const float r01 = float(m[3]) / hh, r11 = float(m[4]) / hh, r21 = float(m[5]) / hh;
   const float fw = float(w), fh = float(h);
+  s.floats.resize(size_t(w));
+  float* xbs = s.floats.data();
+  for (int x = 0; x < w; ++x) xbs[x] = LinspaceF32(float(-w * 0.5 + 0.5), float(w * 0.5 + 0.5 - 1), w, x);
   for (int y = 0; y < h; ++y) {
     const float yb = LinspaceF32(float(-h * 0.5 + 0.5), float(h * 0.5 + 0.5 - 1), h, y);
     for (int x = 0; x < w; ++x) {
-      const float xb = LinspaceF32(float(-w * 0.5 + 0.5), float(w * 0.5 + 0.5 - 1), w, x);
+      const float xb = xbs[x];
       const float gx = xb * r00 + yb * r10 + r20;
       const float gy = xb * r01 + yb * r11 + r21;
       const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
       const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
       uint8_t* d = img.data + (size_t(y) * size_t(w) + size_t(x)) * 3;
       if (interp == Interp::kNearest) {
-        const float nx = nearbyintf(ix), ny = nearbyintf(iy);
+        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
         const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
         for (int c = 0; c < 3; ++c)
           d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);

@@ -16,7 +16,7 @@ namespace dsc::kernels {
 DSC_HD uint8_t TruncU8(float v) { return uint8_t(int(v < 0.f ? 0.f : (v > 255.f ? 255.f : v))); }
 // torch.round (half to even) then the cast, as _cast_squeeze_out does for uint8.
 DSC_HD uint8_t RoundU8(float v) {
-  v = nearbyintf(v);
+  v = std::nearbyint(v);
   return uint8_t(v < 0.f ? 0.f : (v > 255.f ? 255.f : v));
 }
 
