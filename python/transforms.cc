@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/mix.h"
 #include "kernels/transforms.h"
 
 namespace py = pybind11;
@@ -60,6 +61,38 @@ void BindTransforms(py::module_& m) {
       },
       py::arg("spec"), py::arg("width"), py::arg("height"), py::arg("seed"), py::arg("n"),
       "The parameters a list draws for samples 0..n-1 of a width x height image (statistical tests).");
+  m.def(
+      "_mix_batch",
+      [](py::array_t<float, py::array::c_style> images, py::array_t<int32_t, py::array::c_style | py::array::forcecast> labels,
+         int num_classes, float mixup_alpha, float cutmix_alpha, float prob, float switch_prob, float label_smoothing,
+         bool nchw, uint64_t seed, uint64_t epoch, uint64_t batch) {
+        if (images.ndim() != 4) throw py::value_error("images must be a float32 N x C x H x W or N x H x W x C array");
+        const int n = int(images.shape(0));
+        if (labels.ndim() != 1 || labels.shape(0) != n) throw py::value_error("labels must be N int32 values");
+        const int c = int(nchw ? images.shape(1) : images.shape(3));
+        const int h = int(nchw ? images.shape(2) : images.shape(1));
+        const int w = int(nchw ? images.shape(3) : images.shape(2));
+        kernels::MixSpec spec{mixup_alpha, cutmix_alpha, prob, switch_prob, label_smoothing, num_classes};
+        py::array_t<float> soft({py::ssize_t(n), py::ssize_t(num_classes)});
+        float* px = images.mutable_data();
+        const int32_t* lb = labels.data();
+        float* out = soft.mutable_data();
+        kernels::MixDraw d;
+        {
+          py::gil_scoped_release nogil;
+          d = kernels::MixBatch(spec, px, n, c, h, w, nchw, lb, out, seed, epoch, batch);
+        }
+        py::dict draw;
+        draw["mixed"] = d.mixed;
+        draw["cutmix"] = d.cutmix;
+        draw["lam"] = d.lam;
+        draw["box"] = py::make_tuple(d.x0, d.y0, d.x1, d.y1);
+        return py::make_tuple(soft, draw);
+      },
+      py::arg("images"), py::arg("labels"), py::arg("num_classes"), py::arg("mixup_alpha"), py::arg("cutmix_alpha"),
+      py::arg("prob"), py::arg("switch_prob"), py::arg("label_smoothing"), py::arg("nchw"), py::arg("seed"),
+      py::arg("epoch"), py::arg("batch"),
+      "MixUp / CutMix of a float32 batch in place (kernels/mix.h); returns (soft labels N x classes, the draw).");
   m.def("transform_names", &kernels::TransformNames, "(name, torchvision signature) of every registered transform");
   m.def(
       "check_transforms", [](const std::string& spec) { return kernels::ParseTransforms(spec).Text(); },

@@ -277,7 +277,10 @@ class Loader:
                 labels = [x.pin_memory() for x in labels]
             labels = labels[0] if len(labels) == 1 else tuple(labels)
             if self.batch_transform is not None:
-                images, labels = self.batch_transform(images, labels)
+                if getattr(self.batch_transform, "takes_batch_index", False):
+                    images, labels = self.batch_transform(images, labels, epoch=epoch, batch=index)
+                else:
+                    images, labels = self.batch_transform(images, labels)
             if with_indices:
                 # int64: torch has no uint32 tensors (a copy of N integers)
                 yield images, labels, wrap(indices.astype("int64")), wrap(padding)

@@ -103,3 +103,35 @@ def to_spec(transforms):
         else:
             raise TypeError(f"transforms: {t!r} is not a dsc.T transform or a string")
     return ",".join(parts)
+
+
+class MixUpCutMix:
+    """Batch-level MixUp / CutMix for Loader(..., batch_transform=dsc.T.MixUpCutMix(num_classes)):
+    each sample is mixed with the batch's previous one (torchvision's reference RandomMixup /
+    RandomCutmix, timm's switch between them); labels come out as float [B, num_classes] soft labels
+    (label_smoothing spreads that much mass evenly). The draws depend only on (seed, epoch, batch
+    index): the same batch is mixed the same way in every run, resumed or not. Images must be float32
+    (NCHW or NHWC) on the CPU; the work is in C++ without the GIL."""
+
+    takes_batch_index = True  # the Loader passes epoch= and batch=
+
+    def __init__(self, num_classes, mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5,
+                 label_smoothing=0.0, seed=0, layout="NCHW"):
+        if num_classes <= 0:
+            raise ValueError("num_classes must be positive")
+        self.args = (int(num_classes), float(mixup_alpha), float(cutmix_alpha), float(prob), float(switch_prob),
+                     float(label_smoothing), layout == "NCHW")
+        self.seed = int(seed)
+        self.last_draw = None
+
+    def __call__(self, images, labels, epoch=0, batch=0):
+        import numpy as np
+        arr = images.numpy() if hasattr(images, "numpy") else images
+        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+            raise TypeError("MixUpCutMix needs a C-contiguous float32 batch (dtype='float32')")
+        lab = labels.numpy() if hasattr(labels, "numpy") else labels
+        soft, self.last_draw = _dsc._mix_batch(arr, lab, *self.args, self.seed, epoch, batch)
+        if hasattr(images, "numpy"):
+            import torch
+            soft = torch.from_numpy(soft)
+        return images, soft
