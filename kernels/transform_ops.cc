@@ -345,6 +345,10 @@ DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp,
           d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
         continue;
       }
+      if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
+        for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
+        continue;
+      }
       const float x0f = std::floor(ix), y0f = std::floor(iy);
       const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
       const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se

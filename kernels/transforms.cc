@@ -89,6 +89,14 @@ void TransformArgs::CheckAllUsed() const {
 
 namespace {
 
+// An integer argument in [lo, hi] (checked before any conversion: a huge double does not fit an int).
+int IntIn(const TransformArgs& a, double v, const char* key, int lo, int hi) {
+  if (!(v >= lo && v <= hi) || v != double(int64_t(v)))
+    throw Error("transform " + a.name() + ": " + key + " must be an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  return int(v);
+}
+
 double UniformIn(Rng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
 bool Chance(Rng& rng, double p) { return rng.Uniform() < p; }  // torch.rand(1) < p
 void Log(ParamLog* log, const char* name, double v) {
@@ -160,15 +168,14 @@ class RandomCrop final : public Transform {
   explicit RandomCrop(const TransformArgs& a) {
     std::vector<double> size = a.Nums(0, "size", {});
     if (size.empty() || size.size() > 2) throw Error("transform random_crop: size is N or (H, W)");
-    h_ = int(size[0]);
-    w_ = int(size.size() == 2 ? size[1] : size[0]);
+    h_ = IntIn(a, size[0], "size", 1, 1 << 16);
+    w_ = IntIn(a, size.size() == 2 ? size[1] : size[0], "size", 1, 1 << 16);
     std::vector<double> pad = a.Nums(1, "padding", {0});
     if (pad.size() == 1) pad = {pad[0], pad[0], pad[0], pad[0]};
     else if (pad.size() == 2) pad = {pad[0], pad[1], pad[0], pad[1]};
     if (pad.size() != 4) throw Error("transform random_crop: padding takes 1, 2 or 4 values");
     for (int i = 0; i < 4; ++i) {
-      pad_[i] = int(pad[size_t(i)]);
-      if (pad_[i] < 0) throw Error("transform random_crop: negative padding");
+      pad_[i] = IntIn(a, pad[size_t(i)], "padding", 0, 1 << 16);
     }
     pad_if_needed_ = a.Num(2, "pad_if_needed", 0) != 0;
     std::vector<double> fill = a.Nums(3, "fill", {0});
@@ -287,8 +294,8 @@ class Blur final : public Transform {
   explicit Blur(const TransformArgs& a) {
     std::vector<double> k = a.Nums(0, "kernel_size", {});
     if (k.empty() || k.size() > 2) throw Error("transform gaussian_blur: kernel_size is N or (W, H)");
-    kx_ = int(k[0]);
-    ky_ = int(k.size() == 2 ? k[1] : k[0]);
+    kx_ = IntIn(a, k[0], "kernel_size", 1, 1001);
+    ky_ = IntIn(a, k.size() == 2 ? k[1] : k[0], "kernel_size", 1, 1001);
     if (kx_ <= 0 || ky_ <= 0 || kx_ % 2 == 0 || ky_ % 2 == 0)
       throw Error("transform gaussian_blur: kernel sizes must be odd and positive");
     std::vector<double> s = a.Nums(1, "sigma", {0.1, 2.0});
@@ -514,9 +521,9 @@ const std::vector<Space>& TrivialSpace() {
 class RandAugment final : public Transform {
  public:
   explicit RandAugment(const TransformArgs& a) {
-    num_ops_ = int(a.Num(0, "num_ops", 2));
-    magnitude_ = int(a.Num(1, "magnitude", 9));
-    bins_ = int(a.Num(2, "num_magnitude_bins", 31));
+    num_ops_ = IntIn(a, a.Num(0, "num_ops", 2), "num_ops", 0, 64);
+    magnitude_ = IntIn(a, a.Num(1, "magnitude", 9), "magnitude", 0, 1 << 16);
+    bins_ = IntIn(a, a.Num(2, "num_magnitude_bins", 31), "num_magnitude_bins", 2, 1 << 16);
     interp_ = ParseInterp(a, 3);
     fill_ = ParseFill(a, 4, true);
     if (num_ops_ < 0 || bins_ < 2 || magnitude_ < 0 || magnitude_ >= bins_)
@@ -543,7 +550,7 @@ class RandAugment final : public Transform {
 class TrivialAugmentWide final : public Transform {
  public:
   explicit TrivialAugmentWide(const TransformArgs& a) {
-    bins_ = int(a.Num(0, "num_magnitude_bins", 31));
+    bins_ = IntIn(a, a.Num(0, "num_magnitude_bins", 31), "num_magnitude_bins", 2, 1 << 16);
     interp_ = ParseInterp(a, 1);
     fill_ = ParseFill(a, 2, true);
     if (bins_ < 2) throw Error("transform trivial_augment_wide: num_magnitude_bins must be at least 2");
@@ -660,8 +667,7 @@ std::map<std::string, Entry>& Registry() {
         }, "RandomSolarize(threshold, p=0.5)");
     add("random_posterize", [](const TransformArgs& a) {
           if (!a.Has(0, "bits")) throw Error("transform random_posterize: bits is required");
-          const int b = int(a.Num(0, "bits", 8));
-          if (b < 0 || b > 8) throw Error("transform random_posterize: bits must lie in [0, 8]");
+          const int b = IntIn(a, a.Num(0, "bits", 8), "bits", 0, 8);
           return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [b](ImageU8 i, TransformScratch&) { Posterize(i, b); });
         }, "RandomPosterize(bits, p=0.5)");
     add("random_autocontrast", [](const TransformArgs& a) {
