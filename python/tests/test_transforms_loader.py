@@ -64,3 +64,25 @@ def test_callables_refused_batch_hook_runs(small):
         assert float(images.abs().max()) == 0
     assert seen == [250] * 4
     assert str(dsc.T.RandAugment(2, 9, interpolation="bilinear")) == "rand_augment(2,9,interpolation=bilinear)"
+
+
+def test_remote_worker_runs_the_same_transforms(small, dsc_binary):
+    """The transforms row travels in the WorkSpec: a `dsc serve` worker's batches equal the local ones."""
+    import subprocess
+    path, _ = small
+    if not _dsc.has_remote:
+        pytest.skip("built without gRPC")
+    worker = subprocess.Popen([dsc_binary, "serve", str(path), "--threads", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = worker.stdout.readline()
+        assert line.startswith("listening on "), line
+        addr = line.split()[-1]
+        opts = dict(preset="cifar-train", batch_size=125, seed=3, transforms=SPEC)
+        for kw in (dict(), dict(dtype="uint8", layout="NHWC", normalize=False)):
+            local = [x.clone() for x, _ in dsc.Loader(path, threads=1, **opts, **kw).epoch(1)]
+            remote = [x.clone() for x, _ in dsc.Loader(path, remote=[addr], local_threads=0, **opts, **kw).epoch(1)]
+            assert len(local) == len(remote) == 8
+            assert all(torch.equal(a, b) for a, b in zip(local, remote))
+    finally:
+        worker.kill()
+        worker.wait()
