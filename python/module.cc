@@ -42,6 +42,7 @@
 #include "python/gil.h"
 #include "python/loader_options.h"
 #include "python/trace.h"
+#include "python/transforms.h"
 #include "reader/info.h"
 #include "reader/bottleneck.h"
 #include "reader/executor.h"
@@ -628,6 +629,7 @@ PYBIND11_MODULE(_dsc, m) {
   });
 
   dsc::python::BindTrace(m);
+  dsc::python::BindTransforms(m);
 
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const std::optional<std::string>&, const py::dict&, std::shared_ptr<dsc::python::PyTracer>>(),

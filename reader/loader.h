@@ -121,6 +121,9 @@ struct LoaderOptions {
   uint64_t quasi_window = 0;          // see OrderOptions
   std::vector<uint32_t> subset;       // load only these samples (see OrderOptions)
   kernels::AugmentSpec augment;       // crop, flip, translate, cutout, normalise
+  // Transforms after decode and crop, before flip / translate / cutout / normalise: a list's canonical
+  // text (kernels/transforms.h; the "transforms" option). Empty: none.
+  std::string transforms;
   DType dtype = DType::kFloat32;      // kUint8 requires kNHWC and no normalisation (normalise on the GPU)
   Layout layout = Layout::kNCHW;
   // JPEG chroma upsampling. false (default): box upsampling, bit-identical to libjpeg-turbo's decode

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "kernels/transforms.h"
 #include "reader/executor.h"
 
 namespace dsc {
@@ -25,6 +26,29 @@ constexpr uint64_t kU64 = UINT64_MAX;
 
 [[noreturn]] void Bad(std::string_view name, std::string_view text, const std::string& why) {
   throw OptionValueError(std::string(name), std::string(text), why);
+}
+
+// The transforms row's value: a list, or @FILE holding one (one transform or more a line, '#' comments),
+// checked by parsing it and kept in the parser's canonical text.
+std::string CanonicalTransforms(std::string_view text) {
+  std::string list(text);
+  if (!list.empty() && list[0] == '@') {
+    std::istringstream in(ReadOptionFile(list.substr(1)));
+    list.clear();
+    for (std::string line; std::getline(in, line);) {
+      line = line.substr(0, line.find('#'));
+      if (line.find_first_not_of(" \t\r,") == std::string::npos) continue;
+      while (!line.empty() && (line.back() == ',' || std::isspace(static_cast<unsigned char>(line.back())))) line.pop_back();
+      list += (list.empty() ? "" : ",") + line;
+    }
+  }
+  try {
+    return kernels::ParseTransforms(list).Text();
+  } catch (const OptionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    Bad("transforms", text, e.what());
+  }
 }
 
 std::vector<std::string_view> SplitList(std::string_view text) {
@@ -332,6 +356,17 @@ std::vector<OptionRow> MakeTable() {
       for (int c = 0; c < 3; ++c) v[c] = uint8_t(ParseInt("fill[" + std::to_string(c) + "]", parts[size_t(c)], 0, 255));
       std::copy(v, v + 3, o.augment.fill);
     };
+    t.push_back(std::move(r));
+  }
+  {
+    // The transform list (kernels/transforms.h), in its canonical text so it travels to workers as is.
+    OptionRow r = MakeRow("transforms", OptionType::kText,
+                          "torchvision-style transforms after decode and crop: 'random_crop(32,padding=4),color_jitter(0.4,0.4,0.4)' or @FILE");
+    r.where = kAll;
+    r.example = "random_crop(32,padding=4,padding_mode=reflect),color_jitter(0.4,0.4,0.4)";
+    r.bad = "colour_jitter(0.4)";
+    r.get = [](const O& o) { return o.transforms; };
+    r.set = [](O& o, std::string_view text) { o.transforms = CanonicalTransforms(text); };
     t.push_back(std::move(r));
   }
   t.push_back(Bool("normalize", "(x - mean) / std", [](O& o) -> bool& { return o.augment.normalize; }, kAll));

@@ -9,6 +9,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/limits.h"
+#include "kernels/transforms.h"
 #include "reader/executor.h"
 #include "reader/loader.h"
 
@@ -74,6 +75,20 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     if (o.gpu_staging_bytes > (uint64_t(4) << 30)) Bad("gpu_staging_bytes", Str(o.gpu_staging_bytes), "must be at most 4 GiB");
     // The decode kernels give each staged image a row of the grid, whose y dimension CUDA caps.
     if (o.batch_size > 65535) Bad("batch_size", Str(o.batch_size), "must be at most 65535 with decoder gpu");
+  }
+
+  if (!o.transforms.empty()) {
+    kernels::TransformList list;
+    try {
+      list = kernels::ParseTransforms(o.transforms);
+    } catch (const OptionError&) {
+      throw;
+    } catch (const std::exception& e) {
+      Bad("transforms", o.transforms, e.what());
+    }
+    if (o.defer_augment && !list.OnDevice())
+      Bad("transforms", o.transforms,
+          "the deferred (GPU) path does not run list transforms: without defer_augment they run on the CPU workers");
   }
 
   const kernels::AugmentSpec& a = o.augment;

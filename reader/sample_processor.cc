@@ -197,6 +197,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     if (chunk_[chunk_next_] == index) grouped = chunk_slot_[chunk_next_++];
     else chunk_.clear();  // not the prepared order: every sample decoded alone
   }
+  current_ = {index, seed, epoch};
   const uint64_t t0 = stats_ ? NowNs() : 0;
   const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
   const format::IndexEntry& e = parts.entry;
@@ -321,7 +322,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       Emit(SampleProcessor* s, uint8_t* d) : self(s), dst(d) {}
       void Row(int y, const uint8_t* rgb) override { self->EmitRow(rgb, y, dst); }
     } emit(this, dst);
-    const bool direct = params.dx == 0 && params.dy == 0 && params.cut_x < 0;
+    const bool direct = params.dx == 0 && params.dy == 0 && params.cut_x < 0 && !transforms_;
     try {
       kernels::CropResizeAxes(spec_, e.width, e.height, params, region, params.flip != 0, &axis_h_, &axis_v_);
       kernels::ResampleRgbAxes(src, sw, sh, size_t(stride), axis_h_, axis_v_, resized_.data(), &resample_scratch_,
@@ -339,10 +340,32 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
     sw = int(out_.width);
     sh = int(out_.height);
     stride = sw * 3;
+    if (transforms_) ApplyTransforms(resized_.data(), sw, sh, index, seed, epoch);
+  } else if (transforms_) {
+    // The decoded image (or the mapping itself, for raw payloads) packed into a buffer of our own.
+    const size_t row = size_t(sw) * 3;
+    if (transformed_.size() < row * size_t(sh)) transformed_.resize(row * size_t(sh));
+    for (int y = 0; y < sh; ++y) std::memcpy(transformed_.data() + size_t(y) * row, src + size_t(y) * size_t(stride), row);
+    ApplyTransforms(transformed_.data(), sw, sh, index, seed, epoch);
+    src = transformed_.data();
+    stride = int(row);
   }
   WriteRows(params, src, sw, sh, stride, dst);
   kernels::StreamFence();  // streaming stores are visible before the batch is published
   if (stats_) Account(st, t0, t1, t2, p.size);
+}
+
+void SampleProcessor::set_transforms(const kernels::TransformList* t) {
+  if (t && defer_) throw Error("internal: list transforms on a deferring processor");
+  transforms_ = t && !t->empty() ? t : nullptr;
+}
+
+void SampleProcessor::ApplyTransforms(uint8_t* rgb, int w, int h, uint64_t index, uint64_t seed, uint64_t epoch) {
+  try {
+    transforms_->Apply(kernels::ImageU8{rgb, w, h}, seed, epoch, index, transform_scratch_);
+  } catch (const Error& ex) {  // a transform that cannot apply to this image (a crop larger than it, ...)
+    throw Error(ds_.path() + ": sample " + std::to_string(index) + ": " + ex.what());
+  }
 }
 
 void SampleProcessor::MakeTwinCropInput(const format::IndexEntry& e, const kernels::CropRect& rect,
@@ -421,6 +444,26 @@ void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::
   // travels as rows (converted here, not on the loader's machine).
   const bool full_chroma = jp.components == 3 && jp.hshift[1] == 0 && jp.vshift[1] == 0 && jp.hshift[2] == 0 &&
                            jp.vshift[2] == 0;
+  if (transforms_) {  // the RGB image for the transforms, then the rest as for any decoded image
+    if (form) *form = SampleForm::kRgb;
+    const size_t w = out_.width, h = out_.height;
+    if (transformed_.size() < 3 * w * h) transformed_.resize(3 * w * h);
+    if (planar_.size() < 3 * w) planar_.resize(3 * w);
+    uint8_t* pl = planar_.data();
+    for (size_t y = 0; y < h; ++y) {
+      const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
+      if (jp.components == 3) {
+        kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
+                                 jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], pl, pl + w, pl + 2 * w);
+        kernels::InterleaveRow(pl, pl + w, pl + 2 * w, w, transformed_.data() + y * 3 * w, false);
+      } else {
+        kernels::InterleaveRow(Y, Y, Y, w, transformed_.data() + y * 3 * w, false);
+      }
+    }
+    ApplyTransforms(transformed_.data(), int(w), int(h), current_.index, current_.seed, current_.epoch);
+    WriteRows(p, transformed_.data(), int(w), int(h), int(3 * w), dst);
+    return;
+  }
   if (form && !full_chroma) {
     *form = PackPlanes(jp, out_.width, out_.height, dst);
     return;

@@ -11,6 +11,7 @@
 #include "kernels/jpeg_decoder.h"
 #include "kernels/jpeg_twin_crop.h"
 #include "kernels/resample.h"
+#include "kernels/transforms.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
 #include "reader/executor.h"
@@ -59,6 +60,9 @@ class SampleProcessor {
   // other sample as its RGB rows, *form = kRgb.
   void Process(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                kernels::SampleParams* applied = nullptr, uint8_t* fallback = nullptr, SampleForm* form = nullptr);
+  // The list transforms (kernels/transforms.h) to run on each sample after decode and crop, with the
+  // sample's own stream; `t` must outlive the processor. Not with `defer`.
+  void set_transforms(const kernels::TransformList* t);
   static bool WritesForms(bool defer, const OutputFormat& out) {
     return !defer && out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   }
@@ -120,7 +124,16 @@ class SampleProcessor {
   static size_t DecodeStride(size_t width);
   uint8_t* DecodeBuffer(size_t width, size_t height);
 
+  // Runs the list transforms on a packed w x h RGB image (rows w * 3 bytes apart).
+  void ApplyTransforms(uint8_t* rgb, int w, int h, uint64_t index, uint64_t seed, uint64_t epoch);
+
   const Dataset& ds_;
+  const kernels::TransformList* transforms_ = nullptr;
+  kernels::TransformScratch transform_scratch_;
+  std::vector<uint8_t> transformed_;  // an uncropped sample's pixels, packed, for the transforms
+  struct {
+    uint64_t index = 0, seed = 0, epoch = 0;
+  } current_;  // the sample Process is writing (EmitPlanes runs its transforms)
   kernels::AugmentSpec spec_;  // the transforms this processor applies
   kernels::AugmentSpec full_;  // every transform asked for (differs from spec_ when deferring)
   bool defer_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/transforms.h"
 #include "reader/loader.h"
 #include "reader/sample_processor.h"
 
@@ -31,6 +32,7 @@ class SampleWork {
 
  private:
   kernels::AugmentSpec augment_;
+  kernels::TransformList transforms_;  // LoaderOptions::transforms, parsed once
   bool defer_ = false, verify_ = false;
   float table_[3 * 256];
   uint16_t half_[3 * 256];

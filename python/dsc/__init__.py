@@ -23,6 +23,7 @@ from ._compat import Batch
 from .trace import Tracer
 from .writer import Writer
 from . import writer as _writer
+from . import transforms as T
 
 
 def _path(p, what):
@@ -53,7 +54,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "convert", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "convert", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "T", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 def build(source, out, *, progress=None, **options):
@@ -177,6 +178,13 @@ class Loader:
     copy=True hands out owned tensors instead; pin_memory=True owned tensors in pinned memory (needs a
     CUDA build of torch; without one it warns and behaves as copy=True, as torch's DataLoader does).
 
+    transforms: torchvision's augmentations by name, run per sample by the C++ threads after decode and
+    crop (dsc.T mirrors torchvision's classes: [dsc.T.RandomCrop(32, padding=4), dsc.T.ColorJitter(0.4,
+    0.4, 0.4)], or the text 'random_crop(32,padding=4),color_jitter(0.4,0.4,0.4)'); docs/augment.md.
+    Python callables are refused (they would need the GIL per image); batch_transform=fn instead calls
+    fn(images, labels) -> (images, labels) on each whole batch in the consumer's thread, after the
+    loader (e.g. torch ops on the GPU batch): its cost is the consumer's, once per batch.
+
     tracer: a dsc.Tracer (e.g. dsc.trace.default()) to record the workers' read / decode / augment /
     collate spans into, next to the training loop's own phases (see dsc.trace); None records nothing.
 
@@ -188,8 +196,13 @@ class Loader:
     """
 
     def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
-                 pad_last=None, **options):
+                 pad_last=None, batch_transform=None, **options):
         rank, world_size = _distributed(rank, world_size)
+        if options.get("transforms") is not None and not isinstance(options["transforms"], str):
+            options["transforms"] = T.to_spec(options["transforms"])
+        if batch_transform is not None and not callable(batch_transform):
+            raise TypeError(f"batch_transform must be callable (images, labels) -> (images, labels), got {batch_transform!r}")
+        self.batch_transform = batch_transform
         self._path = _os.fspath(path)
         if tracer is not None and not isinstance(tracer, Tracer):
             raise TypeError(f"tracer must be a dsc.Tracer, got {type(tracer).__name__}")
@@ -345,6 +358,11 @@ class Loader:
                 yield out
                 continue
             labels = labels[0] if len(labels) == 1 else tuple(labels)
+            if self.batch_transform is not None:
+                if getattr(self.batch_transform, "takes_batch_index", False):
+                    images, labels = self.batch_transform(images, labels, epoch=epoch, batch=index)
+                else:
+                    images, labels = self.batch_transform(images, labels)
             # int64: torch has no uint32 tensors (a copy of N integers)
             indices = wrap(indices.astype("int64"))
             if with_indices:

@@ -2,6 +2,7 @@
 import os
 from . import trace as trace
 from .trace import Tracer as Tracer
+from . import transforms as T
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 PathLike = Union[str, os.PathLike]
@@ -66,6 +67,8 @@ class Loader:
         pin_memory: bool = ...,
         tracer: Optional[Tracer] = ...,
         pad_last: Optional[bool] = ...,
+        batch_transform: Optional[Any] = ...,
+        transforms: Union[str, Sequence[Any], None] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,

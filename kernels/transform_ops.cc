@@ -1,0 +1,371 @@
+// torchvision.transforms.functional (0.14, tensor backend) on uint8 RGB images: the deterministic
+// half of the list transforms. Each follows functional_tensor.py's arithmetic (transform_ops.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "format/error.h"
+#include "kernels/transform_ops.h"
+#include "kernels/transforms.h"
+
+namespace dsc::kernels {
+
+namespace {
+size_t Pixels(const ImageU8& img) { return size_t(img.width) * size_t(img.height); }
+}  // namespace
+
+float LinspaceF32(float start, float end, int steps, int i) {
+  if (steps <= 1) return start;
+  const float step = (end - start) / float(steps - 1);
+  return i < steps / 2 ? start + step * float(i) : end - step * float(steps - i - 1);
+}
+
+// Plain float loops the compiler vectorises (an AVX2 clone where the CPU has it): the same float32
+// operations in the same order, lane by lane.
+#define DSC_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
+DSC_VECTOR_CLONES void AdjustBrightness(ImageU8 img, double factor) {
+  const BlendFactors f = MakeBlend(factor);
+  uint8_t* p = img.data;
+  for (size_t i = 0, n = Pixels(img) * 3; i < n; ++i) p[i] = TruncU8(f.r * float(p[i]) + f.rc * 0.f);
+}
+
+namespace {
+DSC_VECTOR_CLONES uint64_t GraySum(const uint8_t* p, size_t n) {
+  uint32_t sum = 0;  // n <= 2^24 pixels per call (the caller splits)
+  for (size_t i = 0; i < n; ++i)
+    sum += uint32_t(int((0.2989f * float(p[3 * i]) + 0.587f * float(p[3 * i + 1])) + 0.114f * float(p[3 * i + 2])));
+  return sum;
+}
+}  // namespace
+
+DSC_VECTOR_CLONES void AdjustContrast(ImageU8 img, double factor) {
+  // mean of the grayscale image (uint8, truncated) as float32; torch's reduction order is its own,
+  // so the sum is taken exactly (integers) and divided once.
+  const size_t n = Pixels(img);
+  uint64_t sum = 0;
+  for (size_t at = 0; at < n; at += size_t(1) << 24) sum += GraySum(img.data + 3 * at, std::min(n - at, size_t(1) << 24));
+  const float mean = n ? float(double(sum) / double(n)) : 0.f;
+  const BlendFactors f = MakeBlend(factor);
+  const float o = f.rc * mean;
+  uint8_t* p = img.data;
+  for (size_t i = 0; i < n * 3; ++i) p[i] = TruncU8(f.r * float(p[i]) + o);
+}
+
+DSC_VECTOR_CLONES void AdjustSaturation(ImageU8 img, double factor) {
+  const BlendFactors f = MakeBlend(factor);
+  uint8_t* p = img.data;
+  for (size_t i = 0, n = Pixels(img); i < n; ++i) {
+    const float r = float(p[3 * i]), g = float(p[3 * i + 1]), b = float(p[3 * i + 2]);
+    const float o = f.rc * float(int((0.2989f * r + 0.587f * g) + 0.114f * b));
+    p[3 * i] = TruncU8(f.r * r + o);
+    p[3 * i + 1] = TruncU8(f.r * g + o);
+    p[3 * i + 2] = TruncU8(f.r * b + o);
+  }
+}
+
+// The products ratio * v and 0.2989 * r, ... as 256-entry tables (the same float values, one
+// rounding each), for the ops below.
+namespace {
+struct GrayTables {
+  float r[256], g[256], b[256];
+  GrayTables() {
+    for (int v = 0; v < 256; ++v) r[v] = 0.2989f * float(v), g[v] = 0.587f * float(v), b[v] = 0.114f * float(v);
+  }
+};
+const GrayTables& Grays() {
+  static const GrayTables t;
+  return t;
+}
+inline uint8_t GrayOf(const GrayTables& t, const uint8_t* p) { return uint8_t((t.r[p[0]] + t.g[p[1]]) + t.b[p[2]]); }
+void ApplyTable(ImageU8 img, const uint8_t lut[256]) {
+  uint8_t* p = img.data;
+  for (size_t i = 0, n = Pixels(img) * 3; i < n; ++i) p[i] = lut[p[i]];
+}
+}  // namespace
+
+void AdjustHue(ImageU8 img, double factor) {
+  if (!(factor >= -0.5 && factor <= 0.5)) throw Error("adjust_hue: factor " + std::to_string(factor) + " not in [-0.5, 0.5]");
+  const float h = float(factor);
+  uint8_t* p = img.data;
+  for (size_t i = 0, n = Pixels(img); i < n; ++i, p += 3) {
+    const uint8_t in[3] = {p[0], p[1], p[2]};
+    HuePixel(in, h, p);
+  }
+}
+
+void RgbToGrayscale(ImageU8 img) {
+  const GrayTables& t = Grays();
+  uint8_t* p = img.data;
+  for (size_t i = 0, n = Pixels(img); i < n; ++i, p += 3) p[0] = p[1] = p[2] = GrayOf(t, p);
+}
+
+void Solarize(ImageU8 img, double threshold) {
+  const float t = float(threshold);
+  uint8_t lut[256];
+  for (int v = 0; v < 256; ++v) lut[v] = SolarizeValue(uint8_t(v), t);
+  ApplyTable(img, lut);
+}
+
+void Posterize(ImageU8 img, int bits) {
+  if (bits < 0 || bits > 8) throw Error("posterize: bits " + std::to_string(bits) + " not in [0, 8]");
+  for (size_t i = 0, n = Pixels(img) * 3; i < n; ++i) img.data[i] = PosterizeValue(img.data[i], bits);
+}
+
+void Autocontrast(ImageU8 img) {
+  // Per channel: ((img - min) * (255 / (max - min))).clamp(0, 255).to(uint8), scale in float32;
+  // a flat channel is left as it is (scale 1, min 0).
+  const size_t n = Pixels(img);
+  for (int c = 0; c < 3; ++c) {
+    uint8_t lo = 255, hi = 0;
+    for (size_t i = 0; i < n; ++i) {
+      lo = std::min(lo, img.data[3 * i + c]);
+      hi = std::max(hi, img.data[3 * i + c]);
+    }
+    if (hi == lo) continue;
+    const float scale = 255.f / float(hi - lo);
+    for (size_t i = 0; i < n; ++i) img.data[3 * i + c] = TruncU8(float(img.data[3 * i + c] - lo) * scale);
+  }
+}
+
+void Equalize(ImageU8 img) {
+  // _scale_channel: step = (sum of the histogram's nonzero bins but the last) // 255; lut[v] =
+  // (cumsum[v - 1] + step // 2) // step, clamped; step 0 leaves the channel as it is. Integers.
+  const size_t n = Pixels(img);
+  for (int c = 0; c < 3; ++c) {
+    int64_t hist[256] = {};
+    for (size_t i = 0; i < n; ++i) ++hist[img.data[3 * i + c]];
+    int last = 255;
+    while (last > 0 && hist[last] == 0) --last;
+    int64_t nonzero = 0;
+    for (int v = 0; v < last; ++v) nonzero += hist[v];
+    const int64_t step = nonzero / 255;
+    if (step == 0) continue;
+    uint8_t lut[256];
+    int64_t cum = 0;
+    for (int v = 0; v < 256; ++v) {
+      lut[v] = uint8_t(std::min<int64_t>(255, (cum + step / 2) / step));
+      cum += hist[v];
+    }
+    for (size_t i = 0; i < n; ++i) img.data[3 * i + c] = lut[img.data[3 * i + c]];
+  }
+}
+
+void Invert(ImageU8 img) {
+  for (size_t i = 0, n = Pixels(img) * 3; i < n; ++i) img.data[i] = uint8_t(255 - img.data[i]);
+}
+
+DSC_VECTOR_CLONES void AdjustSharpness(ImageU8 img, double factor, TransformScratch& s) {
+  // _blurred_degenerate_image: the 3x3 kernel (1 1 1 / 1 5 1 / 1 1 1) / 13 in float32, rounded, on
+  // the interior (borders keep the image), then _blend(img, degenerate, factor). The taps are summed
+  // row by row, left to right, for each element; the loop runs across a row's elements.
+  const int w = img.width, h = img.height;
+  if (w <= 2 || h <= 2) return;
+  const size_t bytes = Pixels(img) * 3;
+  s.bytes.resize(bytes);
+  uint8_t* deg = s.bytes.data();
+  std::memcpy(deg, img.data, bytes);
+  const float k1 = 1.f / 13.f, k5 = 5.f / 13.f;
+  const size_t stride = size_t(w) * 3;
+  for (int y = 1; y < h - 1; ++y) {
+    const uint8_t* u = img.data + size_t(y - 1) * stride;
+    const uint8_t* m = u + stride;
+    const uint8_t* d = m + stride;
+    uint8_t* o = deg + size_t(y) * stride;
+    for (size_t e = 3; e < stride - 3; ++e) {
+      float acc = k1 * float(u[e - 3]);
+      acc += k1 * float(u[e]);
+      acc += k1 * float(u[e + 3]);
+      acc += k1 * float(m[e - 3]);
+      acc += k5 * float(m[e]);
+      acc += k1 * float(m[e + 3]);
+      acc += k1 * float(d[e - 3]);
+      acc += k1 * float(d[e]);
+      acc += k1 * float(d[e + 3]);
+      o[e] = RoundU8(acc);
+    }
+  }
+  const BlendFactors f = MakeBlend(factor);
+  for (size_t i = 0; i < bytes; ++i) img.data[i] = TruncU8(f.r * float(img.data[i]) + f.rc * float(deg[i]));
+}
+
+namespace {
+// Reflect (no edge repeat) of coordinate i into [0, n): torch's "reflect" padding.
+int ReflectIndex(int i, int n) {
+  if (n == 1) return 0;
+  const int period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - i;
+}
+int SymmetricIndex(int i, int n) {
+  const int period = 2 * n;
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - 1 - i;
+}
+// torchvision's _get_gaussian_kernel1d in float32.
+void GaussianKernel1d(int k, double sigma, float* out) {
+  const float half = float((k - 1) * 0.5);
+  const float sg = float(sigma);
+  float sum = 0.f;
+  for (int i = 0; i < k; ++i) {
+    const float x = LinspaceF32(-half, half, k, i) / sg;
+    out[i] = std::exp(-0.5f * (x * x));
+    sum += out[i];
+  }
+  for (int i = 0; i < k; ++i) out[i] /= sum;
+}
+}  // namespace
+
+void GaussianBlur(ImageU8 img, int kx, int ky, double sigma_x, double sigma_y, TransformScratch& s) {
+  if (kx <= 0 || ky <= 0 || kx % 2 == 0 || ky % 2 == 0) throw Error("gaussian_blur: kernel sizes must be odd and positive");
+  if (!(sigma_x > 0) || !(sigma_y > 0)) throw Error("gaussian_blur: sigma must be positive");
+  const int w = img.width, h = img.height;
+  if (kx / 2 >= w || ky / 2 >= h) throw Error("gaussian_blur: kernel larger than the image (reflect padding needs pad < size)");
+  std::vector<float> kxv(static_cast<size_t>(kx)), kyv(static_cast<size_t>(ky));
+  GaussianKernel1d(kx, sigma_x, kxv.data());
+  GaussianKernel1d(ky, sigma_y, kyv.data());
+  // The 2-D kernel as torch.mm makes it (outer product in float32), applied as one 2-D convolution.
+  std::vector<float> k2(size_t(kx) * size_t(ky));
+  for (int j = 0; j < ky; ++j)
+    for (int i = 0; i < kx; ++i) k2[size_t(j) * size_t(kx) + size_t(i)] = kyv[size_t(j)] * kxv[size_t(i)];
+  const size_t bytes = Pixels(img) * 3;
+  s.bytes.assign(img.data, img.data + bytes);
+  const uint8_t* src = s.bytes.data();
+  const int rx = kx / 2, ry = ky / 2;
+  std::vector<int> xs(size_t(w + 2 * rx)), ys(size_t(h + 2 * ry));
+  for (int i = 0; i < w + 2 * rx; ++i) xs[size_t(i)] = ReflectIndex(i - rx, w);
+  for (int i = 0; i < h + 2 * ry; ++i) ys[size_t(i)] = ReflectIndex(i - ry, h);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) {
+        float acc = 0.f;
+        for (int j = 0; j < ky; ++j) {
+          const uint8_t* row = src + size_t(ys[size_t(y + j)]) * size_t(w) * 3;
+          for (int i = 0; i < kx; ++i) acc += k2[size_t(j) * size_t(kx) + size_t(i)] * float(row[size_t(xs[size_t(x + i)]) * 3 + size_t(c)]);
+        }
+        img.data[(size_t(y) * size_t(w) + size_t(x)) * 3 + size_t(c)] = RoundU8(acc);
+      }
+}
+
+void HorizontalFlip(ImageU8 img) {
+  for (int y = 0; y < img.height; ++y) {
+    uint8_t* r = img.data + size_t(y) * size_t(img.width) * 3;
+    for (int a = 0, b = img.width - 1; a < b; ++a, --b)
+      for (int c = 0; c < 3; ++c) std::swap(r[a * 3 + c], r[b * 3 + c]);
+  }
+}
+
+void VerticalFlip(ImageU8 img) {
+  const size_t stride = size_t(img.width) * 3;
+  for (int a = 0, b = img.height - 1; a < b; ++a, --b)
+    std::swap_ranges(img.data + size_t(a) * stride, img.data + size_t(a + 1) * stride, img.data + size_t(b) * stride);
+}
+
+void Erase(ImageU8 img, int top, int left, int h, int w, const uint8_t value[3]) {
+  for (int y = std::max(0, top); y < std::min(img.height, top + h); ++y)
+    for (int x = std::max(0, left); x < std::min(img.width, left + w); ++x)
+      std::memcpy(img.data + (size_t(y) * size_t(img.width) + size_t(x)) * 3, value, 3);
+}
+
+void PadCrop(const ImageU8& src, int pad_l, int pad_t, int pad_r, int pad_b, PadMode mode, const uint8_t fill[3],
+             int left, int top, uint8_t* dst, int out_w, int out_h) {
+  const int w = src.width, h = src.height;
+  if (mode == PadMode::kReflect && (pad_l >= w || pad_r >= w || pad_t >= h || pad_b >= h))
+    throw Error("random_crop: reflect padding must be smaller than the image (" + std::to_string(w) + "x" + std::to_string(h) + ")");
+  auto map = [mode](int i, int n, bool* outside) {
+    *outside = false;
+    if (i >= 0 && i < n) return i;
+    switch (mode) {
+      case PadMode::kConstant: *outside = true; return 0;
+      case PadMode::kEdge: return std::clamp(i, 0, n - 1);
+      case PadMode::kReflect: return ReflectIndex(i, n);
+      case PadMode::kSymmetric: return SymmetricIndex(i, n);
+    }
+    return 0;
+  };
+  for (int y = 0; y < out_h; ++y) {
+    bool out_y;
+    const int sy = map(top + y - pad_t, h, &out_y);
+    uint8_t* d = dst + size_t(y) * size_t(out_w) * 3;
+    for (int x = 0; x < out_w; ++x) {
+      bool out_x;
+      const int sx = map(left + x - pad_l, w, &out_x);
+      if (out_x || out_y) std::memcpy(d + x * 3, fill, 3);
+      else std::memcpy(d + x * 3, src.data + (size_t(sy) * size_t(w) + size_t(sx)) * 3, 3);
+    }
+  }
+}
+
+void InverseAffineMatrix(double cx, double cy, double angle, double tx, double ty, double scale, double shear_x,
+                         double shear_y, double m[6]) {
+  const double pi = 3.14159265358979323846;
+  const double rot = angle * pi / 180, sx = shear_x * pi / 180, sy = shear_y * pi / 180;
+  const double a = std::cos(rot - sy) / std::cos(sy);
+  const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
+  const double c = std::sin(rot - sy) / std::cos(sy);
+  const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
+  double r[6] = {d, -b, 0.0, -c, a, 0.0};
+  for (double& v : r) v /= scale;
+  r[2] += r[0] * (-cx - tx) + r[1] * (-cy - ty);
+  r[5] += r[3] * (-cx - tx) + r[4] * (-cy - ty);
+  r[2] += cx;
+  r[5] += cy;
+  std::copy(r, r + 6, m);
+}
+
+DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
+  const int w = img.width, h = img.height;
+  const size_t bytes = Pixels(img) * 3;
+  s.bytes.assign(img.data, img.data + bytes);
+  const uint8_t* src = s.bytes.data();
+  // _gen_affine_grid: base (x, y, 1) at pixel centres relative to the image centre, times theta^T
+  // scaled by (0.5 w, 0.5 h); then grid_sample's unnormalisation ((g + 1) * size - 1) / 2.
+  const float hw = float(0.5 * w), hh = float(0.5 * h);
+  const float r00 = float(m[0]) / hw, r10 = float(m[1]) / hw, r20 = float(m[2]) / hw;
+  const float r01 = float(m[3]) / hh, r11 = float(m[4]) / hh, r21 = float(m[5]) / hh;
+  const float fw = float(w), fh = float(h);
+  s.floats.resize(size_t(w));
+  float* xbs = s.floats.data();
+  for (int x = 0; x < w; ++x) xbs[x] = LinspaceF32(float(-w * 0.5 + 0.5), float(w * 0.5 + 0.5 - 1), w, x);
+  for (int y = 0; y < h; ++y) {
+    const float yb = LinspaceF32(float(-h * 0.5 + 0.5), float(h * 0.5 + 0.5 - 1), h, y);
+    for (int x = 0; x < w; ++x) {
+      const float xb = xbs[x];
+      const float gx = xb * r00 + yb * r10 + r20;
+      const float gy = xb * r01 + yb * r11 + r21;
+      const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
+      const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
+      uint8_t* d = img.data + (size_t(y) * size_t(w) + size_t(x)) * 3;
+      if (interp == Interp::kNearest) {
+        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
+        const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
+        for (int c = 0; c < 3; ++c)
+          d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
+        continue;
+      }
+      if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
+        for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
+        continue;
+      }
+      const float x0f = std::floor(ix), y0f = std::floor(iy);
+      const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
+      const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se
+      const int x0 = int(x0f), y0 = int(y0f);
+      const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
+      float v[3] = {0.f, 0.f, 0.f}, mask = 0.f;
+      for (int k = 0; k < 4; ++k) {
+        const bool in = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
+        for (int c = 0; c < 3; ++c) {
+          const float val = in ? float(src[(size_t(ty[k]) * size_t(w) + size_t(tx[k])) * 3 + size_t(c)]) : 0.f;
+          v[c] = k == 0 ? val * wts[k] : v[c] + val * wts[k];
+        }
+        mask = k == 0 ? (in ? wts[k] : 0.f) : mask + (in ? wts[k] : 0.f);
+      }
+      for (int c = 0; c < 3; ++c) d[c] = RoundU8(fill ? v[c] * mask + (1.f - mask) * fill[c] : v[c]);
+    }
+  }
+}
+
+}  // namespace dsc::kernels

@@ -1,0 +1,616 @@
+// The random half of the list transforms: torchvision 0.14's get_params with dsc's per-sample
+// stream, the registry and the list parser. The pixel work is transform_ops.cc.
+#include "kernels/transforms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "format/error.h"
+#include "kernels/transforms_internal.h"
+
+namespace dsc::kernels {
+
+// --- arguments ----------------------------------------------------------------------------------
+
+TransformArgs::TransformArgs(std::string name, std::vector<std::string> positional,
+                             std::vector<std::pair<std::string, std::string>> named)
+    : name_(std::move(name)), positional_(std::move(positional)), named_(std::move(named)),
+      used_pos_(positional_.size(), false), used_named_(named_.size(), false) {}
+
+const std::string* TransformArgs::Find(size_t pos, const char* key) const {
+  for (size_t i = 0; i < named_.size(); ++i)
+    if (named_[i].first == key) {
+      used_named_[i] = true;
+      return named_[i].second == "None" ? nullptr : &named_[i].second;
+    }
+  if (pos < positional_.size()) {
+    used_pos_[pos] = true;
+    return positional_[pos] == "None" ? nullptr : &positional_[pos];
+  }
+  return nullptr;
+}
+
+bool TransformArgs::Has(size_t pos, const char* key) const {
+  for (const auto& kv : named_)
+    if (kv.first == key) return kv.second != "None";
+  return pos < positional_.size() && positional_[pos] != "None";
+}
+
+namespace {
+bool ParseNumber(const std::string& s, double* v) {
+  if (s == "True" || s == "true") return *v = 1, true;
+  if (s == "False" || s == "false") return *v = 0, true;
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size() && std::isfinite(*v);
+}
+}  // namespace
+
+std::vector<double> TransformArgs::Nums(size_t pos, const char* key, std::vector<double> def) const {
+  const std::string* v = Find(pos, key);
+  if (!v) return def;
+  std::string body = *v;
+  if (body.size() >= 2 && (body.front() == '(' || body.front() == '[')) body = body.substr(1, body.size() - 2);
+  std::vector<double> out;
+  size_t at = 0;
+  while (at <= body.size()) {
+    const size_t comma = std::min(body.find(',', at), body.size());
+    double x;
+    if (!ParseNumber(body.substr(at, comma - at), &x))
+      throw Error("transform " + name_ + ": argument " + key + " = '" + *v + "' is not a number or a tuple of numbers");
+    out.push_back(x);
+    at = comma + 1;
+  }
+  return out;
+}
+
+double TransformArgs::Num(size_t pos, const char* key, double def) const {
+  const std::string* v = Find(pos, key);
+  if (!v) return def;
+  double x;
+  if (!ParseNumber(*v, &x)) throw Error("transform " + name_ + ": argument " + key + " = '" + *v + "' is not a number");
+  return x;
+}
+
+std::string TransformArgs::Word(size_t pos, const char* key, std::string def) const {
+  const std::string* v = Find(pos, key);
+  return v ? *v : def;
+}
+
+void TransformArgs::CheckAllUsed() const {
+  for (size_t i = 0; i < named_.size(); ++i)
+    if (!used_named_[i]) throw Error("transform " + name_ + ": unknown argument '" + named_[i].first + "'");
+  for (size_t i = 0; i < positional_.size(); ++i)
+    if (!used_pos_[i]) throw Error("transform " + name_ + ": too many arguments ('" + positional_[i] + "' is extra)");
+}
+
+// --- draws as torchvision makes them (kernels/transforms_internal.h) -------------------------------
+
+namespace detail {
+
+// An integer argument in [lo, hi] (checked before any conversion: a huge double does not fit an int).
+int IntIn(const TransformArgs& a, double v, const char* key, int lo, int hi) {
+  if (!(v >= lo && v <= hi) || v != double(int64_t(v)))
+    throw Error("transform " + a.name() + ": " + key + " must be an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  return int(v);
+}
+
+double UniformIn(Rng& rng, double lo, double hi) { return lo + (hi - lo) * rng.Uniform(); }
+bool Chance(Rng& rng, double p) { return rng.Uniform() < p; }  // torch.rand(1) < p
+void Log(ParamLog* log, const char* name, double v) {
+  if (log) log->Put(name, v);
+}
+
+Interp ParseInterp(const TransformArgs& a, size_t pos) {
+  const std::string v = a.Word(pos, "interpolation", "nearest");
+  if (v == "nearest" || v == "NEAREST" || v == "InterpolationMode.NEAREST") return Interp::kNearest;
+  if (v == "bilinear" || v == "BILINEAR" || v == "InterpolationMode.BILINEAR") return Interp::kBilinear;
+  throw Error("transform " + a.name() + ": interpolation '" + v + "' is not nearest or bilinear");
+}
+
+Fill ParseFill(const TransformArgs& a, size_t pos, bool default_none) {
+  Fill f;
+  if (!a.Has(pos, "fill")) {
+    f.none = default_none;
+    a.Nums(pos, "fill", {});  // marks a given None as used
+    return f;
+  }
+  std::vector<double> v = a.Nums(pos, "fill", {0});
+  if (v.size() == 1) v = {v[0], v[0], v[0]};
+  if (v.size() != 3) throw Error("transform " + a.name() + ": fill takes one value or three");
+  f.none = false;
+  for (int c = 0; c < 3; ++c) f.v[c] = float(v[size_t(c)]);
+  return f;
+}
+
+std::pair<double, double> Range(const TransformArgs& a, size_t pos, const char* key, double center, double lo_bound,
+                                bool clip_first) {
+  // ColorJitter's _check_input: x -> [center - x, center + x] (clipped at lo_bound), or (lo, hi).
+  std::vector<double> v = a.Nums(pos, key, {0});
+  if (v.size() == 1) {
+    if (v[0] < 0) throw Error("transform " + a.name() + ": " + key + " must be non-negative");
+    double lo = center - v[0];
+    if (clip_first) lo = std::max(lo, lo_bound);
+    return {lo, center + v[0]};
+  }
+  if (v.size() != 2 || v[0] > v[1]) throw Error("transform " + a.name() + ": " + key + " takes x or (min, max)");
+  return {v[0], v[1]};
+}
+
+std::pair<double, double> Degrees(const TransformArgs& a, size_t pos, const char* key) {
+  std::vector<double> v = a.Nums(pos, key, {0});
+  if (v.size() == 1) {
+    if (v[0] < 0) throw Error("transform " + a.name() + ": " + key + " must be non-negative when a single number");
+    return {-v[0], v[0]};
+  }
+  if (v.size() != 2) throw Error("transform " + a.name() + ": " + key + " takes x or (min, max)");
+  return {v[0], v[1]};
+}
+
+double Probability(const TransformArgs& a, size_t pos, double def) {
+  const double p = a.Num(pos, "p", def);
+  if (!(p >= 0 && p <= 1)) throw Error("transform " + a.name() + ": p = " + std::to_string(p) + " is not in [0, 1]");
+  return p;
+}
+
+}  // namespace detail
+
+namespace {
+using namespace detail;
+
+// --- the transforms -----------------------------------------------------------------------------
+
+class RandomCrop final : public Transform {
+ public:
+  explicit RandomCrop(const TransformArgs& a) {
+    std::vector<double> size = a.Nums(0, "size", {});
+    if (size.empty() || size.size() > 2) throw Error("transform random_crop: size is N or (H, W)");
+    h_ = IntIn(a, size[0], "size", 1, 1 << 16);
+    w_ = IntIn(a, size.size() == 2 ? size[1] : size[0], "size", 1, 1 << 16);
+    std::vector<double> pad = a.Nums(1, "padding", {0});
+    if (pad.size() == 1) pad = {pad[0], pad[0], pad[0], pad[0]};
+    else if (pad.size() == 2) pad = {pad[0], pad[1], pad[0], pad[1]};
+    if (pad.size() != 4) throw Error("transform random_crop: padding takes 1, 2 or 4 values");
+    for (int i = 0; i < 4; ++i) {
+      pad_[i] = IntIn(a, pad[size_t(i)], "padding", 0, 1 << 16);
+    }
+    pad_if_needed_ = a.Num(2, "pad_if_needed", 0) != 0;
+    std::vector<double> fill = a.Nums(3, "fill", {0});
+    if (fill.size() == 1) fill = {fill[0], fill[0], fill[0]};
+    if (fill.size() != 3) throw Error("transform random_crop: fill takes one value or three");
+    for (int c = 0; c < 3; ++c) fill_[c] = uint8_t(std::clamp(fill[size_t(c)], 0.0, 255.0));
+    const std::string m = a.Word(4, "padding_mode", a.Word(99, "mode", "constant"));
+    if (m == "constant") mode_ = PadMode::kConstant;
+    else if (m == "edge") mode_ = PadMode::kEdge;
+    else if (m == "reflect") mode_ = PadMode::kReflect;
+    else if (m == "symmetric") mode_ = PadMode::kSymmetric;
+    else throw Error("transform random_crop: padding_mode '" + m + "' is not constant, edge, reflect or symmetric");
+    if (w_ <= 0 || h_ <= 0) throw Error("transform random_crop: size must be positive");
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    if (img.width != w_ || img.height != h_)
+      throw Error("transform random_crop(" + std::to_string(h_) + "," + std::to_string(w_) + "): the image is " +
+                  std::to_string(img.width) + "x" + std::to_string(img.height) +
+                  "; list transforms keep the output size (crop with the loader's crop options first)");
+    int pl = pad_[0], pt = pad_[1], pr = pad_[2], pb = pad_[3];
+    const int pw = img.width + pl + pr, ph = img.height + pt + pb;
+    (void)pad_if_needed_;  // the image is the crop's size, so nothing is ever needed
+    const int top = int(rng.Below(uint64_t(ph - h_ + 1)));
+    const int left = int(rng.Below(uint64_t(pw - w_ + 1)));
+    Log(log, "top", top);
+    Log(log, "left", left);
+    std::vector<uint8_t>& out = s.bytes;
+    out.resize(size_t(w_) * size_t(h_) * 3);
+    PadCrop(img, pl, pt, pr, pb, mode_, fill_, left, top, out.data(), w_, h_);
+    std::memcpy(img.data, out.data(), out.size());
+  }
+
+ private:
+  int w_ = 0, h_ = 0, pad_[4] = {0, 0, 0, 0};
+  bool pad_if_needed_ = false;
+  uint8_t fill_[3] = {0, 0, 0};
+  PadMode mode_ = PadMode::kConstant;
+};
+
+class RandomFlip final : public Transform {
+ public:
+  RandomFlip(const TransformArgs& a, bool vertical) : vertical_(vertical), p_(Probability(a, 0, 0.5)) {}
+  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+    const bool f = Chance(rng, p_);
+    Log(log, "flip", f);
+    if (!f) return;
+    if (vertical_) VerticalFlip(img);
+    else HorizontalFlip(img);
+  }
+
+ private:
+  bool vertical_;
+  double p_;
+};
+
+class ColorJitter final : public Transform {
+ public:
+  explicit ColorJitter(const TransformArgs& a) {
+    b_ = Range(a, 0, "brightness", 1, 0, true);
+    c_ = Range(a, 1, "contrast", 1, 0, true);
+    s_ = Range(a, 2, "saturation", 1, 0, true);
+    h_ = Range(a, 3, "hue", 0, -0.5, false);
+    if (h_.first < -0.5 || h_.second > 0.5) throw Error("transform color_jitter: hue must lie in [-0.5, 0.5]");
+    // torchvision sets a component to None when its range is the identity; None draws nothing.
+    has_[0] = !(b_.first == 1 && b_.second == 1);
+    has_[1] = !(c_.first == 1 && c_.second == 1);
+    has_[2] = !(s_.first == 1 && s_.second == 1);
+    has_[3] = !(h_.first == 0 && h_.second == 0);
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+    // get_params: a random order of the four, then each factor drawn (brightness, contrast,
+    // saturation, hue), whether or not the order puts it first.
+    int order[4] = {0, 1, 2, 3};
+    for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.Below(uint64_t(i + 1))]);
+    double f[4] = {1, 1, 1, 0};
+    const std::pair<double, double>* r[4] = {&b_, &c_, &s_, &h_};
+    for (int k = 0; k < 4; ++k)
+      if (has_[k]) f[k] = UniformIn(rng, r[k]->first, r[k]->second);
+    for (int k = 0; k < 4; ++k) Log(log, "order", order[k]);
+    static const char* names[4] = {"brightness", "contrast", "saturation", "hue"};
+    for (int k = 0; k < 4; ++k)
+      if (has_[k]) Log(log, names[k], f[k]);
+    for (int id : order) {
+      if (!has_[id]) continue;
+      switch (id) {
+        case 0: AdjustBrightness(img, f[0]); break;
+        case 1: AdjustContrast(img, f[1]); break;
+        case 2: AdjustSaturation(img, f[2]); break;
+        default: AdjustHue(img, f[3]); break;
+      }
+    }
+  }
+
+ private:
+  std::pair<double, double> b_, c_, s_, h_;
+  bool has_[4] = {};
+};
+
+// A deterministic op applied with probability p (RandomSolarize, RandomInvert, ...): p > rand().
+class RandomApply final : public Transform {
+ public:
+  RandomApply(double p, std::function<void(ImageU8, TransformScratch&)> op) : p_(p), op_(std::move(op)) {}
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    const bool on = Chance(rng, p_);
+    Log(log, "applied", on);
+    if (on) op_(img, s);
+  }
+
+ private:
+  double p_;
+  std::function<void(ImageU8, TransformScratch&)> op_;
+};
+
+class Blur final : public Transform {
+ public:
+  explicit Blur(const TransformArgs& a) {
+    std::vector<double> k = a.Nums(0, "kernel_size", {});
+    if (k.empty() || k.size() > 2) throw Error("transform gaussian_blur: kernel_size is N or (W, H)");
+    kx_ = IntIn(a, k[0], "kernel_size", 1, 1001);
+    ky_ = IntIn(a, k.size() == 2 ? k[1] : k[0], "kernel_size", 1, 1001);
+    if (kx_ <= 0 || ky_ <= 0 || kx_ % 2 == 0 || ky_ % 2 == 0)
+      throw Error("transform gaussian_blur: kernel sizes must be odd and positive");
+    std::vector<double> s = a.Nums(1, "sigma", {0.1, 2.0});
+    if (s.size() == 1) s = {s[0], s[0]};
+    if (s.size() != 2 || !(s[0] > 0) || s[0] > s[1]) throw Error("transform gaussian_blur: sigma is x > 0 or (min, max)");
+    lo_ = s[0], hi_ = s[1];
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    const double sigma = UniformIn(rng, lo_, hi_);
+    Log(log, "sigma", sigma);
+    GaussianBlur(img, kx_, ky_, sigma, sigma, s);
+  }
+
+ private:
+  int kx_ = 0, ky_ = 0;
+  double lo_ = 0.1, hi_ = 2.0;
+};
+
+class RandomAffine final : public Transform {
+ public:
+  RandomAffine(const TransformArgs& a, bool rotation_only) : rotation_(rotation_only) {
+    deg_ = Degrees(a, 0, "degrees");
+    if (rotation_only) {
+      interp_ = ParseInterp(a, 1);
+      if (a.Num(2, "expand", 0) != 0) throw Error("transform random_rotation: expand=True changes the image size; not supported");
+      center_ = a.Nums(3, "center", {});
+      fill_ = ParseFill(a, 4, false);
+    } else {
+      std::vector<double> t = a.Nums(1, "translate", {});
+      if (!t.empty()) {
+        if (t.size() != 2 || t[0] < 0 || t[0] > 1 || t[1] < 0 || t[1] > 1)
+          throw Error("transform random_affine: translate is (a, b) in [0, 1]");
+        translate_ = {t[0], t[1]};
+      }
+      std::vector<double> sc = a.Nums(2, "scale", {});
+      if (!sc.empty()) {
+        if (sc.size() != 2 || !(sc[0] > 0) || sc[0] > sc[1]) throw Error("transform random_affine: scale is (min, max) > 0");
+        scale_ = {sc[0], sc[1]};
+      }
+      std::vector<double> sh = a.Nums(3, "shear", {});
+      if (sh.size() == 1) sh = {-std::abs(sh[0]), std::abs(sh[0])};
+      if (!sh.empty() && sh.size() != 2 && sh.size() != 4) throw Error("transform random_affine: shear takes 1, 2 or 4 values");
+      shear_ = sh;
+      interp_ = ParseInterp(a, 4);
+      fill_ = ParseFill(a, 5, false);
+      center_ = a.Nums(6, "center", {});
+    }
+    if (!center_.empty() && center_.size() != 2) throw Error("transform " + a.name() + ": center is (x, y)");
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    // RandomAffine.get_params draws angle, translation, scale, shear in that order.
+    const double angle = UniformIn(rng, deg_.first, deg_.second);
+    double tx = 0, ty = 0, scale = 1, shx = 0, shy = 0;
+    if (!rotation_) {
+      if (!translate_.empty()) {
+        const double mx = translate_[0] * img.width, my = translate_[1] * img.height;
+        tx = std::nearbyint(UniformIn(rng, -mx, mx));  // int(round(...)): half to even
+        ty = std::nearbyint(UniformIn(rng, -my, my));
+      }
+      if (!scale_.empty()) scale = UniformIn(rng, scale_[0], scale_[1]);
+      if (!shear_.empty()) {
+        shx = UniformIn(rng, shear_[0], shear_[1]);
+        if (shear_.size() == 4) shy = UniformIn(rng, shear_[2], shear_[3]);
+      }
+    }
+    Log(log, "angle", angle);
+    Log(log, "tx", tx);
+    Log(log, "ty", ty);
+    Log(log, "scale", scale);
+    Log(log, "shear_x", shx);
+    Log(log, "shear_y", shy);
+    double cx = 0, cy = 0;
+    if (!center_.empty()) cx = center_[0] - img.width * 0.5, cy = center_[1] - img.height * 0.5;
+    double m[6];
+    // F.rotate passes -angle; F.affine passes angle (and the rotation's sense differs accordingly).
+    InverseAffineMatrix(cx, cy, rotation_ ? -angle : angle, tx, ty, scale, shx, shy, m);
+    AffineWarp(img, m, interp_, fill_.ptr(), s);
+  }
+
+ private:
+  bool rotation_;
+  std::pair<double, double> deg_;
+  std::vector<double> translate_, scale_, shear_, center_;
+  Interp interp_ = Interp::kNearest;
+  Fill fill_;
+};
+
+class RandomErasing final : public Transform {
+ public:
+  explicit RandomErasing(const TransformArgs& a) {
+    p_ = Probability(a, 0, 0.5);
+    std::vector<double> sc = a.Nums(1, "scale", {0.02, 0.33}), r = a.Nums(2, "ratio", {0.3, 3.3});
+    if (sc.size() != 2 || sc[0] > sc[1] || sc[0] < 0 || sc[1] > 1) throw Error("transform random_erasing: scale is (min, max) in [0, 1]");
+    if (r.size() != 2 || r[0] > r[1] || !(r[0] > 0)) throw Error("transform random_erasing: ratio is (min, max) > 0");
+    if (a.Word(3, "value", "0") == "random")
+      throw Error("transform random_erasing: value='random' (normal noise) has no meaning on uint8 images; give a number or (r,g,b)");
+    std::vector<double> v = a.Nums(3, "value", {0});
+    if (v.size() == 1) v = {v[0], v[0], v[0]};
+    if (v.size() != 3) throw Error("transform random_erasing: value takes one number or three");
+    for (int c = 0; c < 3; ++c) value_[c] = uint8_t(std::clamp(v[size_t(c)], 0.0, 255.0));
+    (void)a.Num(4, "inplace", 0);  // always in place here: every sample is a fresh buffer
+    scale_ = {sc[0], sc[1]};
+    // torch.log(torch.tensor(ratio)): float32 logs.
+    log_ratio_ = {double(std::log(float(r[0]))), double(std::log(float(r[1])))};
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+    const bool on = Chance(rng, p_);
+    Log(log, "applied", on);
+    if (!on) return;
+    const int ih = img.height, iw = img.width;
+    const double area = double(ih) * iw;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double erase = area * UniformIn(rng, scale_.first, scale_.second);
+      const double aspect = std::exp(UniformIn(rng, log_ratio_.first, log_ratio_.second));
+      const int h = int(std::nearbyint(std::sqrt(erase * aspect)));
+      const int w = int(std::nearbyint(std::sqrt(erase / aspect)));
+      if (!(h < ih && w < iw)) continue;
+      const int i = int(rng.Below(uint64_t(ih - h + 1)));
+      const int j = int(rng.Below(uint64_t(iw - w + 1)));
+      Log(log, "i", i);
+      Log(log, "j", j);
+      Log(log, "h", h);
+      Log(log, "w", w);
+      Erase(img, i, j, h, w, value_);
+      return;
+    }
+  }
+
+ private:
+  double p_ = 0.5;
+  std::pair<double, double> scale_, log_ratio_;
+  uint8_t value_[3] = {0, 0, 0};
+};
+
+// --- registry -----------------------------------------------------------------------------------
+
+struct Entry {
+  TransformFactory make;
+  std::string help;
+};
+std::mutex& RegistryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, Entry>& Registry() {
+  static std::map<std::string, Entry> r = [] {
+    std::map<std::string, Entry> b;
+    auto add = [&b](const char* name, TransformFactory f, const char* help) { b[name] = {std::move(f), help}; };
+    add("random_crop", [](const TransformArgs& a) { return std::make_unique<RandomCrop>(a); },
+        "RandomCrop(size, padding=None, pad_if_needed=False, fill=0, padding_mode='constant')");
+    add("flip", [](const TransformArgs& a) { return std::make_unique<RandomFlip>(a, false); }, "RandomHorizontalFlip(p=0.5)");
+    add("random_horizontal_flip", [](const TransformArgs& a) { return std::make_unique<RandomFlip>(a, false); },
+        "RandomHorizontalFlip(p=0.5)");
+    add("random_vertical_flip", [](const TransformArgs& a) { return std::make_unique<RandomFlip>(a, true); },
+        "RandomVerticalFlip(p=0.5)");
+    add("color_jitter", [](const TransformArgs& a) { return std::make_unique<ColorJitter>(a); },
+        "ColorJitter(brightness=0, contrast=0, saturation=0, hue=0)");
+    add("grayscale", [](const TransformArgs& a) {
+          if (a.Num(0, "num_output_channels", 3) != 3) throw Error("transform grayscale: images stay RGB (num_output_channels=3)");
+          return std::make_unique<RandomApply>(1.0, [](ImageU8 i, TransformScratch&) { RgbToGrayscale(i); });
+        }, "Grayscale(num_output_channels=3)");
+    add("random_grayscale", [](const TransformArgs& a) {
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.1), [](ImageU8 i, TransformScratch&) { RgbToGrayscale(i); });
+        }, "RandomGrayscale(p=0.1)");
+    add("random_solarize", [](const TransformArgs& a) {
+          if (!a.Has(0, "threshold")) throw Error("transform random_solarize: threshold is required");
+          const double t = a.Num(0, "threshold", 128);
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [t](ImageU8 i, TransformScratch&) { Solarize(i, t); });
+        }, "RandomSolarize(threshold, p=0.5)");
+    add("random_posterize", [](const TransformArgs& a) {
+          if (!a.Has(0, "bits")) throw Error("transform random_posterize: bits is required");
+          const int b = IntIn(a, a.Num(0, "bits", 8), "bits", 0, 8);
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [b](ImageU8 i, TransformScratch&) { Posterize(i, b); });
+        }, "RandomPosterize(bits, p=0.5)");
+    add("random_autocontrast", [](const TransformArgs& a) {
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Autocontrast(i); });
+        }, "RandomAutocontrast(p=0.5)");
+    add("random_equalize", [](const TransformArgs& a) {
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Equalize(i); });
+        }, "RandomEqualize(p=0.5)");
+    add("random_invert", [](const TransformArgs& a) {
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Invert(i); });
+        }, "RandomInvert(p=0.5)");
+    add("random_adjust_sharpness", [](const TransformArgs& a) {
+          if (!a.Has(0, "sharpness_factor")) throw Error("transform random_adjust_sharpness: sharpness_factor is required");
+          const double f = a.Num(0, "sharpness_factor", 1);
+          if (f < 0) throw Error("transform random_adjust_sharpness: sharpness_factor must be non-negative");
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [f](ImageU8 i, TransformScratch& s) { AdjustSharpness(i, f, s); });
+        }, "RandomAdjustSharpness(sharpness_factor, p=0.5)");
+    add("gaussian_blur", [](const TransformArgs& a) { return std::make_unique<Blur>(a); },
+        "GaussianBlur(kernel_size, sigma=(0.1, 2.0))");
+    add("random_rotation", [](const TransformArgs& a) { return std::make_unique<RandomAffine>(a, true); },
+        "RandomRotation(degrees, interpolation='nearest', expand=False, center=None, fill=0)");
+    add("random_affine", [](const TransformArgs& a) { return std::make_unique<RandomAffine>(a, false); },
+        "RandomAffine(degrees, translate=None, scale=None, shear=None, interpolation='nearest', fill=0, center=None)");
+    add("random_erasing", [](const TransformArgs& a) { return std::make_unique<RandomErasing>(a); },
+        "RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)");
+    add("rand_augment", MakeRandAugment,
+        "RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation='nearest', fill=None)");
+    add("trivial_augment_wide", MakeTrivialAugmentWide,
+        "TrivialAugmentWide(num_magnitude_bins=31, interpolation='nearest', fill=None)");
+    add("auto_augment", MakeAutoAugment,
+        "AutoAugment(policy='imagenet', interpolation='nearest', fill=None)");
+    return b;
+  }();
+  return r;
+}
+
+// Splits at top-level commas (outside parentheses and brackets).
+std::vector<std::string> SplitTop(std::string_view s, const std::string& what) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == '(' || ch == '[') ++depth;
+    if (ch == ')' || ch == ']') {
+      if (--depth < 0) throw Error(what + ": unbalanced ')' in '" + std::string(s) + "'");
+    }
+    if (ch == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += ch;
+  }
+  if (depth != 0) throw Error(what + ": unbalanced '(' in '" + std::string(s) + "'");
+  out.push_back(cur);
+  return out;
+}
+
+std::string Unquote(std::string v) {
+  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  return v;
+}
+
+}  // namespace
+
+bool RegisterTransform(const std::string& name, TransformFactory factory, std::string help) {
+  if (name.empty() || name.find_first_of("(),= \t\n") != std::string::npos)
+    throw Error("RegisterTransform: '" + name + "' is not a plain name");
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto& r = Registry();
+  if (r.count(name)) throw Error("RegisterTransform: a transform named '" + name + "' exists already");
+  r[name] = {std::move(factory), std::move(help)};
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> TransformNames() {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : Registry()) out.emplace_back(k, v.help);
+  return out;
+}
+
+TransformList ParseTransforms(std::string_view text) {
+  std::string compact;
+  for (char c : text)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') compact += c;
+  TransformList list;
+  if (compact.empty()) return list;
+  for (const std::string& item : SplitTop(compact, "transforms")) {
+    if (item.empty()) throw Error("transforms: an empty item in '" + compact + "'");
+    const size_t open = item.find('(');
+    const std::string name = item.substr(0, open);
+    std::vector<std::string> pos;
+    std::vector<std::pair<std::string, std::string>> named;
+    if (open != std::string::npos) {
+      if (item.back() != ')') throw Error("transforms: '" + item + "' has text after its ')'");
+      const std::string inner = item.substr(open + 1, item.size() - open - 2);
+      if (!inner.empty())
+        for (const std::string& arg : SplitTop(inner, "transform " + name)) {
+          const size_t eq = arg.find('=');
+          if (eq != std::string::npos && arg.find('(') > eq) {
+            named.emplace_back(arg.substr(0, eq), Unquote(arg.substr(eq + 1)));
+          } else {
+            if (!named.empty()) throw Error("transform " + name + ": positional argument '" + arg + "' after a named one");
+            pos.push_back(Unquote(arg));
+          }
+        }
+    }
+    TransformFactory make;
+    {
+      std::lock_guard<std::mutex> lock(RegistryMutex());
+      auto it = Registry().find(name);
+      if (it == Registry().end()) {
+        std::string known;
+        for (const auto& kv : Registry()) known += (known.empty() ? "" : ", ") + kv.first;
+        throw Error("transforms: unknown transform '" + name + "' (known: " + known + ")");
+      }
+      make = it->second.make;
+    }
+    TransformArgs args(name, pos, named);
+    std::unique_ptr<Transform> t = make(args);
+    args.CheckAllUsed();
+    list.Add(item, std::move(t));
+  }
+  return list;
+}
+
+void TransformList::Apply(ImageU8 img, uint64_t seed, uint64_t epoch, uint64_t index, TransformScratch& scratch,
+                          ParamLog* log) const {
+  Rng rng(seed, epoch, index, kStreamTransforms);
+  for (const auto& op : ops_) op->Apply(img, rng, scratch, log);
+}
+
+std::string TransformList::Text() const {
+  std::string out;
+  for (const std::string& t : texts_) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+bool TransformList::OnDevice() const {
+  for (const auto& op : ops_)
+    if (!op->OnDevice()) return false;
+  return true;
+}
+
+}  // namespace dsc::kernels

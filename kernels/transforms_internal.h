@@ -1,0 +1,34 @@
+// What kernels/transforms.cc and kernels/autoaugment.cc share: argument helpers and torchvision's
+// draws. Internal to dsc_kernels.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/transforms.h"
+
+namespace dsc::kernels {
+namespace detail {
+
+// An integer argument in [lo, hi] (checked before any conversion: a huge double does not fit an int).
+int IntIn(const TransformArgs& a, double v, const char* key, int lo, int hi);
+double UniformIn(Rng& rng, double lo, double hi);  // torch.empty(1).uniform_(lo, hi)
+bool Chance(Rng& rng, double p);                   // torch.rand(1) < p
+void Log(ParamLog* log, const char* name, double v);
+Interp ParseInterp(const TransformArgs& a, size_t pos);
+// fill: a number or (r,g,b); none (torchvision's fill=None) when not given and `default_none`.
+struct Fill {
+  bool none = true;
+  float v[3] = {0, 0, 0};
+  const float* ptr() const { return none ? nullptr : v; }
+};
+Fill ParseFill(const TransformArgs& a, size_t pos, bool default_none);
+
+}  // namespace detail
+
+std::unique_ptr<Transform> MakeRandAugment(const TransformArgs& a);
+std::unique_ptr<Transform> MakeTrivialAugmentWide(const TransformArgs& a);
+std::unique_ptr<Transform> MakeAutoAugment(const TransformArgs& a);
+
+}  // namespace dsc::kernels
