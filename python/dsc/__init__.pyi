@@ -52,6 +52,7 @@ class Loader:
         copy: bool = ...,
         pin_memory: bool = ...,
         tracer: Optional[Tracer] = ...,
+        ragged: Literal["list", "offsets", "padded"] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,

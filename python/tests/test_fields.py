@@ -83,6 +83,17 @@ def test_every_kind_round_trips(tmp_path):
     sub = next(iter(dsc.Loader(path, order="sequential", batch_size=4, dtype="uint8", layout="NHWC", normalize=False,
                                fields=["caption", "s_int8"])))
     assert [k for k in sub if k not in ("image", "label")] == ["caption", "s_int8"]
+    # Variable arrays as values + offsets, or padded with lengths: the same rows.
+    for ragged in ("offsets", "padded"):
+        b = next(iter(dsc.Loader(path, order="sequential", batch_size=8, dtype="uint8", layout="NHWC", normalize=False,
+                                 fields=["boxes"], ragged=ragged)))
+        first, second = (_np(x) for x in b["boxes"])
+        for j in range(8):
+            want = samples[j]["boxes"]
+            got = first[second[j]:second[j + 1]] if ragged == "offsets" else first[j, :second[j]]
+            np.testing.assert_array_equal(got, want)
+            if ragged == "padded":
+                assert not first[j, second[j]:].any()
     with pytest.raises(dsc.OptionError, match="nope"):
         dsc.Loader(path, batch_size=4, dtype="uint8", layout="NHWC", normalize=False, fields=["nope"])
 
