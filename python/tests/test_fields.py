@@ -161,6 +161,7 @@ def test_dsc_build_from_json_lines_and_export(tmp_path):
     table.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "t.beton"
     subprocess.run([binary, "build", str(table), str(out), "--quiet"], check=True, capture_output=True)
+    assert dsc.info(out)["build_options"]["format"] == "jsonl"
     types = {f["name"]: (f["type"], f.get("dtype")) for f in dsc.info(out)["fields"]}
     assert types["score"] == ("scalar", "float32") and types["crowd"] == ("scalar", "bool")
     assert types["boxes"] == ("var_array", "float32") and types["ids"] == ("var_array", "int64")
