@@ -155,7 +155,8 @@ class Inspector {
     if (!CheckBlocks(v)) return false;
     if (!CheckIndex(v)) return false;
     if (deep_) CheckBlockContents(*v);
-    if (deep_ && v->typed()) CheckVarValues(*v);
+    // Values located through entries already found broken would only repeat those findings.
+    if (deep_ && v->typed() && (out_ == nullptr || out_->empty())) CheckVarValues(*v);
     return out_ == nullptr || out_->empty();
   }
 

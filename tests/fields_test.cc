@@ -447,5 +447,35 @@ TEST(Fields, LoaderDeliversFieldsTheSameForAnyThreadCount) {
   RemoveScratch(dir);
 }
 
+// WriterOptions::on_skip (dsc build --skip-invalid): an image that cannot be decoded is left out and
+// reported, the file holds the others in order and counts the skipped one.
+TEST(Fields, UndecodableImagesAreSkippedWhenAsked) {
+  const auto vals = MakeValues(6);
+  const std::string dir = ScratchDir("-fields-skip");
+  std::vector<std::string> skipped;
+  WriterOptions o;
+  o.threads = 2;
+  o.on_skip = [&](const std::string& why) { skipped.push_back(why); };
+  {
+    Writer w(dir + "/s.beton", TestSchema(), o);
+    for (size_t i = 0; i < vals.size(); ++i) {
+      Sample s = ToSample(vals[i]);
+      if (i == 2) s.SetImage("image", {0xFF, 0xD8, 0xFF, 0x00});
+      w.Add(std::move(s));
+    }
+    w.Close();
+    EXPECT_EQ(w.written(), 5u);
+  }
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_TRUE(Has(skipped[0], "s.beton: sample 2")) << skipped[0];
+  const auto bytes = ReadFile(dir + "/s.beton");
+  format::MemorySource src("s", bytes.data(), bytes.size());
+  auto v = format::FileView::Open(&src);
+  ASSERT_EQ(v->sample_count(), 5u);
+  EXPECT_EQ(v->meta().skipped_count, 1u);
+  EXPECT_EQ(Var(*v, "caption", 2), std::vector<uint8_t>(vals[3].caption.begin(), vals[3].caption.end()));
+  RemoveScratch(dir);
+}
+
 }  // namespace
 }  // namespace dsc::test

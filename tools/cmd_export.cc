@@ -5,6 +5,9 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "format/bytes.h"
 #include "format/error.h"
 #include "kernels/limits.h"
 #include "reader/dataset.h"
@@ -14,6 +17,72 @@
 namespace dsc::tools {
 
 namespace {
+
+// One element as JSON: integers exactly (int64 and uint64 included), floats as doubles, bools.
+nlohmann::ordered_json Element(format::DType t, const uint8_t* p) {
+  switch (t) {
+    case format::DType::kBool: return p[0] != 0;
+    case format::DType::kInt64: return int64_t(le::get64(p));
+    case format::DType::kUInt64: return le::get64(p);
+    case format::DType::kFloat16: case format::DType::kFloat32: case format::DType::kFloat64:
+      return format::ElementAsDouble(t, p);
+    default: return int64_t(format::ElementAsDouble(t, p));  // 8..32-bit integers: exact in a double
+  }
+}
+
+// Elements nested by `dims` (from `depth` on), as JSON lists.
+nlohmann::ordered_json Nested(format::DType t, const std::vector<uint32_t>& dims, size_t depth, const uint8_t*& p) {
+  if (depth == dims.size()) {
+    auto v = Element(t, p);
+    p += format::DTypeSize(t);
+    return v;
+  }
+  auto a = nlohmann::ordered_json::array();
+  for (uint32_t k = 0; k < dims[depth]; ++k) a.push_back(Nested(t, dims, depth + 1, p));
+  return a;
+}
+
+std::string Base64(const uint8_t* p, size_t n) {
+  static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += i + 1 < n ? k[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? k[v & 63] : '=';
+  }
+  return out;
+}
+
+// Sample i's typed fields (format 1.2) as one JSON object: numbers and nested lists, text as a
+// string, bytes as base64.
+std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string& file) {
+  nlohmann::ordered_json j;
+  j["file"] = file;
+  j["index"] = i;
+  std::vector<uint8_t> scratch;
+  for (size_t f = 0; f < v.meta().fields.size(); ++f) {
+    const format::Field& fd = v.meta().fields[f];
+    if (format::IsFixedField(fd.type)) {
+      const uint8_t* p = v.FixedValue(f, i);
+      j[fd.name] = Nested(fd.dtype, fd.dims, 0, p);
+    } else if (format::IsVarField(fd.type)) {
+      const auto r = v.VarValue(f, i);
+      const uint8_t* p = r.size ? v.source().Read(r.offset, r.size, &scratch) : nullptr;
+      if (fd.type == format::FieldType::kText) {
+        j[fd.name] = std::string(reinterpret_cast<const char*>(p), r.size);
+      } else if (fd.type == format::FieldType::kBytes) {
+        j[fd.name] = Base64(p, r.size);
+      } else {
+        auto a = nlohmann::ordered_json::array();
+        for (uint64_t row = 0, rows = r.size / v.layout().width[f]; row < rows; ++row) a.push_back(Nested(fd.dtype, fd.dims, 0, p));
+        j[fd.name] = std::move(a);
+      }
+    }
+  }
+  return j.dump() + "\n";
+}
 
 void WritePng(const std::string& path, const uint8_t* rgb, int w, int h) {
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -174,6 +243,9 @@ int CmdExport(int argc, char** argv) {
     labels << "\n";
     SampleDecoder decoder(ds, decode);
     std::vector<uint8_t> rgb;
+    const bool typed = ds.view().typed();  // format 1.2: the other fields go to fields.jsonl
+    std::ofstream fields;
+    if (typed) fields.open(stage.path() / "fields.jsonl");
     for (uint64_t i = first; i < first + count; ++i) {
       decoder.Decode(i, &rgb);
       auto e = ds.entry(i);
@@ -187,11 +259,16 @@ int CmdExport(int argc, char** argv) {
         labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? TsvField(cls[size_t(e.label[f - 1])]) : "");
       }
       labels << "\n";
+      if (typed) fields << FieldsJson(ds.view(), i, name);
     }
     labels.close();
     if (!labels) throw Error(out + "/labels.tsv: write failed");
+    if (typed) {
+      fields.close();
+      if (!fields) throw Error(out + "/fields.jsonl: write failed");
+    }
     stage.Commit();
-    std::printf("wrote %llu image(s) and labels.tsv to %s\n", (unsigned long long)count, out.c_str());
+    std::printf("wrote %llu image(s) and labels.tsv%s to %s\n", (unsigned long long)count, typed ? " and fields.jsonl" : "", out.c_str());
     return kExitOk;
   } catch (const OptionError& e) {  // a range the file does not have: the flags' fault
     std::fprintf(stderr, "dsc export: %s\n", e.what());

@@ -324,6 +324,7 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
   wo.jpeg_tables = o.jpeg_tables;
   wo.block_size = o.block_size;
   wo.threads = o.threads;
+  wo.source_format = kind;
   uint64_t dropped = 0;
   if (o.skip_invalid) wo.on_skip = [&](const std::string& why) { log("skipped: " + why), ++dropped; };
   {

@@ -220,6 +220,8 @@ Writer::Writer(const std::string& path, Schema schema, WriterOptions options) {
   if (options.block_size < format::kPageSize || (options.block_size & (options.block_size - 1)) || options.block_size > (1ull << 31))
     throw OptionError("block_size must be a power of two between 4096 and 2^31");
   if (options.threads < 0 || options.threads > 1024) throw OptionError("threads must be 0 (all cores) to 1024");
+  if (options.source_format.empty() || options.source_format.find_first_of("\n=") != std::string::npos)
+    throw OptionError("source_format must be a word (it is recorded as a build option)");
   format::Meta m;
   m.fields = schema;
   if (const std::string why = format::SchemaProblem(m, m.typed()); !why.empty()) throw Error(path + ": schema: " + why);
@@ -253,7 +255,7 @@ uint64_t Writer::Close() {
   d.Flush();  // on failure the target stays untouched: the AtomicFile is never committed
   d.pool.reset();
   d.meta.build_options = writer::SortedLines("block_size=" + std::to_string(d.options.block_size) + "\n" + d.options.encode.Describe() +
-                                             "format=writer\njpeg_tables=" + d.options.jpeg_tables + "\n");
+                                             "format=" + d.options.source_format + "\njpeg_tables=" + d.options.jpeg_tables + "\n");
   if (d.restart.images > 0) d.builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(d.restart));
   d.meta.skipped_count += d.dropped;
   const uint64_t size = d.builder.Finish(d.meta);

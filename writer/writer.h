@@ -98,6 +98,7 @@ struct WriterOptions {
   std::string jpeg_tables = "shared";
   uint64_t block_size = 4u << 20;
   int threads = 0;                   // 0 = all cores; the file does not depend on it
+  std::string source_format = "writer";  // recorded as the build option `format` (dsc build: jsonl, csv, tsv)
   // When set, a sample whose image cannot be decoded or encoded is left out and reported here
   // (`--skip-invalid`) instead of failing the writer; the file still depends only on the inputs.
   std::function<void(const std::string&)> on_skip;

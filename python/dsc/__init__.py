@@ -196,8 +196,11 @@ class Loader:
     """
 
     def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
-                 pad_last=None, batch_transform=None, **options):
+                 pad_last=None, batch_transform=None, ragged="list", **options):
         rank, world_size = _distributed(rank, world_size)
+        if ragged not in ("list", "offsets", "padded"):
+            raise ValueError(f"ragged must be 'list', 'offsets' or 'padded', got {ragged!r}")
+        self._ragged = ragged  # typed files' variable arrays: see dsc.writer.field_value
         if options.get("transforms") is not None and not isinstance(options["transforms"], str):
             options["transforms"] = T.to_spec(options["transforms"])
         if batch_transform is not None and not callable(batch_transform):
@@ -352,7 +355,7 @@ class Loader:
                 for name, x in zip(self._names[1:], labels):
                     out[name] = x
                 for name, kind, values, offsets, shape in typed:
-                    out[name] = _writer.field_value(kind, values, offsets, shape, len(indices), wrap)
+                    out[name] = _writer.field_value(kind, values, offsets, shape, len(indices), wrap, self._ragged)
                 if with_indices:
                     out["indices"], out["padding"] = wrap(indices.astype("int64")), wrap(padding)
                 yield out

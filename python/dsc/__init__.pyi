@@ -69,6 +69,7 @@ class Loader:
         pad_last: Optional[bool] = ...,
         batch_transform: Optional[Any] = ...,
         transforms: Union[str, Sequence[Any], None] = ...,
+        ragged: Literal["list", "offsets", "padded"] = ...,
         batch_size: int = ...,
         global_batch_size: int = ...,
         threads: int = ...,

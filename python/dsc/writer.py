@@ -125,14 +125,28 @@ class Writer:
             self.close()
 
 
-def field_value(kind, values, offsets, shape, size, wrap):
-    """A batch's column as the loader yields it: a tensor [B, ...] (fixed fields), a list of tensors
-    (variable arrays, views of one buffer), or a list of bytes / str. uint16/32/64 values stay NumPy
-    arrays (torch 1.13 has no such tensors)."""
+def field_value(kind, values, offsets, shape, size, wrap, ragged="list"):
+    """A batch's column as the loader yields it: a tensor [B, ...] (fixed fields); a variable array as
+    a list of tensors (views of one buffer; ragged="list"), as (values [sum N_i, ...], offsets [B + 1]
+    in rows; "offsets") or as (padded [B, max N_i, ...] zero-filled, lengths [B]; "padded"); bytes
+    and text as lists of bytes / str. uint16/32/64 values stay NumPy arrays (torch 1.13 has no such
+    tensors)."""
     if values.dtype.kind == "u" and values.dtype.itemsize > 1:
         wrap = lambda a: a  # noqa: E731
     if offsets is None:  # [:size]: a batch trimmed of its padding keeps its first `size` rows
         return wrap(values.reshape((-1,) + tuple(shape))[:size])
+    offsets = offsets[:size + 1]
+    if kind == "var_array" and ragged != "list":
+        row_bytes = values.dtype.itemsize * (int(_np.prod(shape)) if shape else 1)
+        rows = (offsets // row_bytes).astype(_np.int64)
+        flat = values.reshape((-1,) + tuple(shape))[:rows[-1]]
+        if ragged == "offsets":
+            return wrap(flat), wrap(rows)
+        lengths = rows[1:] - rows[:-1]
+        padded = _np.zeros((size, int(lengths.max()) if size else 0) + tuple(shape), dtype=values.dtype)
+        for i in range(size):
+            padded[i, :lengths[i]] = flat[rows[i]:rows[i + 1]]
+        return wrap(padded), wrap(lengths)
     out = []
     raw = values.view(_np.uint8) if kind == "var_array" else values
     item = values.dtype.itemsize
