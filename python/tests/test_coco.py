@@ -1,0 +1,54 @@
+"""COCO instances through dsc.build, and boxes that follow the crop in dsc.Loader's dict batches."""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import dsc
+
+
+def _coco(tmp_path, n=12):
+    """n synthetic images with a white box each (drawn where the annotation says), as COCO files."""
+    (tmp_path / "img").mkdir()
+    images, anns = [], []
+    rng = np.random.default_rng(3)
+    for i in range(n):
+        w, h = 120 + 4 * i, 90
+        x, y, bw, bh = int(rng.integers(0, 60)), int(rng.integers(0, 40)), 30, 25
+        px = np.zeros((h, w, 3), np.uint8)
+        px[y:y + bh, x:x + bw] = 255
+        Image.fromarray(px).save(tmp_path / "img" / f"{i}.png")
+        images.append({"id": i, "file_name": f"{i}.png", "width": w, "height": h})
+        anns.append({"id": 100 + i, "image_id": i, "category_id": 1 + i % 2, "bbox": [x, y, bw, bh], "iscrowd": 0})
+    doc = {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}
+    (tmp_path / "instances.json").write_text(json.dumps(doc))
+    return doc
+
+
+def test_coco_boxes_follow_the_crop(tmp_path):
+    doc = _coco(tmp_path)
+    rep = dsc.build(tmp_path / "instances.json", tmp_path / "c.beton", images=str(tmp_path / "img"), encoding="raw")
+    assert rep["samples"] == 12
+    loader = dsc.Loader(tmp_path / "c.beton", batch_size=4, crop="random_resized", out_size=64, flip=True,
+                        scale=(0.5, 1.0), dtype="uint8", layout="NHWC", seed=1, order="sequential",
+                        boxes=["boxes", "category_id", "iscrowd", "area"])
+    seen = 0
+    for b in loader:
+        for img, boxes, cat in zip(b["image"], b["boxes"], b["category_id"]):
+            img = np.asarray(img)
+            assert boxes.shape[0] == cat.shape[0]
+            assert cat.tolist() == [] or int(cat[0]) == doc["annotations"][seen]["category_id"]
+            on = np.argwhere(img[..., 0] >= 128)
+            if boxes.shape[0] and len(on):
+                x, y, w, h = (float(v) for v in boxes[0])
+                assert abs(on[:, 1].min() - x) <= 1.5 and abs(on[:, 1].max() + 1 - (x + w)) <= 1.5
+                assert abs(on[:, 0].min() - y) <= 1.5 and abs(on[:, 0].max() + 1 - (y + h)) <= 1.5
+            seen += 1
+    assert seen == 12
+
+
+def test_coco_needs_its_images(tmp_path):
+    _coco(tmp_path, 2)
+    with pytest.raises(ValueError, match="needs .*images"):
+        dsc.build(tmp_path / "instances.json", tmp_path / "c.beton")
