@@ -39,6 +39,8 @@ int CmdBuild(int argc, char** argv) {
       ("max-file-size", "refuse image files larger than N bytes, checked before reading",
        cli::value<uint64_t>()->default_value(std::to_string(writer::kDefaultMaxFileSize)))
       ("skip-invalid", "skip unreadable samples (each is printed) instead of failing")
+      ("shard", "I/N: build part I (0..N-1) of N of the source, for dsc merge (README: builds across machines)",
+       cli::value<std::string>())
       ("quiet", "no progress bar")
       ("h,help", "show this help")
       ("src", "", cli::value<std::string>())("out", "", cli::value<std::string>());
@@ -71,6 +73,15 @@ int CmdBuild(int argc, char** argv) {
     o.max_file_size = r["max-file-size"].as<uint64_t>();
     o.skip_invalid = r.count("skip-invalid") > 0;
     o.progress = !r.count("quiet") && ::isatty(2);
+    if (r.count("shard")) {
+      const std::string v = r["shard"].as<std::string>();
+      unsigned long i = 0, n = 0;
+      char rest = 0;
+      if (std::sscanf(v.c_str(), "%lu/%lu%c", &i, &n, &rest) != 2 || n == 0 || i >= n || n > 1000000u)
+        throw cli::UsageError("--shard " + v + ": expected I/N with 0 <= I < N (e.g. 0/8)");
+      o.shard_index = uint32_t(i);
+      o.shard_count = uint32_t(n);
+    }
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc build: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;

@@ -13,6 +13,7 @@ constexpr int kExitBad = 1;
 constexpr int kExitUsage = 2;
 
 int CmdBuild(int argc, char** argv);
+int CmdMerge(int argc, char** argv);  // joins dsc build --shard parts (writer/merge.h)
 int CmdInfo(int argc, char** argv);
 int CmdVerify(int argc, char** argv);
 int CmdExport(int argc, char** argv);

@@ -20,6 +20,7 @@ const char* kUsage =
     "commands:\n"
     "  build SRC OUT      compile a dataset (CIFAR binary/python download, class-per-folder tree,\n"
     "                     or a manifest) into one indexed, checksummed file\n"
+    "  merge PARTS... OUT join the parts of dsc build --shard I/N into the file one build writes\n"
     "  info FILE          describe a file (fields, classes, encodings, sections); --json\n"
     "  verify FILE...     check every checksum, index entry and must-be-zero byte\n"
     "  export FILE        write samples as PNG files plus a labels file\n"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "build") return dsc::tools::CmdBuild(argc - 1, argv + 1);
+    if (cmd == "merge") return dsc::tools::CmdMerge(argc - 1, argv + 1);
     if (cmd == "info") return dsc::tools::CmdInfo(argc - 1, argv + 1);
     if (cmd == "verify") return dsc::tools::CmdVerify(argc - 1, argv + 1);
     if (cmd == "export") return dsc::tools::CmdExport(argc - 1, argv + 1);

@@ -198,7 +198,12 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");
   BuildReport rep;
   rep.format = src->format();
-  const size_t total = src->size();
+  if (o.shard_count > 0 && o.shard_index >= o.shard_count)
+    throw OptionError("--shard I/N needs 0 <= I < N, not " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count));
+  // A part is a contiguous slice of the source's order: the merged parts are the source in order.
+  const bool part = o.shard_count > 0;
+  const size_t begin = part ? size_t(uint64_t(src->size()) * o.shard_index / o.shard_count) : 0;
+  const size_t total = part ? size_t(uint64_t(src->size()) * (o.shard_index + 1) / o.shard_count) : src->size();
   // A window's encoded payloads are all held until it is packed, so the window is sized in bytes: as
   // many samples as kWindowBytes holds at the mean payload size seen so far (4 to 512 per thread;
   // the first window is small, to measure). 512 per thread alone held 18 GB of raw photos on 64
@@ -218,7 +223,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   }
   {
     WindowPool pool(*src, o.encode, threads);
-    for (size_t first = 0; first < total; first += slots.size()) {
+    for (size_t first = begin; first < total; first += slots.size()) {
       slots.clear();  // no payload buffer of the last window outlives it
       slots.resize(std::min(window, total - first));
       pool.Run(first, &slots);
@@ -237,22 +242,24 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
         rep.payload_bytes += slots[i].enc.payload.size();
         ++rep.encodings[format::EncodingName(format::Encoding(slots[i].enc.encoding))];
       }
-      if (o.progress) DrawProgress(first + slots.size(), total, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (o.progress) DrawProgress(first - begin + slots.size(), total - begin, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       window = std::clamp(size_t(kWindowBytes / std::max(1.0, seen_bytes / double(seen))), min_window, max_window);
     }
   }
-  if (builder.samples() == 0) throw Error(source + ": no samples to write (all were skipped)");
+  if (builder.samples() == 0 && !part) throw Error(source + ": no samples to write (all were skipped)");
 
   format::Meta meta;
   meta.fields.push_back({format::FieldType::kImage, "image", {}});
   for (const auto& f : src->label_fields()) meta.fields.push_back({format::FieldType::kLabel, f.name, f.classes});
   meta.build_options = SortedLines("block_size=" + std::to_string(o.block_size) + "\n" + o.encode.Describe() +
                                    "format=" + src->format() + "\n" + "jpeg_tables=" + o.jpeg_tables + "\n" +
-                                   "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n");
+                                   "skip_invalid=" + (o.skip_invalid ? "1" : "0") + "\n" + "split=" + o.split + "\n" +
+                                   (part ? "shard=" + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) + "\n" : ""));
   meta.skipped_count = rep.skipped;
   // Format 1.1's restart section, only when some payload got markers: a build that changed nothing
   // (CIFAR's 32x32 images, --restart-interval none) stays a 1.0 file.
-  if (restart.images > 0) builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(restart));
+  // A part records it whenever restart markers were on, so that dsc merge can sum every part's counts.
+  if (restart.images > 0 || (part && o.encode.restart_enabled())) builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(restart));
   rep.restart_images = restart.images;
   rep.restart_whole_row = restart.whole_row;
   rep.file_size = builder.Finish(meta);

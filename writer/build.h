@@ -24,6 +24,10 @@ struct BuildOptions {
   bool progress = false;           // draw a progress bar on stderr
   // Receives warnings and skipped-sample lines; stderr when unset.
   std::function<void(const std::string&)> log;
+  // Part shard_index of shard_count (dsc build --shard I/N; 0 parts = the whole source, no part): the
+  // source's samples [total * I / N, total * (I + 1) / N), recorded as "shard=I/N" in the build
+  // options so that `dsc merge` (writer/merge.h) can join the parts into the file one build writes.
+  uint32_t shard_index = 0, shard_count = 0;
 };
 
 struct BuildReport {
