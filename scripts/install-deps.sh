@@ -12,7 +12,8 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       python3-dev pybind11-dev python3-pytest python3-torch python3-torchvision  # import dsc and its tests
       python3-setuptools python3-wheel python3-pip python3-venv  # pip install --no-build-isolation .
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl  # dsc serve, remote workers
-      libcurl4-openssl-dev libssl-dev nginx-light)  # streaming from URLs (stream/), and the real server its tests start
+      libcurl4-openssl-dev libssl-dev nginx-light  # streaming from URLs (stream/), and the real server its tests start
+      libarchive-dev)  # WebDataset tar shards as a dsc build source
 # Ubuntu names libjpeg-turbo's libjpeg API package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1 && apt-cache show libjpeg-turbo8-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")

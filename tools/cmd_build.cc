@@ -20,7 +20,10 @@ int CmdBuild(int argc, char** argv) {
                     "  dsc build imagenet/ in.beton --max-resolution 256 --quality 90\n");
   opts.positional_help("SRC OUT");
   opts.add_options()
-      ("format", "auto, cifar-binary, cifar-python, tree, manifest", cli::value<std::string>()->default_value("auto"))
+      ("format", "auto, cifar-binary, cifar-python, tree, manifest, wds (WebDataset .tar shards: a .tar or a folder of them)",
+       cli::value<std::string>()->default_value("auto"))
+      ("wds-image", "wds: extensions of the image member, first found wins", cli::value<std::string>()->default_value("jpg,jpeg,png"))
+      ("wds-label", "wds: extension of the label member (a decimal integer)", cli::value<std::string>()->default_value("cls"))
       ("split", "train or test", cli::value<std::string>()->default_value("train"))
       ("encoding", "jpeg, raw, raw-zstd, auto, or default: raw for pixel sources, JPEG pass-through for JPEG sources",
        cli::value<std::string>()->default_value("default"))
@@ -58,6 +61,8 @@ int CmdBuild(int argc, char** argv) {
     src = r["src"].as<std::string>();
     out = r["out"].as<std::string>();
     o.format = r["format"].as<std::string>();
+    o.wds_image = r["wds-image"].as<std::string>();
+    o.wds_label = r["wds-label"].as<std::string>();
     o.split = r["split"].as<std::string>();
     o.encode.encoding = r["encoding"].as<std::string>();
     o.encode.quality = r["quality"].as<int>();

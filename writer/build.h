@@ -28,6 +28,10 @@ struct BuildOptions {
   // source's samples [total * I / N, total * (I + 1) / N), recorded as "shard=I/N" in the build
   // options so that `dsc merge` (writer/merge.h) can join the parts into the file one build writes.
   uint32_t shard_index = 0, shard_count = 0;
+  // WebDataset sources (--format wds, or a .tar file): the member extensions of the image (first
+  // found, in this order) and of the label.
+  std::string wds_image = "jpg,jpeg,png";
+  std::string wds_label = "cls";
 };
 
 struct BuildReport {

@@ -56,6 +56,15 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
                                       uint64_t max_file_size = kDefaultMaxFileSize);
 std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_size = kDefaultMaxFileSize);
 
+// WebDataset tar shards (one .tar, or a folder of them taken in name order; members grouped by key
+// in tar order): the first member whose extension is in `image_exts` ("jpg,jpeg,png") is the image,
+// the `label_ext` member ("cls", a decimal integer) the label; other members are reported as ignored.
+// A key without either is an error naming shard and key.
+std::unique_ptr<Source> OpenWebDataset(const std::string& path, const std::string& image_exts, const std::string& label_ext,
+                                       uint64_t max_file_size = kDefaultMaxFileSize);
+// Whether `path` with `format` is WebDataset: --format wds, or auto and a .tar file.
+bool IsWebDataset(const std::string& path, const std::string& format);
+
 // The CIFAR-10 class names, in label order (used when a download's meta file is missing).
 const std::vector<std::string>& Cifar10ClassNames();
 
