@@ -280,6 +280,7 @@ void BlockReadahead::Loop() {
 }
 
 void DropCachedPages(const Dataset& ds) {
+  if (ds.streamed()) return;  // a URL: its cache directory is the cache (docs/streaming.md)
   const int fd = OpenForAdvice(ds.path());
   const off_t size = ::lseek(fd, 0, SEEK_END);
   if (Mapping(ds) && size > 0) ::madvise(const_cast<uint8_t*>(Mapping(ds)), size_t(size), MADV_DONTNEED);

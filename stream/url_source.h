@@ -11,8 +11,9 @@
 //    used, then written to the cache directory. A unit read by Read() is fetched on demand; WillNeed
 //    (the readahead's plan order) fetches ahead on `connections` connections at once.
 //  - The cache directory's block files never exceed `budget` bytes: a new block first evicts what
-//    DontNeed released (plan order), then the least recently read, then blocks fetched ahead but not
-//    yet read (the furthest last). The budget must hold two blocks.
+//    DontNeed released (plan order), then the least recently read of those never hinted (random
+//    order), then hinted blocks the plan has not released yet (the furthest ahead first). The budget
+//    must hold two blocks.
 //  - Every request after the first carries If-Match with the ETag the header came with: a file
 //    replaced on the server is an error naming the URL and the block, never mixed data.
 //  - Errors (dsc::Error) name the URL (without credentials or query) and the block.
