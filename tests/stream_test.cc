@@ -310,5 +310,48 @@ TEST(Stream, S3Loopback) {
   }
 }
 
+// dsc serve takes a URL: a CPU machine with no copy of the file decodes for a loader, which gets the
+// local run's batches.
+TEST(Stream, RemoteWorkerServesAUrl) {
+  SKIP_WITHOUT_NGINX();
+  std::string out;
+  if (test::RunShell(std::string(DSC_BINARY) + " serve --help 2>&1", &out) != 0) GTEST_SKIP() << "dsc was built without gRPC: no dsc serve";
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served, 20);
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton"), log = cache + "/serve.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("DSC_CACHE_DIR", (cache + "/worker").c_str(), 1);
+    if (!std::freopen(log.c_str(), "w", stdout)) ::_exit(126);
+    ::execl(DSC_BINARY, DSC_BINARY, "serve", url.c_str(), "--listen", "127.0.0.1:0", "--threads", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  } reap{pid};
+  std::string address;
+  for (int i = 0; i < 200 && address.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(log)) continue;  // the child has not opened it yet
+    const std::vector<uint8_t> text = test::ReadFile(log);
+    const auto m = test::RegexSearch(std::string(text.begin(), text.end()), "listening on (127\\.0\\.0\\.1:[0-9]+)");
+    if (m.size() == 2) address = m[1];
+  }
+  ASSERT_FALSE(address.empty()) << "dsc serve did not start";
+  auto digest = [&](const std::string& args) {
+    std::string o;
+    EXPECT_EQ(test::RunShell(std::string(DSC_BINARY) + " bench " + args + " --preset cifar-test --batch-size 50 --epochs 1 --digest 2>&1", &o), 0) << o;
+    const auto m = test::RegexSearch(o, "epoch 0 digest ([0-9a-f]{32})");
+    return m.size() == 2 ? m[1] : "none: " + o;
+  };
+  EXPECT_EQ(digest(url + " --cache-dir " + cache + "/loader --remote " + address + " --local-threads 0"), digest(file));
+}
+
 }  // namespace
 }  // namespace dsc
