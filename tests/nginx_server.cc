@@ -57,7 +57,20 @@ std::string NginxServer::Binary() {
 
 NginxServer::NginxServer(const std::string& root) : root_(root) {
   dir_ = ScratchDir("nginx");
-  port_ = FreeLoopbackPort();
+  // The free port found may be taken by another test before nginx binds it: then another port.
+  for (int attempt = 1;; ++attempt) {
+    port_ = FreeLoopbackPort();
+    WriteConfig();
+    try {
+      Start();
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt == 5) throw;
+    }
+  }
+}
+
+void NginxServer::WriteConfig() {
   std::ofstream c(dir_ + "/nginx.conf");
   c << "daemon off;\nmaster_process on;\nworker_processes 1;\n";
   if (::getuid() == 0) c << "user root;\n";  // the served build tree need not be world-readable
@@ -70,8 +83,6 @@ NginxServer::NginxServer(const std::string& root) : root_(root) {
   c << "  keepalive_requests 100000;\n"
     << "  default_type application/octet-stream;\n"
     << "  server {\n    listen 127.0.0.1:" << port_ << ";\n    root " << root_ << ";\n    location / { }\n  }\n}\n";
-  c.close();
-  Start();
 }
 
 NginxServer::~NginxServer() { Stop(); }

@@ -32,6 +32,7 @@ class NginxServer {
   std::vector<std::string> Requests() const;
 
  private:
+  void WriteConfig();
   std::string root_, dir_;
   int port_ = 0;
   pid_t pid_ = -1;
