@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -351,6 +352,35 @@ TEST(Stream, RemoteWorkerServesAUrl) {
     return m.size() == 2 ? m[1] : "none: " + o;
   };
   EXPECT_EQ(digest(url + " --cache-dir " + cache + "/loader --remote " + address + " --local-threads 0"), digest(file));
+}
+
+// A cache folder that cannot take a block (here: a file-size limit below one block, the stand-in for a
+// full disk that a test can set up without privileges) is an error naming the block and the folder,
+// not a crash or a partial block.
+TEST(Stream, CacheWriteFailureIsAClearError) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  BuildCifar(served, 20);  // its index copy fits in the limit below, a 64 KiB block does not
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton");
+  const int rc = test::RunForked(120, [&] {
+    ::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of killing the process
+    rlimit lim{48 << 10, 48 << 10};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 10;
+    try {
+      Digests(url, CifarOptions(Order::kRandom, cache, 4 * kBlock), 1);
+      return 11;  // no error
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      std::fprintf(stderr, "%s\n", m.c_str());
+      if (m.find(url + ": block ") == std::string::npos) return 12;
+      if (m.find("cannot write it to the cache directory " + cache) == std::string::npos) return 13;
+      return 0;
+    }
+  });
+  EXPECT_EQ(rc, 0);
+  for (const auto& e : fs::recursive_directory_iterator(cache))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "a partial block was left: " << e.path();
 }
 
 }  // namespace
