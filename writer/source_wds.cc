@@ -1,7 +1,9 @@
 // WebDataset tar shards as a build source: members grouped by key into samples (docs: README,
 // "WebDataset shards"), shards in name order, members in tar order.
+#ifdef DSC_HAVE_LIBARCHIVE
 #include <archive.h>
 #include <archive_entry.h>
+#endif
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +17,19 @@ namespace dsc::writer {
 
 namespace fs = std::filesystem;
 
+bool IsWebDataset(const std::string& path, const std::string& format) {
+  if (format == "wds") return true;
+  if (format != "auto") return false;
+  std::error_code ec;
+  const std::string n = fs::path(path).filename().string();
+  return fs::is_regular_file(path, ec) && n.size() > 4 && n.compare(n.size() - 4, 4, ".tar") == 0;
+}
+
+#ifndef DSC_HAVE_LIBARCHIVE
+std::unique_ptr<Source> OpenWebDataset(const std::string& path, const std::string&, const std::string&, uint64_t) {
+  throw Error(path + ": WebDataset shards need libarchive, and this dsc was built without it (install libarchive-dev and rebuild)");
+}
+#else
 namespace {
 
 struct ArchiveCloser {
@@ -132,18 +147,6 @@ class WebDatasetSource : public Source {
 
 }  // namespace
 
-bool IsWebDataset(const std::string& path, const std::string& format) {
-  if (format == "wds") return true;
-  if (format != "auto") return false;
-  std::error_code ec;
-  auto is_tar = [](const fs::path& p) {
-    const std::string n = p.filename().string();
-    return n.size() > 4 && n.compare(n.size() - 4, 4, ".tar") == 0;
-  };
-  if (fs::is_regular_file(path, ec)) return is_tar(path);
-  return false;
-}
-
 std::unique_ptr<Source> OpenWebDataset(const std::string& path, const std::string& image_exts, const std::string& label_ext,
                                        uint64_t max_file_size) {
   std::vector<std::string> shards;
@@ -230,5 +233,6 @@ std::unique_ptr<Source> OpenWebDataset(const std::string& path, const std::strin
   for (const auto& [ext, n] : other) ignored.push_back(std::to_string(n) + " member(s) ." + ext + " (no field takes them)");
   return std::make_unique<WebDatasetSource>(std::move(shards), std::move(samples), std::move(ignored), max_file_size);
 }
+#endif  // DSC_HAVE_LIBARCHIVE
 
 }  // namespace dsc::writer
