@@ -22,6 +22,15 @@ class ByteSource {
   // Non-null when the whole file is addressable in memory. Prefer Read(), which checks the range.
   virtual const uint8_t* mapped() const { return nullptr; }
 
+  // Sources that fetch bytes from far away (stream/url_source.h) keep a bounded local copy; the
+  // reader's plan-order readahead (reader/readahead.h) steers it through these hints. Local files
+  // ignore them. WillNeed: start fetching [off, off+n) in the background; DontNeed: the range may
+  // leave the local copy; Resident: the whole range is held locally now.
+  virtual bool remote() const { return false; }
+  virtual void WillNeed(uint64_t /*off*/, uint64_t /*n*/) const {}
+  virtual void DontNeed(uint64_t /*off*/, uint64_t /*n*/) const {}
+  virtual bool Resident(uint64_t /*off*/, uint64_t /*n*/) const { return false; }
+
  protected:
   // Throws unless [off, off + n) lies inside the file; written so that no sum can wrap past 2^64.
   void CheckRange(uint64_t off, uint64_t n) const {

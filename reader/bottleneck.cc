@@ -124,7 +124,8 @@ std::string BenchVerdict(const BenchEpoch& e) {
     const char* advice;
   };
   static const Advice kAdvice[] = {
-      {"read", "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order"},
+      {"read", "storage or page cache bound: warm the cache, use a faster disk, or quasi_random order (it reads each "
+               "block once per epoch, from a disk or a URL)"},
       {"decode", "decode bound: more cores, raw payloads (--encoding raw at build), or smaller images"},
       {"augment", "augment/normalise bound: output uint8 and normalise on the GPU, or fewer transforms"},
       {"collate", "collate bound: larger batches"}};

@@ -9,7 +9,7 @@
 namespace dsc {
 
 Dataset::Dataset(const std::string& path, DatasetOptions options)
-    : Dataset(options.use_pread ? OpenPreadSource(path) : OpenMmapSource(path), options) {}
+    : Dataset(OpenSource(path, options), options) {}
 
 Dataset::Dataset(std::unique_ptr<format::ByteSource> source, DatasetOptions options)
     : source_(std::move(source)), options_(options) {

@@ -20,6 +20,10 @@ namespace dsc {
 struct DatasetOptions {
   bool verify = false;     // check each block's checksum the first time one of its samples is read
   bool use_pread = false;  // pread instead of mmap (network filesystems)
+  // A URL (http://, https://, s3://) is streamed into a local cache (docs/streaming.md): its folder
+  // ("" = $DSC_CACHE_DIR, else ~/.cache/dsc) and the bytes of blocks kept there.
+  std::string cache_dir = {};  // (initialised: DatasetOptions{verify, pread} stays warning-free)
+  uint64_t cache_budget = 256ull << 20;
 };
 
 // A sample's stored bytes, ready for the decoder (shared JPEG tables already put back).
@@ -39,6 +43,8 @@ class Dataset {
   const format::FileView& view() const { return *view_; }
   const format::Meta& meta() const { return view_->meta(); }
   const uint8_t* mapped() const { return source_->mapped(); }  // the file's mapping (nullptr with pread)
+  const format::ByteSource& source() const { return *source_; }
+  bool streamed() const { return source_->remote(); }  // read from a URL through a local cache
   format::IndexEntry entry(uint64_t i) const { return view_->entry(i); }
   void PrefetchEntry(uint64_t i) const { view_->PrefetchEntry(i); }  // see FileView::PrefetchEntry
   int32_t label(uint64_t i, size_t field = 0) const { return view_->entry(i).label[field]; }

@@ -9,7 +9,11 @@
 #include <cstring>
 
 #include "format/error.h"
+#include "reader/dataset.h"
 #include "reader/mmap_guard.h"
+#ifdef DSC_HAVE_CURL
+#include "stream/open.h"
+#endif
 
 namespace dsc {
 
@@ -133,5 +137,21 @@ std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path) {
 #endif
 }
 std::unique_ptr<format::ByteSource> OpenPreadSource(const std::string& path) { return std::make_unique<PreadSource>(path); }
+
+bool IsUrl(const std::string& path) {
+  return path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0 || path.rfind("s3://", 0) == 0;
+}
+
+std::unique_ptr<format::ByteSource> OpenSource(const std::string& path, const DatasetOptions& options) {
+  if (IsUrl(path)) {
+#ifdef DSC_HAVE_CURL
+    return stream::OpenUrl(path, options.cache_dir, options.cache_budget);
+#else
+    throw Error(path + ": this dsc was built without libcurl, so it cannot read URLs (install libcurl4-openssl-dev and "
+                "rebuild; docs/streaming.md)");
+#endif
+  }
+  return options.use_pread ? OpenPreadSource(path) : OpenMmapSource(path);
+}
 
 }  // namespace dsc

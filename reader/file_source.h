@@ -13,4 +13,11 @@ namespace dsc {
 std::unique_ptr<format::ByteSource> OpenMmapSource(const std::string& path);
 std::unique_ptr<format::ByteSource> OpenPreadSource(const std::string& path);
 
+struct DatasetOptions;
+// http://, https:// or s3://: a path read by streaming (docs/streaming.md).
+bool IsUrl(const std::string& path);
+// A URL through the streaming cache (a build without libcurl refuses it, saying so); otherwise the
+// file by mmap, or pread when options.use_pread.
+std::unique_ptr<format::ByteSource> OpenSource(const std::string& path, const DatasetOptions& options);
+
 }  // namespace dsc

@@ -148,6 +148,9 @@ struct LoaderOptions {
   // quasi_random with readahead: bytes of the coming blocks asked for ahead of use (within the
   // budget), so the block the workers need next is not queued behind reads far ahead. 0 = the budget.
   uint64_t readahead_bytes = 64ull << 20;
+  // A URL (http://, https://): the folder of its local cache ("" = $DSC_CACHE_DIR, else
+  // ~/.cache/dsc); cache_budget bounds the blocks kept there (docs/streaming.md).
+  std::string cache_dir;
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
   bool collect_stats = false;         // per-stage timings (dsc bench, dsc train's verdict)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is

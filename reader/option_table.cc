@@ -295,10 +295,19 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Bool("verify", "check each block's checksum on first touch", [](O& o) -> bool& { return o.verify; }, kAll));
   t.push_back(Bool("pread", "read with pread instead of mmap (network filesystems)", [](O& o) -> bool& { return o.use_pread; }));
   t.push_back(Int<uint64_t>("cache_budget", "quasi_random: bytes of the file kept in the page cache by readahead (K/M/G/T; 0 = the "
-                            "kernel's readahead only)", 0, kU64, [](O& o) -> uint64_t& { return o.cache_budget; }, "134217728", "12X",
+                            "kernel's readahead only); for a URL, bytes of its blocks kept in cache_dir (two blocks at least)", 0, kU64, [](O& o) -> uint64_t& { return o.cache_budget; }, "134217728", "12X",
                             kBoth, true));
   t.push_back(Int<uint64_t>("readahead_bytes", "quasi_random: bytes of coming blocks asked for ahead of use (K/M/G/T; 0 = the budget)",
                             0, kU64, [](O& o) -> uint64_t& { return o.readahead_bytes; }, "33554432", "-1", kBoth, true));
+  {
+    OptionRow r = MakeRow("cache_dir", OptionType::kText, "a URL's local cache folder (docs/streaming.md; default $DSC_CACHE_DIR, else "
+                          "~/.cache/dsc); cache_budget bounds its blocks");
+    r.where = kBoth;
+    r.example = "/tmp/dsc-cache";
+    r.get = [](const O& o) { return o.cache_dir; };
+    r.set = [](O& o, std::string_view text) { o.cache_dir = std::string(text); };
+    t.push_back(std::move(r));
+  }
   t.push_back(Int<uint64_t>("max_pixels", "refuse images of more pixels, before any allocation", 1, kU64,
                             [](O& o) -> uint64_t& { return o.max_pixels; }, "1000000", "0", kAll));
   t.push_back(Bool("collect_stats", "per-stage worker times", [](O& o) -> bool& { return o.collect_stats; }));

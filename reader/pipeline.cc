@@ -31,7 +31,7 @@ uint64_t NowNs() {
 }  // namespace
 
 Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
-    : opt_(Validated(o)), ds_(path, DatasetOptions{o.verify, o.use_pread}), queue_(size_t(o.prefetch) + 1, cancel_) {
+    : opt_(Validated(o)), ds_(path, DatasetOptions{o.verify, o.use_pread, o.cache_dir, o.cache_budget}), queue_(size_t(o.prefetch) + 1, cancel_) {
   if (o.augment.crop != kernels::CropMode::kNone) {
     width_ = uint32_t(o.augment.out_w);
     height_ = uint32_t(o.augment.out_h);
@@ -93,7 +93,7 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
     for (int t = 0; t < threads_; ++t) worker_tracks_.push_back(o.tracer->AddTrack("loader worker " + std::to_string(t), "loader"));
   }
   stats_.resize(size_t(threads_));
-  if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && ds_.mapped())
+  if (o.order == Order::kQuasiRandom && o.cache_budget > 0 && (ds_.mapped() || ds_.streamed()))
     readahead_ = std::make_unique<BlockReadahead>(ds_, o.cache_budget, o.readahead_bytes, slots_.size());
   active_local_.store(standby_ ? 0 : threads_);
   // A thread that cannot start (a process or address-space limit) must not leave those started

@@ -59,9 +59,10 @@ const uint8_t* Mapping(const Dataset& ds) {
 BlockReadahead::BlockReadahead(const Dataset& ds, uint64_t budget_bytes, uint64_t ahead_bytes, uint64_t lead_batches)
     : ds_(ds), budget_(budget_bytes), ahead_(ahead_bytes && ahead_bytes < budget_bytes ? ahead_bytes : budget_bytes),
       lead_(lead_batches) {
-  fd_ = OpenForAdvice(ds.path());
-  const off_t size = ::lseek(fd_, 0, SEEK_END);
-  if (const uint8_t* m = Mapping(ds)) {
+  // A streamed file (stream/url_source.h) takes the same plan-order hints through its source.
+  const off_t size = ds.streamed() ? 0 : ::lseek(fd_ = OpenForAdvice(ds.path()), 0, SEEK_END);
+  if (ds.streamed()) {
+  } else if (const uint8_t* m = Mapping(ds)) {
     view_ = m;  // the file's own mapping: a second one doubled the address space quasi_random needed
   } else if (size > 0) {
     void* v = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd_, 0);
@@ -160,6 +161,7 @@ void BlockReadahead::Need(uint64_t k) {
 
 // Whether every page of [off, off + len) of the file is in the page cache (mincore on our own view).
 bool BlockReadahead::Cached(uint64_t off, uint64_t len) {
+  if (ds_.streamed()) return ds_.source().Resident(off, len);
   if (!view_ || len == 0) return false;
   const uint64_t begin = off / kPage * kPage, end = (off + len + kPage - 1) / kPage * kPage;
   residency_.resize((end - begin) / kPage);
@@ -256,13 +258,15 @@ void BlockReadahead::Loop() {
         droppable.pop_front();
         if (state[d] != kDroppable) continue;
         const auto& blk = ds_.view().block(d);
-        Drop(mapped, fd_, blk.offset, blk.size);
+        if (ds_.streamed()) ds_.source().DontNeed(blk.offset, blk.size);
+        else Drop(mapped, fd_, blk.offset, blk.size);
         state[d] = kAbsent;
         resident -= blk.size;
       }
       if (!held.empty() && resident + size > budget_ && !needed_now) break;
       const auto& blk = ds_.view().block(b);
-      ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);
+      if (ds_.streamed()) ds_.source().WillNeed(blk.offset, blk.size);
+      else ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);
       advised_.fetch_add(blk.size, std::memory_order_relaxed);
       resident += size;
       hold(uses[next]);
@@ -276,6 +280,7 @@ void BlockReadahead::Loop() {
 }
 
 void DropCachedPages(const Dataset& ds) {
+  if (ds.streamed()) return;  // a URL: its cache directory is the cache (docs/streaming.md)
   const int fd = OpenForAdvice(ds.path());
   const off_t size = ::lseek(fd, 0, SEEK_END);
   if (Mapping(ds) && size > 0) ::madvise(const_cast<uint8_t*>(Mapping(ds)), size_t(size), MADV_DONTNEED);

@@ -13,10 +13,16 @@ pkgs=(build-essential cmake ninja-build pkg-config zstd python3-numpy python3-pi
       libgloo-dev                   # headers of c10d's Gloo process group (dsc train on several ranks)
       python3-dev pybind11-dev python3-pytest python3-torch python3-torchvision  # import dsc and its tests
       python3-setuptools python3-wheel python3-pip python3-venv  # pip install --no-build-isolation .
-      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl)  # dsc serve, remote workers
+      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl  # dsc serve, remote workers
+      libcurl4-openssl-dev libssl-dev nginx-light  # streaming from URLs (stream/), and the real server its tests start
+      libarchive-dev)  # WebDataset tar shards as a dsc build source
 # Ubuntu names libjpeg-turbo's libjpeg API package differently.
 if ! apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1 && apt-cache show libjpeg-turbo8-dev >/dev/null 2>&1; then
   pkgs=("${pkgs[@]/libjpeg62-turbo-dev/libjpeg-turbo8-dev}")
+fi
+# s3rver (npm, where npm is installed): the S3 loopback test (tests/stream_test.cc skips without it).
+if command -v npm >/dev/null 2>&1 && [ ! -e "$(npm root -g 2>/dev/null)/s3rver/bin/s3rver.js" ]; then
+  npm install -g --silent s3rver >/dev/null 2>&1 || echo "note: npm install -g s3rver failed: the S3 loopback test will be skipped"
 fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -15,6 +15,7 @@
 #include "kernels/cpu.h"
 #include "reader/bottleneck.h"
 #include "reader/digest.h"
+#include "reader/file_source.h"
 #include "reader/gpu.h"
 #include "reader/gpu_stage.h"
 #include "reader/json.h"
@@ -244,7 +245,7 @@ BenchFigures Figures(const BenchPlan& p, const LoaderOptions& o, const BenchRun&
   BenchFigures f;
   const auto& results = run.results;
   // The yardstick for cold reads: the same file read front to back with large preads, from storage.
-  f.sequential = p.cold ? SequentialReadRate(p.file) : 0;
+  f.sequential = p.cold && !IsUrl(p.file) ? SequentialReadRate(p.file) : 0;
   std::vector<double> rates;
   for (size_t i = results.size() > 1 ? 1 : 0; i < results.size(); ++i) rates.push_back(results[i].images_per_second());
   f.median = Median(rates);

@@ -20,7 +20,7 @@ int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy);  // t
 // Checks one file; its exit code.
 int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptions& options) {
   try {
-    auto src = OpenMmapSource(file);
+    auto src = OpenSource(file, {});  // a URL streams (docs/streaming.md)
     std::vector<format::Problem> problems;
     // VerifyFile reads every byte of the mapping: a file shrinking meanwhile must not kill us.
     if (!mmap_guard::RunGuarded([&] { problems = format::VerifyFile(*src); }))

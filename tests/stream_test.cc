@@ -1,0 +1,387 @@
+// Streaming dsc files from a real nginx on loopback (docs/streaming.md): batches identical to a local
+// read, a bounded cache, a second run from the cache, a server that goes away and comes back, a file
+// replaced on the server, and errors that name the URL and the block.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "format/error.h"
+#include "reader/digest.h"
+#include "reader/loader.h"
+#include "stream/url_source.h"
+#include "tests/nginx_server.h"
+#include "tests/test_util.h"
+#include "writer/build.h"
+
+namespace dsc {
+namespace {
+
+namespace fs = std::filesystem;
+using test::NginxServer;
+
+#define SKIP_WITHOUT_NGINX()                                                                                   \
+  if (NginxServer::Binary().empty()) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light): " \
+                                                     "the streaming tests need a real HTTP server"
+
+constexpr uint64_t kBlock = 64 << 10;  // small blocks: a few MB of CIFAR make dozens of them
+
+// 1,500 real CIFAR-10 training images (150 per class) in 64 KiB blocks, in `dir`.
+std::string BuildCifar(const std::string& dir, int per_class = 150, const std::string& name = "cifar.beton") {
+  writer::BuildOptions o;
+  o.block_size = kBlock;
+  o.log = [](const std::string&) {};
+  const std::string out = dir + "/" + name;
+  writer::Build(test::SubsetTree(per_class), out, o);
+  return out;
+}
+
+// Sum of the sizes of the block files under a cache folder.
+uint64_t CachedBlockBytes(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().filename().string().rfind("block-", 0) == 0) n += e.file_size(ec);
+  return n;
+}
+
+LoaderOptions CifarOptions(Order order, const std::string& cache, uint64_t budget) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 100;
+  o.threads = 2;
+  o.order = order;
+  o.seed = 11;
+  o.cache_dir = cache;
+  o.cache_budget = budget;
+  return o;
+}
+
+// Per-epoch digests of `epochs` epochs; `between(loader, batch index)` runs after each batch.
+std::vector<std::string> Digests(const std::string& path, const LoaderOptions& o, int epochs,
+                                 const std::function<void(const Loader&, uint64_t)>& after = {}) {
+  Loader loader(path, o);
+  std::vector<std::string> out;
+  for (int e = 0; e < epochs; ++e) {
+    BatchDigest d;
+    uint64_t k = 0;
+    for (const Batch& b : loader.epoch(uint64_t(e))) {
+      d.Add(b);
+      if (after) after(loader, k++);
+    }
+    out.push_back(d.Hex());
+  }
+  return out;
+}
+
+TEST(Stream, CifarBatchesMatchLocalAndSecondRunUsesCache) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served);
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton");
+  const uint64_t size = fs::file_size(file);
+  for (Order order : {Order::kQuasiRandom, Order::kRandom}) {
+    SCOPED_TRACE(order == Order::kQuasiRandom ? "quasi_random" : "random");
+    const auto local = Digests(file, CifarOptions(order, "", 256 << 20), 2);
+    fs::remove_all(cache);
+    const size_t before = server.Requests().size();
+    EXPECT_EQ(Digests(url, CifarOptions(order, cache, 256 << 20), 2), local);
+    // Cold: each block fetched once for both epochs (the cache holds the file), plus the header and tail.
+    uint64_t fetched = 0;
+    for (size_t i = before; i < server.Requests().size(); ++i) fetched += std::stoull(server.Requests()[i].substr(server.Requests()[i].rfind(' ') + 1));
+    EXPECT_LE(fetched, size + size / 20) << "bytes fetched for a " << size << "-byte file";
+    EXPECT_GE(fetched, size - 4096 - 64);
+    // A second run: the header page alone comes from the server, the rest from the cache.
+    const size_t mid = server.Requests().size();
+    EXPECT_EQ(Digests(url, CifarOptions(order, cache, 256 << 20), 1)[0], local[0]);
+    const auto log = server.Requests();
+    ASSERT_EQ(log.size(), mid + 1) << "a run on a warm cache sent more than the header request; last: " << log.back();
+    EXPECT_NE(log.back().find("bytes=0-4095 206"), std::string::npos) << log.back();
+  }
+}
+
+TEST(Stream, PhotosMatchLocal) {
+  SKIP_WITHOUT_NGINX();
+  const std::string photos = test::PhotosTree(DSC_PHOTOS);
+  ASSERT_FALSE(photos.empty());
+  const std::string served = test::ScratchDir("-served"), tree = test::ScratchDir("-tree");
+  int n = 0;
+  for (const auto& cls : fs::directory_iterator(photos)) {
+    if (!cls.is_directory() || n >= 40) continue;
+    fs::create_directory_symlink(cls.path(), tree + "/" + cls.path().filename().string());
+    ++n;
+  }
+  writer::BuildOptions bo;
+  bo.block_size = 64 << 10;
+  bo.encode.max_resolution = 200;
+  bo.log = [](const std::string&) {};
+  writer::Build(tree, served + "/photos.beton", bo);
+  NginxServer server(served);
+  LoaderOptions o = LoaderOptions::ImagenetTrain();
+  o.augment.out_w = o.augment.out_h = 64;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.order = Order::kQuasiRandom;
+  o.cache_dir = test::ScratchDir("-cache");
+  o.cache_budget = 3 * kBlock;  // less than half the file
+  ASSERT_GT(fs::file_size(served + "/photos.beton"), 2 * o.cache_budget);
+  EXPECT_EQ(Digests(server.Url("photos.beton"), o, 2), Digests(served + "/photos.beton", o, 2));
+  EXPECT_LE(CachedBlockBytes(o.cache_dir), o.cache_budget);
+}
+
+TEST(Stream, CacheBudgetBelowFileSizeHolds) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served);
+  NginxServer server(served);
+  const uint64_t budget = 3 * kBlock;
+  ASSERT_GT(fs::file_size(file), 2 * budget);
+  for (Order order : {Order::kQuasiRandom, Order::kRandom}) {
+    const auto local = Digests(file, CifarOptions(order, "", 256 << 20), 1);
+    uint64_t most = 0;
+    const auto streamed = Digests(server.Url("cifar.beton"), CifarOptions(order, cache, budget), 1,
+                                  [&](const Loader&, uint64_t) { most = std::max(most, CachedBlockBytes(cache)); });
+    EXPECT_EQ(streamed, local);
+    EXPECT_GT(most, 0u);
+    EXPECT_LE(most, budget);
+    EXPECT_LE(CachedBlockBytes(cache), budget);
+  }
+  // Below two blocks, streaming cannot work: a clear error, before any batch.
+  try {
+    Loader l(server.Url("cifar.beton"), CifarOptions(Order::kRandom, cache, kBlock));
+    FAIL() << "a one-block budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache_budget"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Stream, ServerStoppedMidEpochRecovers) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served);
+  NginxServer server(served);
+  const auto local = Digests(file, CifarOptions(Order::kRandom, "", 256 << 20), 1);
+  std::thread restart;
+  const auto streamed = Digests(server.Url("cifar.beton"), CifarOptions(Order::kRandom, cache, 4 * kBlock), 1,
+                                [&](const Loader&, uint64_t k) {
+                                  if (k != 3) return;
+                                  server.Stop();  // mid-epoch, with blocks still to fetch
+                                  restart = std::thread([&] {
+                                    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+                                    server.Start();
+                                  });
+                                });
+  restart.join();
+  EXPECT_EQ(streamed, local);
+}
+
+TEST(Stream, FileReplacedOnServerIsAnError) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  BuildCifar(served);
+  const std::string other = BuildCifar(test::ScratchDir("-other"), 140);  // another file of similar size
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton");
+  std::string message;
+  uint64_t batches = 0;
+  try {
+    Digests(url, CifarOptions(Order::kRandom, cache, 4 * kBlock), 1, [&](const Loader&, uint64_t k) {
+      batches = k + 1;
+      if (k == 2) fs::rename(other, served + "/cifar.beton");  // atomically, as a deploy would
+    });
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ASSERT_FALSE(message.empty()) << "the epoch finished on a file replaced mid-run (" << batches << " batches)";
+  EXPECT_NE(message.find(url), std::string::npos) << message;
+  EXPECT_TRUE(test::RegexSearch(message, "block [0-9]+").size() == 1) << message;
+  EXPECT_NE(message.find("changed on the server"), std::string::npos) << message;
+  // A new run opens the new file under its own cache key: its batches are the new file's.
+  const auto fresh = Digests(url, CifarOptions(Order::kRandom, cache, 4 * kBlock), 1);
+  EXPECT_EQ(fresh, Digests(served + "/cifar.beton", CifarOptions(Order::kRandom, "", 4 * kBlock), 1));
+}
+
+TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  BuildCifar(served, 20);
+  NginxServer server(served);
+  stream::StreamOptions so;
+  so.cache_dir = cache;
+  so.budget = 4 * kBlock;
+  so.http.attempts = 2;
+  so.http.backoff_ms = 10;
+  try {
+    stream::OpenUrlSource(server.Url("missing.beton"), so);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(server.Url("missing.beton") + ": header"), std::string::npos) << m;
+    EXPECT_NE(m.find("HTTP 404"), std::string::npos) << m;
+  }
+  auto src = stream::OpenUrlSource(server.Url("cifar.beton"), so);
+  server.Stop();
+  std::vector<uint8_t> scratch;
+  try {
+    src->Read(4096, 100, &scratch);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(server.Url("cifar.beton") + ": block 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("no answer"), std::string::npos) << m;
+    EXPECT_NE(m.find("after 2 attempts"), std::string::npos) << m;
+  }
+}
+
+TEST(Stream, CommandLineTakesUrls) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  BuildCifar(served, 20);
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton");
+  std::string out;
+  ASSERT_EQ(test::RunShell("DSC_CACHE_DIR=" + cache + " " + DSC_BINARY + " info " + url + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("200 samples"), std::string::npos) << out;
+  ASSERT_EQ(test::RunShell("DSC_CACHE_DIR=" + cache + " " + DSC_BINARY + " verify " + url + " 2>&1", &out), 0) << out;
+  ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " bench " + url + " --cache-dir " + cache +
+                               " --epochs 1 --batch-size 50 --threads 1 2>&1", &out), 0) << out;
+}
+
+// s3rver (npm) on loopback: an S3-compatible store. It checks that the access key exists but not the
+// V4 signature itself (its source says so), so the signing is tested against AWS's published
+// examples (tests/sigv4_test.cc) and this test covers addressing, ranges, ETags and refusals.
+std::string S3rver() {
+  for (const char* p : {"/usr/lib/node_modules/s3rver/bin/s3rver.js", "/usr/local/lib/node_modules/s3rver/bin/s3rver.js"})
+    if (::access(p, R_OK) == 0 && ::access("/usr/bin/node", X_OK) == 0) return p;
+  return "";
+}
+
+TEST(Stream, S3Loopback) {
+  if (S3rver().empty()) GTEST_SKIP() << "s3rver is not installed (npm install -g s3rver): no S3 loopback test";
+  const std::string served = test::ScratchDir("-served"), data = test::ScratchDir("-s3"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served, 20);
+  const std::string port = std::to_string(test::FreeLoopbackPort());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/usr/bin/node", "node", S3rver().c_str(), "-d", data.c_str(), "-a", "127.0.0.1", "-p", port.c_str(), "--configure-bucket",
+            "dsc-test", "-s", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  } reap{pid};
+  const std::string endpoint = "http://127.0.0.1:" + port;
+  std::string out;
+  int rc = 1;
+  for (int i = 0; i < 100 && rc != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rc = test::RunShell("curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T " + file + " " + endpoint +
+                        "/dsc-test/cifar.beton 2>&1", &out);
+  }
+  ASSERT_EQ(rc, 0) << "could not upload to s3rver: " << out;
+  ::setenv("AWS_ENDPOINT_URL", endpoint.c_str(), 1);
+  ::setenv("AWS_REGION", "us-east-1", 1);
+  ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+  const auto local = Digests(file, CifarOptions(Order::kQuasiRandom, "", 256 << 20), 1);
+  EXPECT_EQ(Digests("s3://dsc-test/cifar.beton", CifarOptions(Order::kQuasiRandom, cache, 4 * kBlock), 1), local);
+  ::setenv("AWS_ACCESS_KEY_ID", "NOT-A-KEY", 1);
+  try {
+    Loader l("s3://dsc-test/cifar.beton", CifarOptions(Order::kQuasiRandom, cache, 4 * kBlock));
+    FAIL() << "wrong credentials were accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("s3://dsc-test/cifar.beton"), std::string::npos) << m;
+    EXPECT_NE(m.find("bucket 'dsc-test'"), std::string::npos) << m;
+    EXPECT_NE(m.find("HTTP 403"), std::string::npos) << m;
+    EXPECT_NE(m.find("InvalidAccessKeyId"), std::string::npos) << m;
+  }
+}
+
+// dsc serve takes a URL: a CPU machine with no copy of the file decodes for a loader, which gets the
+// local run's batches.
+TEST(Stream, RemoteWorkerServesAUrl) {
+  SKIP_WITHOUT_NGINX();
+  std::string out;
+  if (test::RunShell(std::string(DSC_BINARY) + " serve --help 2>&1", &out) != 0) GTEST_SKIP() << "dsc was built without gRPC: no dsc serve";
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildCifar(served, 20);
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton"), log = cache + "/serve.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("DSC_CACHE_DIR", (cache + "/worker").c_str(), 1);
+    if (!std::freopen(log.c_str(), "w", stdout)) ::_exit(126);
+    ::execl(DSC_BINARY, DSC_BINARY, "serve", url.c_str(), "--listen", "127.0.0.1:0", "--threads", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+  } reap{pid};
+  std::string address;
+  for (int i = 0; i < 200 && address.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(log)) continue;  // the child has not opened it yet
+    const std::vector<uint8_t> text = test::ReadFile(log);
+    const auto m = test::RegexSearch(std::string(text.begin(), text.end()), "listening on (127\\.0\\.0\\.1:[0-9]+)");
+    if (m.size() == 2) address = m[1];
+  }
+  ASSERT_FALSE(address.empty()) << "dsc serve did not start";
+  auto digest = [&](const std::string& args) {
+    std::string o;
+    EXPECT_EQ(test::RunShell(std::string(DSC_BINARY) + " bench " + args + " --preset cifar-test --batch-size 50 --epochs 1 --digest 2>&1", &o), 0) << o;
+    const auto m = test::RegexSearch(o, "epoch 0 digest ([0-9a-f]{32})");
+    return m.size() == 2 ? m[1] : "none: " + o;
+  };
+  EXPECT_EQ(digest(url + " --cache-dir " + cache + "/loader --remote " + address + " --local-threads 0"), digest(file));
+}
+
+// A cache folder that cannot take a block (here: a file-size limit below one block, the stand-in for a
+// full disk that a test can set up without privileges) is an error naming the block and the folder,
+// not a crash or a partial block.
+TEST(Stream, CacheWriteFailureIsAClearError) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  BuildCifar(served, 20);  // its index copy fits in the limit below, a 64 KiB block does not
+  NginxServer server(served);
+  const std::string url = server.Url("cifar.beton");
+  const int rc = test::RunForked(120, [&] {
+    ::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of killing the process
+    rlimit lim{48 << 10, 48 << 10};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 10;
+    try {
+      Digests(url, CifarOptions(Order::kRandom, cache, 4 * kBlock), 1);
+      return 11;  // no error
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      std::fprintf(stderr, "%s\n", m.c_str());
+      if (m.find(url + ": block ") == std::string::npos) return 12;
+      if (m.find("cannot write it to the cache directory " + cache) == std::string::npos) return 13;
+      return 0;
+    }
+  });
+  EXPECT_EQ(rc, 0);
+  for (const auto& e : fs::recursive_directory_iterator(cache))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "a partial block was left: " << e.path();
+}
+
+}  // namespace
+}  // namespace dsc
