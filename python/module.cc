@@ -567,7 +567,7 @@ PYBIND11_MODULE(_dsc, m) {
   dsc::python::RegisterWriter(m);
   m.def("info_json", [](const std::string& path) {
     return WithoutGil([&] {
-      auto src = dsc::OpenMmapSource(path);
+      auto src = dsc::OpenSource(path, dsc::DatasetOptions{});  // a path or a URL (stream/)
       if (dsc::format::ffcv::IsFfcv(*src)) return dsc::FfcvInfoJson(*dsc::format::ffcv::File::Open(src.get()));  // as FFCV named its fields
       dsc::Dataset ds(std::move(src), {});
       return dsc::InfoJson(ds, dsc::Summarize(ds));

@@ -119,7 +119,7 @@ int CmdInfo(int argc, char** argv) {
   }
   try {
     // An FFCV file is described as FFCV laid it out (all its fields), not as the loader's view of it.
-    auto src = OpenMmapSource(file);
+    auto src = OpenSource(file, DatasetOptions{});  // a path or a URL (stream/)
     if (format::ffcv::IsFfcv(*src)) {
       auto f = format::ffcv::File::Open(src.get());
       if (json) std::fputs(FfcvInfoJson(*f).c_str(), stdout);

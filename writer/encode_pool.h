@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "format/layout.h"
 #include "format/optional.h"
 #include "writer/encoder.h"
 #include "writer/source.h"
