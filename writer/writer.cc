@@ -110,7 +110,8 @@ struct Writer::Impl {
   // Checks a sample against the schema and turns it into the encoder's item and the packer's row.
   void Convert(Sample& s, uint64_t i, writer::SourceItem* item, writer::TypedRow* row) {
     auto& vals = s.values();
-    for (const auto& [name, v] : vals) {
+    for (const auto& kv : vals) {
+      const std::string& name = kv.first;  // a named variable, not a binding: clang 14 cannot capture those
       if (std::none_of(meta.fields.begin(), meta.fields.end(), [&](const Field& f) { return f.name == name; }))
         throw Error(path + ": sample " + std::to_string(i) + ": no field named '" + name + "' in the schema");
     }
