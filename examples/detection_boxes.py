@@ -5,9 +5,10 @@ and class ids), writes it with dsc.Writer, loads it with RandomResizedCrop + hor
 `boxes=["boxes", "category_id"]`, and draws one batch's boxes on its augmented images into a PNG grid.
 Every outline should sit on the edges of a shape of its own colour, whatever the crop and the flip did.
 
-Run it from the repository root after building (the Python package lies in BUILD/python):
+Run it from the repository root after building (the Python package lies in BUILD/python; the
+interpreter is the one it was built for, with NumPy and PIL: Debian's /usr/bin/python3):
 
-    PYTHONPATH=build/python python3 examples/detection_boxes.py detection.png
+    PYTHONPATH=build/python /usr/bin/python3 examples/detection_boxes.py detection.png
 
 Options: --samples N (64), --batch-size B (16), --out-size S (128), --seed K (0), --work DIR (where
 the .beton goes; a temporary folder by default).
