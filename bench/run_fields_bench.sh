@@ -86,14 +86,15 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "whole process, dsc bench --preset imagenet-train --threads 1, core 1 pinned; $rounds rounds (medians), $epochs epochs each (+1 warm-up)"
 printf "%-8s %10s %14s %22s %22s\n" file images/s "CPU us/image" "images/s vs image" "CPU/image vs image"
+ratios() {  # the per-round ratios of $1 to $2 (space-separated lists), one a line
+  local -a a b
+  read -r -a a <<<"$1"; read -r -a b <<<"$2"
+  for j in "${!a[@]}"; do awk -v x="${a[$j]}" -v y="${b[$j]}" 'BEGIN {print x / y}'; done
+}
 for n in "${names[@]}"; do
-  read -r -a a <<<"${ips[$n]}"; read -r -a b <<<"${ips[image]}"
-  read -r -a c <<<"${cpu[$n]}"; read -r -a d <<<"${cpu[image]}"
-  ri=$(for j in "${!a[@]}"; do awk -v x="${a[$j]}" -v y="${b[$j]}" 'BEGIN {print x / y}'; done | median)
-  rc=$(for j in "${!c[@]}"; do awk -v x="${c[$j]}" -v y="${d[$j]}" 'BEGIN {print x / y}'; done | median)
-  lo=$(for j in "${!c[@]}"; do awk -v x="${c[$j]}" -v y="${d[$j]}" 'BEGIN {print x / y}'; done | sort -g | head -1)
-  hi=$(for j in "${!c[@]}"; do awk -v x="${c[$j]}" -v y="${d[$j]}" 'BEGIN {print x / y}'; done | sort -g | tail -1)
-  printf "%-8s %10.0f %14.1f %22.3f %14.3f (%.3f-%.3f)\n" "$n" "$(echo ${ips[$n]} | tr ' ' '\n' | median)" \
-    "$(echo ${cpu[$n]} | tr ' ' '\n' | median)" "$ri" "$rc" "$lo" "$hi"
+  rc=$(ratios "${cpu[$n]}" "${cpu[image]}" | sort -g)
+  printf "%-8s %10.0f %14.1f %22.3f %14.3f (%.3f-%.3f)\n" "$n" "$(echo "${ips[$n]}" | tr ' ' '\n' | median)" \
+    "$(echo "${cpu[$n]}" | tr ' ' '\n' | median)" "$(ratios "${ips[$n]}" "${ips[image]}" | median)" \
+    "$(echo "$rc" | median)" "$(echo "$rc" | head -1)" "$(echo "$rc" | tail -1)"
 done
 taskset -c 1 "$build/bench/fields_bench" "$work/boxes.beton" boxes,category_id "$work/fixed.beton" emb 7 200
