@@ -38,11 +38,14 @@ const char* FieldTypeName(FieldType t) {
     case FieldType::kVarArray: return "var_array";
     case FieldType::kBytes: return "bytes";
     case FieldType::kText: return "text";
+    case FieldType::kMask: return "mask";
   }
   return "unknown";
 }
 bool IsFixedField(FieldType t) { return t == FieldType::kScalar || t == FieldType::kArray; }
-bool IsVarField(FieldType t) { return t == FieldType::kVarArray || t == FieldType::kBytes || t == FieldType::kText; }
+bool IsVarField(FieldType t) {
+  return t == FieldType::kVarArray || t == FieldType::kBytes || t == FieldType::kText || t == FieldType::kMask;
+}
 
 namespace {
 // Element size × the product of dims, or 0 when a dim is 0 or the product passes kMaxRowWidth.
@@ -70,7 +73,7 @@ std::string SchemaProblem(const Meta& m, bool typed) {
     const Field& f = m.fields[i];
     const std::string at = "field " + std::to_string(i) + " ('" + f.name + "')";
     const uint8_t t = uint8_t(f.type);
-    if (t < 1 || t > (typed ? 7 : 2)) return at + " has unknown type " + std::to_string(t);
+    if (t < 1 || t > (typed ? 8 : 2)) return at + " has unknown type " + std::to_string(t);
     if ((i == 0) != (f.type == FieldType::kImage)) return at + ": the first field must be the only image field";
     if (f.type == FieldType::kLabel) {
       if (others || ++labels > 2) return at + ": label fields (at most two) come right after the image";
@@ -80,6 +83,12 @@ std::string SchemaProblem(const Meta& m, bool typed) {
     if (typed) {
       if (f.name.empty() || f.name.size() > kMaxFieldName) return at + ": a name is 1 to 255 bytes";
       if (!names.insert(f.name).second) return at + ": the name is used twice";
+    }
+    if (f.type == FieldType::kMask) {
+      if (f.dtype != DType::kUInt8 || f.dims.size() != 1 || (f.dims[0] != 1 && f.dims[0] != 3))
+        return at + ": a mask is uint8 with 1 or 3 channels (dtype uint8, one dim: the channel count)";
+      if (!f.classes.empty()) return at + ": class names on a mask";
+      continue;
     }
     const bool numeric = f.type == FieldType::kScalar || f.type == FieldType::kArray || f.type == FieldType::kVarArray;
     if (numeric ? DTypeSize(f.dtype) == 0 : f.dtype != DType::kNone) return at + ": bad dtype " + std::to_string(int(f.dtype));
@@ -107,7 +116,7 @@ FieldLayout FieldLayout::Of(const Meta& m) {
     } else if (IsVarField(f.type)) {
       l.slot[i] = int(l.var.size());
       l.var.push_back(int(i));
-      l.width[i] = f.type == FieldType::kVarArray ? RowWidth(f.dtype, f.dims) : 1;
+      l.width[i] = f.type == FieldType::kVarArray ? RowWidth(f.dtype, f.dims) : 1;  // a mask: its PNG's bytes
     }
   }
   return l;
@@ -165,8 +174,27 @@ double ElementAsDouble(DType t, const uint8_t* p) {
   }
 }
 
+std::string MaskProblem(const Field& f, const uint8_t* v, uint64_t size, uint32_t image_w, uint32_t image_h) {
+  // The PNG signature, then the IHDR chunk: length 13, "IHDR", width, height (big-endian), bit depth,
+  // colour type (0 gray, 2 RGB, 3 palette, 4 gray + alpha, 6 RGB + alpha).
+  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size < 33 || std::memcmp(v, kSig, 8) != 0 || std::memcmp(v + 12, "IHDR", 4) != 0) return "not a PNG";
+  auto be32 = [&](size_t at) { return uint32_t(v[at]) << 24 | uint32_t(v[at + 1]) << 16 | uint32_t(v[at + 2]) << 8 | v[at + 3]; };
+  const uint32_t w = be32(16), h = be32(20), color = v[25];
+  const bool gray = color == 0 || color == 4, rgb = color == 2 || color == 6;
+  if (!gray && !rgb && color != 3) return "PNG colour type " + std::to_string(color) + " is not a PNG's";
+  if (f.dims.size() == 1 && f.dims[0] == 1 && rgb) return "an RGB PNG for a 1-channel mask";
+  if (f.dims.size() == 1 && f.dims[0] == 3 && gray) return "a gray PNG for a 3-channel mask";
+  if (image_w && (w != image_w || h != image_h))
+    return "a " + std::to_string(w) + "x" + std::to_string(h) + " mask for a " + std::to_string(image_w) + "x" +
+           std::to_string(image_h) + " image";
+  return "";
+}
+
 std::string ValueProblem(const Field& f, uint64_t width, const uint8_t* v, uint64_t size) {
   switch (f.type) {
+    case FieldType::kMask:
+      return MaskProblem(f, v, size, 0, 0);
     case FieldType::kText:
       if (!IsUtf8(std::string_view(reinterpret_cast<const char*>(v), size))) return "not UTF-8";
       return "";

@@ -48,6 +48,11 @@ struct FieldLayout {
 // One element of `t` at p (little-endian) as a double (int64 beyond 2^53 rounds; float16 exactly).
 double ElementAsDouble(DType t, const uint8_t* p);
 
+// Why `value` (size bytes) is not a valid mask of field `f` for an image_w x image_h primary image
+// (0 x 0: any size): the PNG header's signature, colour type against the channels, and size. Does not
+// decode the pixels (that needs a PNG decoder; the reader names a stream that fails to decode).
+std::string MaskProblem(const Field& f, const uint8_t* value, uint64_t size, uint32_t image_w, uint32_t image_h);
+
 // Why `value` is not a valid value of field `f` (length, UTF-8, bool bytes, class range); empty when
 // it is. `value` is a fixed field's row or a variable field's bytes.
 std::string ValueProblem(const Field& f, uint64_t width, const uint8_t* value, uint64_t size);

@@ -345,7 +345,9 @@ class Inspector {
         const Field& fd = v.meta_.fields[size_t(f)];
         if (fd.type == FieldType::kBytes || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool)) continue;
         const FileView::VarRef r = v.VarValue(size_t(f), i);
-        const std::string why = ValueProblem(fd, l.width[size_t(f)], src_.Read(r.offset, r.size, &scratch_), r.size);
+        const uint8_t* p = src_.Read(r.offset, r.size, &scratch_);
+        const std::string why = fd.type == FieldType::kMask ? MaskProblem(fd, p, r.size, v.entry(i).width, v.entry(i).height)
+                                                            : ValueProblem(fd, l.width[size_t(f)], p, r.size);
         if (!why.empty()) Add({"data", int64_t(v.entry(i).block), int64_t(i), "field '" + fd.name + "': " + why});
       }
     }

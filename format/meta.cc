@@ -128,7 +128,7 @@ Meta DecodeMeta(const uint8_t* p, size_t n, bool typed) {
     throw Error("meta: field count " + std::to_string(fields) + " (expected 2 or 3)");
   if (typed && (fields < 1 || fields > kMaxFields))
     throw Error("meta: field count " + std::to_string(fields) + " (expected 1 to " + std::to_string(kMaxFields) + ")");
-  const uint8_t max_type = typed ? uint8_t(FieldType::kText) : uint8_t(FieldType::kLabel);
+  const uint8_t max_type = typed ? uint8_t(FieldType::kMask) : uint8_t(FieldType::kLabel);
   for (uint32_t i = 0; i < fields; ++i) {
     Field f;
     uint8_t type = c.u8("field type");

@@ -9,7 +9,10 @@
 namespace dsc::format {
 
 // 1, 2: every version; 3..7: typed fields (format 1.2, incompat bit 0; format/fields.h).
-enum class FieldType : uint8_t { kImage = 1, kLabel = 2, kScalar = 3, kArray = 4, kVarArray = 5, kBytes = 6, kText = 7 };
+enum class FieldType : uint8_t {
+  kImage = 1, kLabel = 2, kScalar = 3, kArray = 4, kVarArray = 5, kBytes = 6, kText = 7,
+  kMask = 8,  // a lossless image (PNG) of the primary image's size that follows its geometry
+};
 
 // Element types of scalars and arrays (format 1.2); kNone for the other field types.
 enum class DType : uint8_t {
@@ -25,7 +28,7 @@ struct Field {
   std::string name;
   std::vector<std::string> classes;  // classes[i] names label value i; empty when unnamed
   DType dtype = DType::kNone;        // scalars and arrays
-  std::vector<uint32_t> dims;        // fixed array: shape; variable array: trailing shape
+  std::vector<uint32_t> dims;        // fixed array: shape; variable array: trailing shape; mask: {channels}
 };
 
 struct Meta {

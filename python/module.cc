@@ -285,7 +285,7 @@ class PyLoader {
     for (size_t k = 0; k < b->field_count; ++k) {
       const dsc::FieldColumn& c = b->fields[k];
       const auto type = dsc::format::FieldType(c.type);
-      const bool fixed = dsc::format::IsFixedField(type);
+      const bool fixed = c.offsets == nullptr;  // fixed fields, and masks at the batch's image size
       const std::string dt = c.dtype ? dsc::format::DTypeName(dsc::format::DType(c.dtype)) : "uint8";
       const size_t es = c.dtype ? dsc::format::DTypeSize(dsc::format::DType(c.dtype)) : 1;
       const uint64_t bytes = fixed ? uint64_t(b->size) * c.elem_bytes : c.offsets[b->size];

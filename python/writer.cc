@@ -28,7 +28,7 @@ class PyWriter {
       f.dims = shape;
       f.classes = classes;
       bool known = false;
-      for (uint8_t t = 1; t <= 7; ++t)
+      for (uint8_t t = 1; t <= 8; ++t)
         if (type == dsc::format::FieldTypeName(dsc::format::FieldType(t))) f.type = dsc::format::FieldType(t), known = true;
       if (!known) throw dsc::OptionError("field '" + name + "': unknown type '" + type + "'");
       if (!dtype.empty() && !dsc::format::ParseDType(dtype, &f.dtype))
@@ -52,7 +52,8 @@ class PyWriter {
   }
 
   // values: name -> (kind, data, width, height, dtype): kind "image" (encoded bytes), "pixels" (RGB
-  // HWC uint8, width x height), "raw" (little-endian elements of dtype), "bytes", "text" (UTF-8).
+  // HWC uint8, width x height), "mask" (H x W x C values; C in the dtype slot), "raw" (little-endian
+  // elements of dtype), "bytes", "text" (UTF-8).
   void Add(const py::dict& values) {
     dsc::Sample s;
     for (const auto& [k, v] : values) {
@@ -64,6 +65,7 @@ class PyWriter {
       std::vector<uint8_t> bytes(p, p + size_t(b.size) * size_t(b.itemsize));
       if (kind == "image") s.SetImage(name, std::move(bytes));
       else if (kind == "pixels") s.SetPixels(name, std::move(bytes), t[2].cast<int>(), t[3].cast<int>());
+      else if (kind == "mask") s.SetMask(name, std::move(bytes), t[2].cast<int>(), t[3].cast<int>(), t[4].cast<int>());
       else if (kind == "bytes") s.SetBytes(name, std::move(bytes));
       else if (kind == "text") s.SetText(name, std::string(bytes.begin(), bytes.end()));
       else if (kind == "raw") {

@@ -5,6 +5,7 @@
 
 #include "format/error.h"
 #include "kernels/geometry.h"
+#include "kernels/png_codec.h"
 
 namespace dsc {
 
@@ -35,8 +36,12 @@ std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<st
 BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
                         const kernels::AugmentSpec& spec, uint64_t seed) {
   BoxGeometry g;
-  if (names.empty()) return g;
+  g.spec = spec;
+  g.seed = seed;
   const auto& fs = v.meta().fields;
+  for (size_t k = 0; k < fields.size(); ++k)
+    if (fs[fields[k]].type == format::FieldType::kMask) g.masks.push_back(k);
+  if (names.empty()) return g;
   for (size_t n = 0; n < names.size(); ++n) {
     size_t k = 0;
     while (k < fields.size() && fs[fields[k]].name != names[n]) ++k;
@@ -54,8 +59,6 @@ BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fi
       g.companions.push_back(k);
     }
   }
-  g.spec = spec;
-  g.seed = seed;
   return g;
 }
 
@@ -121,6 +124,49 @@ void ApplyGeometry(const format::FileView& v, const std::vector<size_t>& fields,
   }
 }
 
+// Decodes mask column k's PNGs (read into b->field_data[k] with offsets) and replaces them with the
+// masks as the batch's images were drawn: [len, H, W(, C)] uint8.
+void ApplyMaskGeometry(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
+                       const BoxGeometry& g, uint64_t epoch, size_t k) {
+  const format::Field& fd = v.meta().fields[fields[k]];
+  const int ch = int(fd.dims[0]);
+  const bool crop = g.spec.crop != kernels::CropMode::kNone;
+  int out_w = crop ? g.spec.out_w : 0, out_h = crop ? g.spec.out_h : 0;
+  if (!crop && len > 0) {  // the loader refuses files of mixed sizes without a crop: sample 0's size is every one's
+    out_w = v.entry(b->indices[0]).width;
+    out_h = v.entry(b->indices[0]).height;
+  }
+  const size_t plane = size_t(out_w) * size_t(out_h) * size_t(ch);
+  std::vector<uint8_t> out(plane * len), px;
+  const auto& png = b->field_data[k];
+  const auto& off = b->field_offsets[k];
+  for (uint32_t j = 0; j < len; ++j) {
+    const uint64_t index = b->indices[j];
+    const format::IndexEntry e = v.entry(index);
+    const std::string at = v.name() + ": sample " + std::to_string(index) + ": mask '" + fd.name + "'";
+    if (const std::string why = format::MaskProblem(fd, png.data() + off[j], off[j + 1] - off[j], e.width, e.height); !why.empty())
+      throw Error(at + ": " + why);
+    int w = 0, h = 0;
+    std::string err;
+    if (!kernels::DecodePngMask(png.data() + off[j], size_t(off[j + 1] - off[j]), ch, uint64_t(e.width) * e.height, &px, &w, &h, &err))
+      throw Error(at + ": " + err);
+    kernels::CropRect rect;
+    kernels::SampleParams p;
+    kernels::MakeParams(g.spec, e.width, e.height, g.seed, epoch, index, &rect, &p);  // the draw its image had
+    kernels::TransformMask(p, out_w, out_h, px.data(), w, h, w * ch, ch, 0, out.data() + plane * j);
+  }
+  b->field_data[k] = std::move(out);
+  auto& shape = b->field_shapes[k];
+  shape = {uint32_t(out_h), uint32_t(out_w)};
+  if (ch == 3) shape.push_back(3);
+  FieldColumn& c = b->field_columns[k];
+  c.data = b->field_data[k].data();
+  c.offsets = nullptr;
+  c.shape = shape.data();
+  c.ndim = shape.size();
+  c.elem_bytes = plane;
+}
+
 }  // namespace
 
 void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
@@ -130,6 +176,7 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
   b->field_data.resize(fields.size());
   b->field_offsets.resize(fields.size());
   b->field_columns.resize(fields.size());
+  b->field_shapes.resize(fields.size());
   std::vector<uint8_t> scratch;
   for (size_t k = 0; k < fields.size(); ++k) {
     const size_t f = fields[k];
@@ -166,6 +213,7 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
     c.data = data.data();
   }
   if (geo.active()) ApplyGeometry(v, fields, len, b, geo, epoch);
+  for (size_t k : geo.masks) ApplyMaskGeometry(v, fields, len, b, geo, epoch, k);
 }
 
 }  // namespace dsc

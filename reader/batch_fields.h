@@ -18,23 +18,29 @@ namespace dsc {
 // file (not the image and labels) when `names` is empty. OptionError for a name the file lacks.
 std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names);
 
-// Joint geometry (LoaderOptions::boxes): which delivered fields follow the image, and how it was drawn.
+// Joint geometry: which delivered fields follow the image (LoaderOptions::boxes, and every mask), and
+// how it was drawn.
 struct BoxGeometry {
   static constexpr size_t kNone = SIZE_MAX;
   size_t boxes = kNone;             // position of the box field among the delivered fields
   std::vector<size_t> companions;   // positions of the per-box fields
+  std::vector<size_t> masks;        // positions of the mask fields (format 1.2 type 8)
   kernels::AugmentSpec spec;        // the loader's whole augmentation (what MakeParams drew from)
   uint64_t seed = 0;
   bool active() const { return boxes != kNone; }
+  bool moves_fields() const { return active() || !masks.empty(); }
 };
 // Checks `names` against the file and the delivered `fields`: the first a variable float32 array of
-// trailing shape [4], the others variable fields; OptionError naming the field otherwise.
+// trailing shape [4], the others variable fields; OptionError naming the field otherwise. Notes every
+// delivered mask, which always follows its image.
 BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
                         const kernels::AugmentSpec& spec, uint64_t seed);
 
 // Fills b's field columns for its first `len` samples (b->indices). With `geo` active, the boxes of each
 // sample are mapped through the parameters its image was drawn with (epoch `epoch`), those left
-// without area dropped, with the same rows of the companion fields.
+// without area dropped, with the same rows of the companion fields. Masks are decoded and take the
+// same crop, resize, flip and translate (nearest neighbour): a fixed column [len, H, W] (or
+// [len, H, W, 3]) of the batch's image size.
 void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
                       const BoxGeometry& geo = {}, uint64_t epoch = 0);
 

@@ -48,6 +48,7 @@ struct BatchBuffer {
   std::vector<std::vector<uint8_t>> field_data;
   std::vector<std::vector<uint64_t>> field_offsets;
   std::vector<FieldColumn> field_columns;
+  std::vector<std::vector<uint32_t>> field_shapes;  // masks: the batch's [H, W(, C)]
   Batch batch;
 };
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <vector>
 
@@ -143,6 +145,113 @@ TEST(BoxGeometry, BadDeclarationsAreRefused) {
   } catch (const OptionError& e) {
     EXPECT_NE(std::string(e.what()).find("random_rotation"), std::string::npos) << e.what();
   }
+}
+
+// Masks (format 1.2 type 8): images of coloured blocks, each mask holding its block's class. After the
+// loader's crop, flip and translate, every output pixel away from a block edge must show the colour of
+// the class its mask names: the mask followed its image, nearest-neighbour, never blended.
+constexpr uint8_t kClassColour[5][3] = {{0, 0, 0}, {255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {255, 255, 0}};
+
+void MakeMaskFile(const std::string& path, size_t n) {
+  WriterOptions wo;
+  wo.encode.encoding = "raw";
+  wo.threads = 2;
+  Writer w(path, {ImageField("image"), MaskField("mask")}, wo);
+  for (size_t i = 0; i < n; ++i) {
+    const int iw = 70 + int(i % 4) * 9, ih = 50 + int(i % 3) * 11;
+    std::vector<uint8_t> px(size_t(iw) * ih * 3), mask(size_t(iw) * ih);
+    for (int y = 0; y < ih; ++y)
+      for (int x = 0; x < iw; ++x) {
+        // Blocks of 9 to 17 pixels, a class each, shifted per sample.
+        const int bx = (x + int(i) * 3) / (9 + int(i % 9)), by = (y + int(i)) / (10 + int(i % 7));
+        const uint8_t c = uint8_t((bx * 3 + by * 2 + int(i)) % 5);
+        mask[size_t(y) * iw + x] = c;
+        std::memcpy(&px[(size_t(y) * iw + x) * 3], kClassColour[c], 3);
+      }
+    dsc::Sample v;
+    v.SetPixels("image", std::move(px), iw, ih);
+    v.SetMask("mask", std::move(mask), iw, ih);
+    w.Add(std::move(v));
+  }
+  w.Close();
+}
+
+TEST(MaskGeometry, MasksFollowTheirImageThroughCropFlipAndTranslate) {
+  const std::string path = ScratchDir() + "/masks.beton";
+  MakeMaskFile(path, 60);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.seed = 5;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.augment.crop = kernels::CropMode::kRandomResized;
+  o.augment.out_w = 40;
+  o.augment.out_h = 36;
+  o.augment.scale_min = 0.2f;
+  o.augment.flip = true;
+  o.augment.translate = 3;
+  size_t checked = 0, wrong = 0, samples = 0, flat = 0;
+  Loader l(path, o);
+  for (const Batch& b : l.epoch(1)) {
+    ASSERT_EQ(b.field_count, 1u);
+    const FieldColumn& m = b.fields[0];
+    ASSERT_EQ(m.offsets, nullptr);
+    ASSERT_EQ(m.ndim, 2u);
+    ASSERT_EQ(m.shape[0], 36u);
+    ASSERT_EQ(m.shape[1], 40u);
+    for (uint32_t j = 0; j < b.size; ++j) {
+      samples += !b.padding[j];
+      const uint8_t* img = b.images_as<uint8_t>() + size_t(j) * 40 * 36 * 3;
+      const uint8_t* mask = m.data + size_t(j) * 40 * 36;
+      bool varied = false;
+      for (int y = 2; y < 34; ++y)
+        for (int x = 2; x < 38; ++x) {
+          const uint8_t c = mask[y * 40 + x];
+          ASSERT_LT(c, 5) << "sample " << b.indices[j] << ": a value no mask holds (blended?)";
+          varied |= c != mask[0];
+          bool interior = true;  // the 5x5 around it in one class: the resize filter saw one colour
+          for (int dy = -2; dy <= 2 && interior; ++dy)
+            for (int dx = -2; dx <= 2; ++dx) interior &= mask[(y + dy) * 40 + x + dx] == c;
+          if (!interior) continue;
+          ++checked;
+          const uint8_t* p = img + (size_t(y) * 40 + x) * 3;
+          for (int k = 0; k < 3; ++k)
+            if (std::abs(int(p[k]) - int(kClassColour[c][k])) > 8) {
+              ++wrong;
+              break;
+            }
+        }
+      flat += !varied;
+    }
+  }
+  EXPECT_EQ(samples, 60u);
+  EXPECT_GT(checked, 20000u);
+  EXPECT_LT(flat, 10u) << "crops too small to see the geometry";
+  EXPECT_EQ(wrong, 0u) << "of " << checked << " interior pixels";
+}
+
+TEST(MaskGeometry, AMaskOfAnotherSizeIsRefusedNamingSampleAndField) {
+  const std::string path = ScratchDir() + "/bad.beton";
+  Writer w(path, {ImageField("image"), MaskField("seg")});
+  dsc::Sample ok;
+  ok.SetPixels("image", std::vector<uint8_t>(8 * 6 * 3, 7), 8, 6);
+  ok.SetMask("seg", std::vector<uint8_t>(8 * 6, 1), 8, 6);
+  w.Add(std::move(ok));
+  dsc::Sample bad;
+  bad.SetPixels("image", std::vector<uint8_t>(8 * 6 * 3, 7), 8, 6);
+  bad.SetMask("seg", std::vector<uint8_t>(6 * 8, 1), 6, 8);
+  w.Add(std::move(bad));
+  try {
+    w.Close();
+    ADD_FAILURE() << "a 6x8 mask for an 8x6 image was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("sample 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("'seg'"), std::string::npos) << m;
+    EXPECT_NE(m.find("6x8"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a partial file was left";
 }
 
 }  // namespace

@@ -56,8 +56,8 @@ std::string Base64(const uint8_t* p, size_t n) {
 }
 
 // Sample i's typed fields (format 1.2) as one JSON object: numbers and nested lists, text as a
-// string, bytes as base64.
-std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string& file) {
+// string, bytes as base64, a mask as the name of its PNG (written into `dir` as stored).
+std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string& file, const std::filesystem::path& dir) {
   nlohmann::ordered_json j;
   j["file"] = file;
   j["index"] = i;
@@ -70,7 +70,14 @@ std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string&
     } else if (format::IsVarField(fd.type)) {
       const auto r = v.VarValue(f, i);
       const uint8_t* p = r.size ? v.source().Read(r.offset, r.size, &scratch) : nullptr;
-      if (fd.type == format::FieldType::kText) {
+      if (fd.type == format::FieldType::kMask) {
+        char name[64];
+        std::snprintf(name, sizeof name, "%08llu.%zu.png", (unsigned long long)i, f);
+        std::ofstream png(dir / name, std::ios::binary);
+        png.write(reinterpret_cast<const char*>(p), std::streamsize(r.size));
+        if (!png) throw Error((dir / name).string() + ": write failed");
+        j[fd.name] = name;
+      } else if (fd.type == format::FieldType::kText) {
         j[fd.name] = std::string(reinterpret_cast<const char*>(p), r.size);
       } else if (fd.type == format::FieldType::kBytes) {
         j[fd.name] = Base64(p, r.size);
@@ -259,7 +266,7 @@ int CmdExport(int argc, char** argv) {
         labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? TsvField(cls[size_t(e.label[f - 1])]) : "");
       }
       labels << "\n";
-      if (typed) fields << FieldsJson(ds.view(), i, name);
+      if (typed) fields << FieldsJson(ds.view(), i, name, stage.path());
     }
     labels.close();
     if (!labels) throw Error(out + "/labels.tsv: write failed");

@@ -22,7 +22,9 @@ void PrintTypedFields(const Dataset& ds, const DatasetSummary& s) {
   for (size_t f = 1 + m.label_field_count(); f < m.fields.size() && f < s.fields.size(); ++f) {
     const format::Field& fd = m.fields[f];
     std::string type = format::FieldTypeName(fd.type);
-    if (fd.dtype != format::DType::kNone) {
+    if (fd.type == format::FieldType::kMask) {
+      type += fd.dims.size() == 1 && fd.dims[0] == 3 ? ", 3 channels, PNG" : ", 1 channel, PNG";
+    } else if (fd.dtype != format::DType::kNone) {
       type += std::string(" ") + format::DTypeName(fd.dtype);
       if (fd.type == format::FieldType::kArray || fd.type == format::FieldType::kVarArray) {
         type += "[";

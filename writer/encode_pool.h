@@ -19,6 +19,7 @@
 #include "format/layout.h"
 #include "format/optional.h"
 #include "writer/encoder.h"
+#include "writer/mask_store.h"
 #include "writer/source.h"
 
 namespace dsc::writer {
@@ -27,6 +28,7 @@ namespace dsc::writer {
 // in sample order. Output order is therefore the source order whatever the thread count.
 struct Slot {
   Encoded enc;
+  std::vector<std::vector<uint8_t>> masks;  // the item's masks as stored (writer/mask_store.h)
   int32_t labels[2] = {0, 0};
   std::string error;    // non-empty: the sample failed
   bool machine = false;  // ... because of the machine (EnvironmentError, out of memory): never skipped
@@ -34,7 +36,7 @@ struct Slot {
 
 class WindowPool {
  public:
-  WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src) {
+  WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src), max_pixels_(opt.max_pixels) {
     for (int t = 0; t < threads; ++t) encoders_.emplace_back(std::make_unique<Encoder>(opt));
     try {
       for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Loop(t); });
@@ -98,6 +100,7 @@ class WindowPool {
       try {
         src_.Load(first_ + i, &item);
         encoders_[size_t(t)]->Encode(item, &s.enc);
+        if (!item.masks.empty()) StoreMasks(item, s.enc, max_pixels_, &s.masks);
         s.labels[0] = item.label[0];
         s.labels[1] = item.label[1];
       } catch (const EnvironmentError& e) {
@@ -113,6 +116,7 @@ class WindowPool {
   }
 
   const Source& src_;
+  const uint64_t max_pixels_;
   std::vector<std::unique_ptr<Encoder>> encoders_;
   std::vector<std::thread> workers_;
   std::mutex mu_;

@@ -15,12 +15,23 @@ struct LabelField {
   std::vector<std::string> classes;  // classes[i] names value i; may be empty
 };
 
+// A mask (format 1.2's type 8) that travels with the sample's image: a PNG, or raw pixels.
+struct MaskInput {
+  std::string field;            // its name, for messages
+  int channels = 1;             // the field's: 1 or 3
+  bool is_pixels = false;       // true: `bytes` holds width*height*channels values
+  int width = 0, height = 0;    // for pixels
+  std::vector<uint8_t> bytes;
+  std::string where;            // names the file it came from, when it did ("" otherwise)
+};
+
 struct SourceItem {
   bool is_pixels = false;       // true: `bytes` holds width*height*3 RGB pixels; false: an encoded file
   int width = 0, height = 0;    // for pixels
   std::vector<uint8_t> bytes;
   int32_t label[2] = {0, 0};
   std::string where;            // names the sample in messages: a path, or "FILE record N"
+  std::vector<MaskInput> masks;  // typed files only (dsc::Writer)
 };
 
 class Source {

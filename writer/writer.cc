@@ -31,6 +31,9 @@ Field VarArrayField(std::string name, DType dtype, std::vector<uint32_t> trailin
 }
 Field BytesField(std::string name) { return {FieldType::kBytes, std::move(name), {}, DType::kNone, {}}; }
 Field TextField(std::string name) { return {FieldType::kText, std::move(name), {}, DType::kNone, {}}; }
+Field MaskField(std::string name, int channels) {
+  return {FieldType::kMask, std::move(name), {}, DType::kUInt8, {uint32_t(channels)}};
+}
 
 void Sample::SetImage(const std::string& name, std::vector<uint8_t> encoded) {
   Value v;
@@ -45,6 +48,16 @@ void Sample::SetPixels(const std::string& name, std::vector<uint8_t> rgb, int wi
   v.height = height;
   v.channels = 3;
   v.bytes = std::move(rgb);
+  values_[name] = std::move(v);
+}
+
+void Sample::SetMask(const std::string& name, std::vector<uint8_t> values, int width, int height, int channels) {
+  Value v;
+  v.pixels = true;
+  v.width = width;
+  v.height = height;
+  v.channels = channels;
+  v.bytes = std::move(values);
   values_[name] = std::move(v);
 }
 
@@ -94,6 +107,8 @@ struct Writer::Impl {
     threads = options.threads > 0 ? options.threads : kernels::UsableCores();
     window = size_t(64) * size_t(threads);
     if (typed) builder.SetTyped(layout);
+    for (size_t f = 0; f < meta.fields.size(); ++f)
+      if (meta.fields[f].type == FieldType::kMask) mask_slots.push_back(size_t(layout.slot[f]));
     if (options.encode.restart_enabled()) {
       const auto rp = options.encode.restart_policy();
       restart.mode = rp.fixed ? format::RestartStats::kFixed : format::RestartStats::kAuto;
@@ -156,6 +171,22 @@ struct Writer::Impl {
           std::memcpy(row->fixed.data() + fixed_at, v.bytes.data(), width);
           fixed_at += width;
           break;
+        case FieldType::kMask: {
+          expect(v.dtype == DType::kNone && !v.text && !v.bytes.empty(), "a mask (PNG bytes or values)");
+          if (v.pixels && v.channels != int(fd.dims[0]))
+            throw Error(At(i, fd) + ": " + std::to_string(v.channels) + "-channel values for a " + std::to_string(fd.dims[0]) +
+                        "-channel mask");
+          writer::MaskInput m;
+          m.field = fd.name;
+          m.channels = int(fd.dims[0]);
+          m.is_pixels = v.pixels;
+          m.width = v.width;
+          m.height = v.height;
+          m.bytes = std::move(v.bytes);
+          m.where = v.where;
+          item->masks.push_back(std::move(m));
+          continue;  // checked and stored by the encode threads (writer/mask_store.h)
+        }
         case FieldType::kVarArray:
           expect(v.dtype == fd.dtype, std::string(format::DTypeName(fd.dtype)) + " values, got " + format::DTypeName(v.dtype));
           [[fallthrough]];
@@ -189,6 +220,7 @@ struct Writer::Impl {
         ++dropped;
         continue;
       }
+      for (size_t k = 0; k < mask_slots.size(); ++k) rows[i].var[mask_slots[k]] = std::move(slots[i].masks[k]);
       builder.Add(slots[i].enc, slots[i].labels, typed ? &rows[i] : nullptr);
       writer::CountRestart(slots[i].enc, &restart);
     }
@@ -209,6 +241,7 @@ struct Writer::Impl {
   WindowSource src;
   std::unique_ptr<writer::WindowPool> pool;
   std::vector<writer::TypedRow> rows;
+  std::vector<size_t> mask_slots;  // the var slot of each mask field, in field order
   std::vector<writer::Slot> slots;
   format::RestartStats restart;
   uint64_t added = 0, dropped = 0;
@@ -226,6 +259,10 @@ Writer::Writer(const std::string& path, Schema schema, WriterOptions options) {
   format::Meta m;
   m.fields = schema;
   if (const std::string why = format::SchemaProblem(m, m.typed()); !why.empty()) throw Error(path + ": schema: " + why);
+  for (const auto& f : schema)
+    if (f.type == FieldType::kMask && (options.encode.max_resolution > 0 || options.encode.center_crop > 0))
+      throw OptionError(path + ": mask '" + f.name + "': masks keep their image's pixels, so max_resolution and center_crop "
+                        "are not supported with them (resize the images and masks beforehand)");
   impl_ = std::make_unique<Impl>(path, std::move(schema), std::move(options));
 }
 

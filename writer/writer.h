@@ -38,6 +38,8 @@ format::Field ArrayField(std::string name, format::DType dtype, std::vector<uint
 format::Field VarArrayField(std::string name, format::DType dtype, std::vector<uint32_t> trailing_shape = {});
 format::Field BytesField(std::string name);
 format::Field TextField(std::string name);
+// A mask of the image's size (1 or 3 channels, stored as PNG) that follows the image's geometry when loaded.
+format::Field MaskField(std::string name, int channels = 1);
 
 // The C++ element type of each dtype (float16 is passed as its uint16_t bits, through SetRaw).
 template <class T> constexpr format::DType DTypeOf();
@@ -60,14 +62,17 @@ class Sample {
   struct Value {
     format::DType dtype = format::DType::kNone;  // kNone: bytes, text or an image
     bool text = false;
-    bool pixels = false;         // image: raw HWC uint8 pixels of width × height × channels
+    bool pixels = false;         // image or mask: raw HWC uint8 pixels of width × height × channels
     int width = 0, height = 0, channels = 0;
     std::vector<uint8_t> bytes;  // little-endian elements, an encoded image, or UTF-8
+    std::string where;           // the file the value came from, when it did (named in errors)
   };
 
-  // An encoded image (JPEG, PNG, ...; what `dsc build` accepts), or 3-channel pixels.
+  // An encoded image (JPEG, PNG, ...; what `dsc build` accepts; a mask: PNG only), or 3-channel pixels.
   void SetImage(const std::string& name, std::vector<uint8_t> encoded);
   void SetPixels(const std::string& name, std::vector<uint8_t> rgb, int width, int height);
+  // A mask's values: width × height × channels bytes (the field's channel count), rows packed.
+  void SetMask(const std::string& name, std::vector<uint8_t> values, int width, int height, int channels = 1);
   void SetLabel(const std::string& name, int32_t value) { SetScalar<int32_t>(name, value); }
   template <class T>
   void SetScalar(const std::string& name, T value) { SetArray<T>(name, &value, 1); }

@@ -6,7 +6,10 @@
         w.add({"image": jpeg_bytes_or_PIL_image, "label": 1, "boxes": np.zeros((3, 4), "float32"),
                "embedding": emb, "score": 0.5, "caption": "a cat", "raw": b"..."})
 
-Types: "image" (the first field; JPEG/PNG bytes, a PIL image or an H x W x 3 uint8 array), "label"
+Types: "image" (the first field; JPEG/PNG bytes, a PIL image or an H x W x 3 uint8 array), "mask" or
+"mask[3]" (a 1- or 3-channel map of the image's size: an H x W (x 3) uint8 array, a PIL image of mode L
+or P (palette indices are kept) or PNG bytes; stored losslessly, it follows the image's crops and flips
+when loaded, nearest-neighbour), "label"
 (an int32 class; ("label", class_names) names them), a dtype ("int8" .. "uint64", "float16",
 "float32", "float64", "bool") for a scalar, "DTYPE[D1,D2]" for a fixed-shape array, "DTYPE[*,D2]" for
 a variable first dimension, "bytes", "text". ("DTYPE", class_names) names an integer scalar's values.
@@ -28,6 +31,8 @@ def _parse_type(name, spec):
         raise TypeError(f"field {name!r}: type must be a str such as 'float32[*,4]', got {spec!r}")
     if spec in ("image", "label", "text", "bytes"):
         return (name, spec, "", [], classes)
+    if spec in ("mask", "mask[1]", "mask[3]"):
+        return (name, "mask", "uint8", [3 if spec == "mask[3]" else 1], classes)
     base, _, rest = spec.partition("[")
     if base not in _DTYPES:
         raise ValueError(f"field {name!r}: unknown type {spec!r} (image, label, text, bytes, a dtype, DTYPE[D,..], DTYPE[*,D,..])")
@@ -44,6 +49,25 @@ def _parse_type(name, spec):
     except ValueError:
         raise ValueError(f"field {name!r}: bad shape in {spec!r}") from None
     return (name, "var_array" if var else "array", base, shape, classes)
+
+
+def _mask_value(name, v, channels):
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return ("image", bytes(v), 0, 0, "")  # PNG bytes, checked and kept as they are
+    if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: L or P keep their values, RGB for mask[3]
+        if channels == 1 and v.mode not in ("L", "P", "1"):
+            raise TypeError(f"field {name!r}: a 1-channel mask from a PIL image of mode {v.mode} (expected L or P)")
+        if channels == 3 and v.mode != "RGB":
+            v = v.convert("RGB")
+        v = _np.asarray(v, dtype=_np.uint8)
+    a = _np.asarray(v)
+    if a.dtype == _np.bool_:
+        a = a.astype(_np.uint8)
+    if a.dtype != _np.uint8 or not (a.ndim == 2 and channels == 1 or a.ndim == 3 and a.shape[2] == channels):
+        want = "H x W" if channels == 1 else "H x W x 3"
+        raise TypeError(f"field {name!r}: a mask is PNG bytes, a PIL image or an {want} uint8 array, got "
+                        f"{getattr(a, 'dtype', type(v).__name__)} of shape {getattr(a, 'shape', None)}")
+    return ("mask", _np.ascontiguousarray(a).tobytes(), a.shape[1], a.shape[0], channels)
 
 
 def _image_value(name, v):
@@ -80,6 +104,8 @@ class Writer:
             v = sample[name]
             if kind == "image":
                 values[name] = _image_value(name, v)
+            elif kind == "mask":
+                values[name] = _mask_value(name, v, shape[0])
             elif kind == "label":
                 values[name] = ("raw", _np.asarray([int(v)], dtype="<i4").tobytes(), 0, 0, "int32")
             elif kind == "text":
