@@ -1,0 +1,112 @@
+"""Masks (format 1.2 type 8) from Python: every input form stored losslessly, masks following their
+image's crop and flip in dict batches, bad masks named, and the segmentation example learning."""
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import dsc
+
+COLOURS = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]], np.uint8)
+
+
+def _scene(i, w=72, h=56):
+    """Blocks of classes 0..4; the image paints each class in its colour."""
+    y, x = np.mgrid[0:h, 0:w]
+    mask = (((x + 3 * i) // (9 + i % 5)) * 3 + ((y + i) // (8 + i % 4)) * 2 + i) % 5
+    return COLOURS[mask], mask.astype(np.uint8)
+
+
+def _png(mask, mode):
+    img = Image.fromarray(mask, "L")
+    if mode == "P":
+        img = img.convert("P")  # a palette image whose indices are the classes
+        img.putpalette(sum(([v, 255 - v, v // 2] for v in range(256)), []))
+        img.putdata(mask.ravel().tolist())
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_every_mask_form_is_stored_losslessly(tmp_path):
+    forms = ["array", "pil_L", "pil_P", "png_L", "png_P", "bool"]
+    masks = []
+    with dsc.Writer(tmp_path / "m.beton", {"image": "image", "mask": "mask"}, encoding="raw") as w:
+        for i, form in enumerate(forms):
+            img, mask = _scene(i)
+            if form == "bool":
+                mask = (mask > 2).astype(np.uint8)
+            masks.append(mask)
+            value = {"array": mask, "pil_L": Image.fromarray(mask, "L"), "bool": mask.astype(bool),
+                     "pil_P": Image.open(io.BytesIO(_png(mask, "P"))), "png_L": _png(mask, "L"),
+                     "png_P": _png(mask, "P")}[form]
+            w.add({"image": img, "mask": value})
+    loader = dsc.Loader(tmp_path / "m.beton", batch_size=len(forms), order="sequential", dtype="uint8", layout="NHWC")
+    b = next(iter(loader))
+    assert tuple(b["mask"].shape) == (len(forms), 56, 72) and b["mask"].dtype.is_floating_point is False
+    for i, form in enumerate(forms):
+        np.testing.assert_array_equal(b["mask"][i].numpy(), masks[i], err_msg=form)
+    # dsc export writes each mask as the PNG stored, which PIL reads back to the same values.
+    out = tmp_path / "exp"
+    subprocess.run([os.environ.get("DSC_BINARY", "dsc"), "export", str(tmp_path / "m.beton"), "--out", str(out)], check=True,
+                   capture_output=True)
+    rows = [__import__("json").loads(line) for line in (out / "fields.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        np.testing.assert_array_equal(np.asarray(Image.open(out / row["mask"])), masks[i])
+
+
+def test_masks_follow_their_image_through_crop_and_flip(tmp_path):
+    with dsc.Writer(tmp_path / "m.beton", {"image": "image", "mask": "mask"}, encoding="raw") as w:
+        for i in range(24):
+            img, mask = _scene(i, 64 + 4 * (i % 3), 50)
+            w.add({"image": img, "mask": mask})
+    loader = dsc.Loader(tmp_path / "m.beton", batch_size=8, crop="random_resized", out_size=40, scale=(0.2, 1.0), flip=True,
+                        dtype="uint8", layout="NHWC", seed=4)
+    checked = 0
+    for b in loader:
+        imgs, masks = b["image"].numpy(), b["mask"].numpy()
+        for img, mask in zip(imgs, masks):
+            assert mask.max() < 5
+            for y in range(2, 38):
+                for x in range(2, 38):
+                    win = mask[y - 2:y + 3, x - 2:x + 3]
+                    if (win == mask[y, x]).all():  # inside a block: the image shows that block's colour
+                        assert np.abs(img[y, x].astype(int) - COLOURS[mask[y, x]]).max() <= 8, (y, x)
+                        checked += 1
+    assert checked > 8000
+
+
+def test_bad_masks_are_named(tmp_path):
+    img, mask = _scene(0)
+    w = dsc.Writer(tmp_path / "bad.beton", {"image": "image", "seg": "mask"})
+    w.add({"image": img, "seg": mask})
+    w.add({"image": img, "seg": mask[:, :40]})
+    with pytest.raises(dsc.Error, match=r"sample 1: mask 'seg'.*40x56 but its image is 72x56"):
+        w.close()
+    assert not (tmp_path / "bad.beton").exists()
+    rgb = io.BytesIO()
+    Image.fromarray(img).save(rgb, format="PNG")
+    w = dsc.Writer(tmp_path / "bad2.beton", {"image": "image", "seg": "mask"})
+    w.add({"image": img, "seg": rgb.getvalue()})
+    with pytest.raises(dsc.Error, match="RGB PNG for a 1-channel mask"):
+        w.close()
+    with pytest.raises(TypeError, match="mask"):
+        dsc.Writer(tmp_path / "bad3.beton", {"image": "image", "seg": "mask"}).add({"image": img, "seg": img})
+
+
+def test_segmentation_example_learns(tmp_path):
+    sys.path.insert(0, os.path.join(os.environ.get("DSC_SOURCE_DIR", "."), "examples"))
+    try:
+        import segmentation_fcn as ex
+    finally:
+        sys.path.pop(0)
+    path = str(tmp_path / "shapes.beton")
+    ex.write(path, ex.make_scenes(96))
+    history = ex.train(path, epochs=4, log=lambda s: None)
+    first, last = history[0], history[-1]
+    assert last[0] < 0.6 * first[0], history          # the loss falls
+    assert last[1] > last[2] + 0.04, history          # and the net beats the all-background guess
