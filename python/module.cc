@@ -50,6 +50,7 @@
 #include "reader/option_table.h"
 #include "writer/build.h"
 #include "writer/coco.h"
+#include "writer/seg_build.h"
 #include "writer/table_build.h"
 #include "writer/merge.h"
 
@@ -461,6 +462,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
                                     "csv", "tsv", "coco"});
        }},
       {"images", [](B& o, auto& n, py::handle h) { o.images_dir = AsStr(n, h); }},
+      {"masks", [](B& o, auto& n, py::handle h) { o.masks_dir = AsStr(n, h); }},
       {"shard", [](B& o, auto& n, py::handle h) {  // (index, count): part index of count, for dsc.merge
          if (!py::isinstance<py::tuple>(h) || py::len(h) != 2)
            throw py::type_error("build option " + n + " must be a tuple (index, count), e.g. (3, 8)");
@@ -503,6 +505,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
     try {
       // The same dispatch as `dsc build`: tables and COCO files are written as typed fields.
       if (dsc::writer::IsTableSource(src, o.format)) return dsc::writer::BuildTable(src, out, o, table);
+      if (!o.masks_dir.empty()) return dsc::writer::BuildSegmentation(src, out, o);
       if (dsc::writer::IsCocoSource(src, o.format)) return dsc::writer::BuildCoco(src, out, o);
       return dsc::writer::Build(src, out, o);
     } catch (const dsc::OptionError& e) {

@@ -8,6 +8,7 @@
 #include "tools/commands.h"
 #include "writer/build.h"
 #include "writer/coco.h"
+#include "writer/seg_build.h"
 #include "writer/table_build.h"
 
 namespace dsc::tools {
@@ -44,6 +45,8 @@ int CmdBuild(int argc, char** argv) {
       ("schema", "tables: column types, space-separated NAME:TYPE (image, label, text, a dtype such as int64 or float32, "
        "DTYPE[D,..] fixed array, DTYPE[*,D,..] variable array); other columns are inferred", cli::value<std::string>()->default_value(""))
       ("images", "COCO instances files: the folder their \"file_name\"s are in", cli::value<std::string>()->default_value(""))
+      ("masks", "segmentation pairs: a folder of PNG masks, one per image of SOURCE (a folder) with the same stem",
+       cli::value<std::string>()->default_value(""))
       ("image-column", "tables: the column of image paths (default: 'image', else the first column of .jpg/.png paths)",
        cli::value<std::string>()->default_value(""))
       ("split", "train or test", cli::value<std::string>()->default_value("train"))
@@ -100,6 +103,7 @@ int CmdBuild(int argc, char** argv) {
     o.skip_invalid = r.count("skip-invalid") > 0;
     if (r.count("shard")) ParseShard(r["shard"].as<std::string>(), &o.shard_index, &o.shard_count);
     o.images_dir = r["images"].as<std::string>();
+    o.masks_dir = r["masks"].as<std::string>();
     table.schema = r["schema"].as<std::string>();
     table.image_column = r["image-column"].as<std::string>();
     o.progress = !r.count("quiet") && ::isatty(2);
@@ -113,9 +117,12 @@ int CmdBuild(int argc, char** argv) {
       throw OptionError("--schema and --image-column apply to tables (.jsonl, .csv, --format jsonl/csv/tsv)");
     const bool is_coco = !is_table && writer::IsCocoSource(src, o.format);
     if (!is_coco && !o.images_dir.empty()) throw OptionError("--images applies to COCO instances files (.json, --format coco)");
-    if ((is_table || is_coco) && o.shard_count > 0)
+    const bool is_seg = !o.masks_dir.empty();
+    if (is_seg && (is_table || is_coco)) throw OptionError("--masks pairs a folder of images with a folder of masks");
+    if ((is_table || is_coco || is_seg) && o.shard_count > 0)
       throw OptionError("--shard: dsc merge does not join typed-field files yet; build tables and COCO files whole");
-    auto rep = is_table ? writer::BuildTable(src, out, o, table)
+    auto rep = is_seg     ? writer::BuildSegmentation(src, out, o)
+               : is_table ? writer::BuildTable(src, out, o, table)
                : is_coco ? writer::BuildCoco(src, out, o)
                          : writer::Build(src, out, o);
     std::printf("wrote %s: %llu samples from %s (%s), %.1f MiB, %.2f s, %.0f images/s", out.c_str(),

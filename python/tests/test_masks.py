@@ -110,3 +110,28 @@ def test_segmentation_example_learns(tmp_path):
     first, last = history[0], history[-1]
     assert last[0] < 0.6 * first[0], history          # the loss falls
     assert last[1] > last[2] + 0.04, history          # and the net beats the all-background guess
+
+
+def test_segmentation_pairs_build(tmp_path):
+    """dsc build IMAGES OUT --masks MASKS (VOC's layout: JPEG images, palette PNG masks by stem)."""
+    (tmp_path / "JPEGImages").mkdir()
+    (tmp_path / "SegmentationClass").mkdir()
+    want = {}
+    for i in range(5):
+        img, mask = _scene(i)
+        Image.fromarray(img).save(tmp_path / "JPEGImages" / f"2007_{i:06d}.jpg", quality=90)
+        (tmp_path / "SegmentationClass" / f"2007_{i:06d}.png").write_bytes(_png(mask, "P"))
+        want[f"2007_{i:06d}"] = mask
+    Image.fromarray(_scene(9)[0]).save(tmp_path / "JPEGImages" / "2007_000099.jpg")  # no mask
+    dsc_bin = os.environ.get("DSC_BINARY", "dsc")
+    r = subprocess.run([dsc_bin, "build", str(tmp_path / "JPEGImages"), str(tmp_path / "voc.beton"), "--masks",
+                        str(tmp_path / "SegmentationClass"), "--quiet"], capture_output=True, text=True)
+    assert r.returncode != 0 and "2007_000099.jpg: no mask" in r.stderr, r.stderr
+    assert not (tmp_path / "voc.beton").exists()
+    rep = dsc.build(tmp_path / "JPEGImages", tmp_path / "voc.beton", masks=str(tmp_path / "SegmentationClass"),
+                    skip_invalid=True)
+    assert rep["samples"] == 5 and rep["skipped"] == 1
+    loader = dsc.Loader(tmp_path / "voc.beton", batch_size=5, order="sequential", dtype="uint8", layout="NHWC")
+    b = next(iter(loader))
+    for j, stem in enumerate(sorted(want)):
+        np.testing.assert_array_equal(b["mask"][j].numpy(), want[stem], err_msg=stem)
