@@ -477,8 +477,10 @@ TEST(Ffcv, CommandLine) {
   std::string out;
   ASSERT_EQ(RunDsc("info " + all, &out), 0) << out;
   EXPECT_NE(out.find("FFCV .beton file"), std::string::npos) << out;
-  for (const char* line : {"image            RGBImageField", "score            FloatField", "emb              NDArrayField     <f4 (16,)",
-                           "mask             NDArrayField     |u1 (8, 8)", "meta             JSONField", "blob             BytesField"})
+  for (const char* line : {"image            RGBImageField", "score            FloatField        -> dsc float64",
+                           "emb              NDArrayField     <f4 (16,)  -> dsc float32[16]", "label            IntField          -> dsc int64",
+                           "mask             NDArrayField     |u1 (8, 8)  -> dsc uint8[8,8]", "meta             JSONField         -> dsc text",
+                           "blob             BytesField        -> dsc bytes"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   ASSERT_EQ(RunDsc("info --json " + cifar, &out), 0) << out;
   EXPECT_NE(out.find("\"format\": \"ffcv\""), std::string::npos) << out;
@@ -505,6 +507,8 @@ TEST(Ffcv, CommandLine) {
   ASSERT_EQ(RunDsc("convert " + all + " " + dir + "/a.beton --quiet", &out), 0) << out;
   EXPECT_NE(out.find("300 samples from FFCV file"), std::string::npos) << out;
   ASSERT_EQ(RunDsc("verify " + dir + "/a.beton", &out), 0) << out;
+  ASSERT_EQ(RunDsc("info " + dir + "/a.beton", &out), 0) << out;
+  EXPECT_NE(out.find("field 'mask' (array uint8[8,8])"), std::string::npos) << out;
 }
 
 // Hostile edits of a file FFCV wrote: every one a clear error naming what is wrong, never a crash or
