@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -112,6 +111,7 @@ class FfcvSource : public Source {
 BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.shard_count) throw OptionError(bytes_.name() + ": an FFCV file with typed fields converts whole (no shards)");
+  if (file_->sample_count() == 0) throw Error(bytes_.name() + ": no samples to write");
   WriterOptions wo;
   wo.encode = o.encode;
   wo.jpeg_tables = o.jpeg_tables;
