@@ -11,6 +11,7 @@
 
 #include "format/byte_source.h"
 #include "format/file_view.h"
+#include "format/meta.h"
 
 namespace dsc::format::ffcv {
 
@@ -130,5 +131,25 @@ bool FitsInt32(const File& file, size_t f);
 // IntFields whose values fit int32 as labels, one block per run of consecutive samples whose images
 // share a page. Throws dsc::Error when the file has no image field.
 std::unique_ptr<FileView> OpenView(const ByteSource* src);
+
+// The dsc fields `dsc convert` writes for an FFCV file (docs/ffcv-format.md "Converting"). Without
+// typed fields (an RGBImageField and up to two IntFields that fit int32: the file written as before
+// typed fields existed) the image is named "image"; with them every field keeps FFCV's name: the image
+// first, IntFields that fit a label (0 .. 2^31 - 1, the first two as above) as labels, then the rest in
+// FFCV's order: IntField int64, FloatField float64, NDArrayField / TorchTensorField a fixed array of
+// its dtype and shape, JSONField text, BytesField bytes.
+struct Conversion {
+  bool typed = false;
+  std::vector<format::Field> fields;
+  std::vector<size_t> from;  // fields[k] holds FFCV field from[k]
+};
+// Throws dsc::Error naming the file and the FFCV field dsc cannot store: no RGBImageField, a second
+// one, an array dtype (big-endian, complex, strings, ...) or rank dsc lacks.
+Conversion PlanConversion(const File& file);
+// The dsc dtype of NumPy's type string ("<f4", "|u1"); false for one dsc lacks.
+bool DTypeOfNumpy(const std::string& typestr, format::DType* out);
+// How a field of a Conversion reads: "image", "label", "int64", "float32[16]", "uint8[8,8]", "text",
+// "bytes" (dsc build's --schema words).
+std::string DescribeField(const format::Field& f);
 
 }  // namespace dsc::format::ffcv

@@ -1,10 +1,12 @@
 // An FFCV file presented as a dsc FileView, so that every order, resume, transform and remote worker
-// runs on it unchanged: index entries and blocks are synthesised from ffcv::File.
+// runs on it unchanged: index entries and blocks are synthesised from ffcv::File. And the dsc fields
+// `dsc convert` writes for it.
 #include <algorithm>
 #include <limits>
 
 #include "format/error.h"
 #include "format/ffcv.h"
+#include "format/fields.h"
 #include "format/layout.h"
 
 namespace dsc::format::ffcv {
@@ -93,6 +95,104 @@ std::unique_ptr<FileView> OpenView(const ByteSource* src) {
   h.header_checksum = f.digest();
   v->ffcv_ = std::move(file);
   return v;
+}
+
+bool DTypeOfNumpy(const std::string& typestr, DType* out) {
+  if (typestr.size() < 3) return false;
+  const char order = typestr[0];
+  const std::string kind = typestr.substr(1);
+  static const std::pair<const char*, DType> kTypes[] = {
+      {"b1", DType::kBool},   {"i1", DType::kInt8},    {"i2", DType::kInt16},   {"i4", DType::kInt32},
+      {"i8", DType::kInt64},  {"u1", DType::kUInt8},   {"u2", DType::kUInt16},  {"u4", DType::kUInt32},
+      {"u8", DType::kUInt64}, {"f2", DType::kFloat16}, {"f4", DType::kFloat32}, {"f8", DType::kFloat64}};
+  for (const auto& [name, t] : kTypes) {
+    if (kind != name) continue;
+    // dsc's elements are little-endian: a big-endian dtype wider than a byte is another type.
+    if (order == '>' && DTypeSize(t) > 1) return false;
+    *out = t;
+    return true;
+  }
+  return false;
+}
+
+std::string DescribeField(const format::Field& f) {
+  switch (f.type) {
+    case FieldType::kImage: return "image";
+    case FieldType::kLabel: return "label";
+    case FieldType::kBytes: return "bytes";
+    case FieldType::kText: return "text";
+    default: break;
+  }
+  std::string s = DTypeName(f.dtype);
+  if (f.type == FieldType::kScalar) return s;
+  s += f.type == FieldType::kVarArray ? "[*" : "[";
+  for (size_t k = 0; k < f.dims.size(); ++k) {
+    if (k || f.type == FieldType::kVarArray) s += ',';
+    s += std::to_string(f.dims[k]);  // (appended: GCC 12 warns falsely on a "," + string temporary)
+  }
+  s += ']';
+  return s;
+}
+
+Conversion PlanConversion(const File& file) {
+  const auto& fields = file.fields();
+  auto refuse = [&](const ffcv::Field& f, const std::string& why) {
+    throw Error(file.name() + ": FFCV field '" + f.name + "' (" + TypeName(f.type) + "): " + why);
+  };
+  int image = -1;
+  std::vector<size_t> labels, others;
+  for (size_t k = 0; k < fields.size(); ++k) {
+    if (fields[k].type == kRgbImage && image < 0) image = int(k);
+    else if (fields[k].type == kInt && labels.size() < kMaxLabelFields && FitsInt32(file, k)) labels.push_back(k);
+    else others.push_back(k);
+  }
+  if (image < 0) throw Error(file.name() + ": FFCV file without an RGBImageField: a dsc file holds an image per sample");
+  Conversion c;
+  c.typed = !others.empty();
+  c.fields.push_back({FieldType::kImage, c.typed ? fields[size_t(image)].name : "image"});
+  c.from.push_back(size_t(image));
+  for (size_t k : labels) {
+    // dsc::Writer's labels are 0 .. 2^31 - 1; a typed file keeps other IntFields as int64 scalars.
+    bool label = true;
+    for (uint64_t i = 0; c.typed && label && i < file.sample_count(); ++i) label = file.int_value(i, k) >= 0;
+    if (!label) {
+      others.push_back(k);
+      continue;
+    }
+    c.fields.push_back({FieldType::kLabel, fields[k].name});
+    c.from.push_back(k);
+  }
+  std::sort(others.begin(), others.end());
+  for (size_t k : others) {
+    const ffcv::Field& f = fields[k];
+    switch (f.type) {
+      case kInt: c.fields.push_back({FieldType::kScalar, f.name, {}, DType::kInt64}); break;
+      case kFloat: c.fields.push_back({FieldType::kScalar, f.name, {}, DType::kFloat64}); break;
+      case kBytes: c.fields.push_back({FieldType::kBytes, f.name}); break;
+      case kJson: c.fields.push_back({FieldType::kText, f.name}); break;
+      case kNdArray:
+      case kTorchTensor: {
+        DType t = DType::kNone;
+        if (!DTypeOfNumpy(f.dtype, &t)) refuse(f, "dsc has no element type for NumPy's " + f.dtype);
+        if (f.shape.size() > kMaxFixedDims)
+          refuse(f, std::to_string(f.shape.size()) + " dimensions; dsc's arrays have at most " + std::to_string(kMaxFixedDims));
+        if (f.array_bytes > kMaxRowWidth)
+          refuse(f, std::to_string(f.array_bytes) + " bytes per value; dsc's arrays hold at most " + std::to_string(kMaxRowWidth));
+        // Each dimension is at most array_bytes (no dimension is 0), so it fits uint32.
+        c.fields.push_back({FieldType::kArray, f.name, {}, t, std::vector<uint32_t>(f.shape.begin(), f.shape.end())});
+        break;
+      }
+      case kRgbImage: refuse(f, "a second image field; a dsc file holds one image per sample"); break;
+      default: refuse(f, "not a field type dsc converts");
+    }
+    c.from.push_back(k);
+  }
+  if (c.typed) {  // (a file without typed fields is written as before, by Build's own checks)
+    Meta m;
+    m.fields = c.fields;
+    if (const std::string why = SchemaProblem(m, true); !why.empty()) throw Error(file.name() + ": FFCV fields as dsc fields: " + why);
+  }
+  return c;
 }
 
 }  // namespace dsc::format::ffcv

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "format/error.h"
 #include "format/ffcv.h"
 #include "reader/json.h"
 
@@ -48,10 +51,22 @@ std::string LoaderLine(const ffcv::File& f) {
     else if (fd.type == ffcv::kInt && ints < 2 && ffcv::FitsInt32(f, size_t(&fd - f.fields().data()))) labels += (ints++ ? ", '" : "'") + fd.name + "'";
     else rest += (rest.empty() ? "'" : ", '") + fd.name + "'";
   }
-  if (image.empty()) return "no RGBImageField: dsc's loader cannot read this file yet (its fields need typed fields)";
+  if (image.empty()) return "no RGBImageField: dsc's loader cannot read this file (and dsc convert cannot convert it)";
   std::string s = "image '" + image + "'" + (labels.empty() ? "" : ", labels " + labels);
-  if (!rest.empty()) s += "; not loaded (they need typed fields): " + rest;
+  if (!rest.empty()) s += "; not loaded (`dsc convert` keeps them as typed fields): " + rest;
   return s;
+}
+
+// The dsc field `dsc convert` writes for each FFCV field ("" for none), or why it refuses the file.
+std::vector<std::string> ConvertedAs(const ffcv::File& f, std::string* refusal) {
+  std::vector<std::string> out(f.fields().size());
+  try {
+    const ffcv::Conversion c = ffcv::PlanConversion(f);
+    for (size_t k = 0; k < c.fields.size(); ++k) out[c.from[k]] = ffcv::DescribeField(c.fields[k]);
+  } catch (const Error& e) {
+    *refusal = e.what();
+  }
+  return out;
 }
 
 }  // namespace
@@ -65,6 +80,8 @@ void PrintFfcvInfo(const ffcv::File& f) {
               f.page_size() / 1048576.0, (unsigned long long)f.data_offset(), (unsigned long long)f.alloc_entry_count());
   std::printf("fields (as FFCV named them; metadata record of %llu bytes):\n", (unsigned long long)f.record_size());
   bool has_jpeg = false;
+  std::string refusal;
+  const std::vector<std::string> dsc = ConvertedAs(f, &refusal);
   for (size_t k = 0; k < f.fields().size(); ++k) {
     const ffcv::Field& fd = f.fields()[k];
     std::printf("  %-16s %-16s", fd.name.c_str(), ffcv::TypeName(fd.type));
@@ -76,8 +93,10 @@ void PrintFfcvInfo(const ffcv::File& f) {
     } else if (fd.type == ffcv::kNdArray || fd.type == ffcv::kTorchTensor) {
       std::printf(" %s %s", fd.dtype.c_str(), Shape(fd).c_str());
     }
+    if (!dsc[k].empty()) std::printf("  -> dsc %s", dsc[k].c_str());  // what `dsc convert` writes
     std::printf("\n");
   }
+  if (!refusal.empty()) std::printf("dsc convert refuses it: %s\n", refusal.c_str());
   std::printf("dsc's loader reads: %s\n", LoaderLine(f).c_str());
   if (has_jpeg)
     std::printf("JPEGs have no restart markers: crops decode whole images; `dsc convert` writes a dsc file with them "
@@ -93,10 +112,13 @@ std::string FfcvInfoJson(const ffcv::File& f) {
   j.Field("file", f.name()).Field("format", "ffcv").Field("ffcv_version", uint64_t(f.version()));
   j.Field("samples", f.sample_count()).Field("file_size", f.source().size()).Field("page_size", uint64_t(f.page_size()));
   j.Field("pages", f.page_count()).Field("allocations", f.alloc_entry_count()).Field("record_size", f.record_size());
+  std::string refusal;
+  const std::vector<std::string> dsc = ConvertedAs(f, &refusal);
   j.Key("fields").Array();
   for (size_t k = 0; k < f.fields().size(); ++k) {
     const ffcv::Field& fd = f.fields()[k];
     j.Object().Field("name", fd.name).Field("type", ffcv::TypeName(fd.type)).Field("type_id", uint64_t(fd.type));
+    if (!dsc[k].empty()) j.Field("dsc_type", dsc[k]);  // what `dsc convert` writes it as
     j.Field("metadata_offset", fd.offset);
     if (fd.type == ffcv::kNdArray || fd.type == ffcv::kTorchTensor) {
       j.Field("dtype", fd.dtype);
@@ -112,6 +134,7 @@ std::string FfcvInfoJson(const ffcv::File& f) {
   }
   j.End();
   j.Field("loader", LoaderLine(f));
+  if (!refusal.empty()) j.Field("convert_refused", refusal);
   j.End();
   return j.Finish();
 }

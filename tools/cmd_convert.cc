@@ -1,5 +1,6 @@
 // dsc convert: an FFCV .beton file to a dsc file (writer/source_ffcv.h), through the same build as
-// `dsc build`: parallel, deterministic, atomic; JPEGs passed through (restart markers added losslessly).
+// `dsc build`: parallel, deterministic, atomic; JPEGs passed through (restart markers added losslessly);
+// fields beyond an image and labels as typed fields.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,7 +15,9 @@ namespace dsc::tools {
 int CmdConvert(int argc, char** argv) {
   cli::Options opts("dsc convert", "Convert an FFCV .beton file into a dsc file: the same samples in the same order,\n"
                     "JPEG payloads passed through without re-encoding (restart markers added losslessly, the same\n"
-                    "pixels), raw images stored raw, IntFields as labels. Other FFCV fields need typed fields.\n\n"
+                    "pixels), raw images stored raw, IntFields as labels. Every other FFCV field becomes a typed field\n"
+                    "of its name: IntField int64, FloatField float64, NDArrayField an array of its dtype and shape,\n"
+                    "JSONField text, BytesField bytes (docs/ffcv-format.md).\n\n"
                     "  dsc convert cifar_train_ffcv.beton cifar_train.beton\n");
   opts.positional_help("FFCV_FILE OUT");
   opts.add_options()

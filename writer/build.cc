@@ -22,6 +22,7 @@
 #include "writer/encode_pool.h"
 #include "writer/file_builder.h"
 #include "writer/source.h"
+#include "writer/source_ffcv.h"
 
 namespace dsc::writer {
 
@@ -68,6 +69,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
     if (const std::string s = src->SampleFileAt(out); !s.empty())
       throw Error(out + ": is the source's sample " + s + "; name another output file");
   }
+  if (FfcvNeedsTypedFields(*src)) return BuildFfcvTyped(*src, out, o);  // FFCV's arrays, JSON, bytes: dsc::Writer
 
   AtomicFile file(out);
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");

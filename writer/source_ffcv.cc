@@ -1,16 +1,20 @@
 // An FFCV .beton file as a build source (`dsc convert`): the same samples in the same order, JPEG
 // payloads as stored (the build adds restart markers losslessly), raw images as pixels (stored raw).
+// Fields beyond an image and IntFields as labels are written as typed fields (BuildFfcvTyped).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "format/ffcv.h"
 #include "writer/source.h"
 #include "writer/source_ffcv.h"
+#include "writer/writer.h"
 
 namespace dsc::writer {
 
@@ -52,25 +56,21 @@ class PreadSource : public format::ByteSource {
 
 class FfcvSource : public Source {
  public:
-  explicit FfcvSource(const std::string& path) : bytes_(path), file_(ffcv::File::Open(&bytes_)) {
-    std::string extra;
-    for (size_t k = 0; k < file_->fields().size(); ++k) {
-      const ffcv::Field& f = file_->fields()[k];
-      if (f.type == ffcv::kRgbImage && image_ < 0) {
-        image_ = int(k);
-      } else if (f.type == ffcv::kInt && labels_.size() < 2 && ffcv::FitsInt32(*file_, k)) {
-        labels_.push_back(k);
-        label_fields_.push_back({f.name, {}});
-      } else {
-        const std::string why = f.type == ffcv::kInt && labels_.size() < 2 ? " with values beyond int32" : "";
-        extra += (extra.empty() ? "" : ", ") + ("'" + f.name + "' (" + ffcv::TypeName(f.type) + why + ")");
-      }
+  explicit FfcvSource(const std::string& path)
+      : bytes_(path), file_(ffcv::File::Open(&bytes_)), plan_(ffcv::PlanConversion(*file_)) {
+    image_ = int(plan_.from[0]);
+    for (size_t k = 1; k < plan_.fields.size() && plan_.fields[k].type == format::FieldType::kLabel; ++k) {
+      labels_.push_back(plan_.from[k]);
+      label_fields_.push_back({plan_.fields[k].name, {}});
     }
-    if (image_ < 0) throw Error(path + ": FFCV file without an RGBImageField: a dsc file holds an image per sample");
-    if (!extra.empty())
-      throw Error(path + ": FFCV fields " + extra + " need typed fields, which this build of dsc does not have: it converts "
-                  "one RGBImageField and up to two IntFields (the loader reads such files as they are)");
+    if (plan_.typed) {
+      format::Meta m;
+      m.fields = plan_.fields;
+      width_ = format::FieldLayout::Of(m).width;
+    }
   }
+  bool typed() const { return plan_.typed; }
+  BuildReport BuildTyped(const std::string& out, const BuildOptions& o) const;
   std::string format() const override { return "ffcv"; }
   const std::vector<LabelField>& label_fields() const override { return label_fields_; }
   size_t size() const override { return size_t(file_->sample_count()); }
@@ -101,10 +101,84 @@ class FfcvSource : public Source {
  private:
   PreadSource bytes_;
   std::unique_ptr<ffcv::File> file_;
+  ffcv::Conversion plan_;
   int image_ = -1;
   std::vector<size_t> labels_;
   std::vector<LabelField> label_fields_;
+  std::vector<uint64_t> width_;  // plan_.fields[k]'s row width (format::FieldLayout), typed files
 };
+
+BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.shard_count) throw OptionError(bytes_.name() + ": an FFCV file with typed fields converts whole (no shards)");
+  if (file_->sample_count() == 0) throw Error(bytes_.name() + ": no samples to write");
+  WriterOptions wo;
+  wo.encode = o.encode;
+  wo.jpeg_tables = o.jpeg_tables;
+  wo.block_size = o.block_size;
+  wo.threads = o.threads;
+  wo.source_format = "ffcv";
+  BuildReport rep;
+  rep.format = "ffcv";
+  if (o.skip_invalid) {
+    auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    wo.on_skip = [&rep, log](const std::string& why) {
+      log("skipped: " + why);
+      ++rep.skipped;
+    };
+  }
+  Writer w(out, plan_.fields, wo);
+  const auto& fields = file_->fields();
+  const uint64_t n = file_->sample_count();
+  SourceItem item;
+  std::vector<uint8_t> scratch;
+  for (uint64_t i = 0; i < n; ++i) {
+    Load(size_t(i), &item);
+    Sample s;
+    s.set_where(item.where);
+    if (item.is_pixels) s.SetPixels(plan_.fields[0].name, std::move(item.bytes), item.width, item.height);
+    else s.SetImage(plan_.fields[0].name, std::move(item.bytes));
+    for (size_t c = 1; c < plan_.fields.size(); ++c) {
+      const format::Field& df = plan_.fields[c];
+      const ffcv::Field& f = fields[plan_.from[c]];
+      auto fail = [&](const std::string& why) {
+        throw Error(bytes_.name() + ": " + ffcv::File::Where(i, f) + " (" + ffcv::TypeName(f.type) + "): " + why);
+      };
+      switch (f.type) {
+        case ffcv::kInt:
+          if (df.type == format::FieldType::kLabel) s.SetLabel(df.name, int32_t(file_->int_value(i, plan_.from[c])));  // PlanConversion: 0 .. 2^31 - 1
+          else s.SetScalar<int64_t>(df.name, file_->int_value(i, plan_.from[c]));
+          break;
+        case ffcv::kFloat: s.SetScalar<double>(df.name, file_->float_value(i, plan_.from[c])); break;
+        default: {
+          // File::Open checked every span lies inside one data page: the read is bounded by the file.
+          const ffcv::Span sp = file_->span(i, plan_.from[c]);
+          const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
+          size_t size = size_t(sp.size);
+          if (f.type == ffcv::kJson) {
+            // FFCV writes json.dumps(value) and a NUL; its unpack reads up to the first NUL.
+            const void* nul = std::memchr(p, 0, size);
+            if (!nul) fail("JSON value of " + std::to_string(size) + " bytes without its terminating NUL");
+            size = size_t(static_cast<const uint8_t*>(nul) - p);
+          }
+          if ((f.type == ffcv::kNdArray || f.type == ffcv::kTorchTensor) && size != f.array_bytes)
+            fail(std::to_string(size) + " bytes for an array of " + std::to_string(f.array_bytes));
+          if (const std::string why = format::ValueProblem(df, width_[c], p, size); !why.empty()) fail(why);
+          if (f.type == ffcv::kJson) s.SetText(df.name, std::string(reinterpret_cast<const char*>(p), size));
+          else if (f.type == ffcv::kBytes) s.SetBytes(df.name, std::vector<uint8_t>(p, p + size));
+          else s.SetRaw(df.name, df.dtype, p, size);
+        }
+      }
+    }
+    w.Add(std::move(s));
+    if (o.progress && (i % 1024 == 0 || i + 1 == n)) std::fprintf(stderr, "\r%llu/%llu samples", (unsigned long long)(i + 1), (unsigned long long)n);
+  }
+  if (o.progress) std::fputc('\n', stderr);
+  rep.file_size = w.Close();
+  rep.samples = w.written();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
 
 }  // namespace
 
@@ -118,5 +192,14 @@ bool IsFfcvFile(const std::string& path) {
 }
 
 std::unique_ptr<Source> OpenFfcv(const std::string& path) { return std::make_unique<FfcvSource>(path); }
+
+bool FfcvNeedsTypedFields(const Source& src) {
+  const auto* f = dynamic_cast<const FfcvSource*>(&src);
+  return f && f->typed();
+}
+
+BuildReport BuildFfcvTyped(const Source& src, const std::string& out, const BuildOptions& options) {
+  return dynamic_cast<const FfcvSource&>(src).BuildTyped(out, options);
+}
 
 }  // namespace dsc::writer

@@ -116,8 +116,9 @@ def merge(parts, out, *, progress=None):
 def convert(ffcv_file, out, *, progress=None, **options):
     """Convert an FFCV .beton file into the dsc file `out`, as `dsc convert FFCV OUT` does: the same
     samples in the same order, JPEGs passed through (restart markers added losslessly), raw images
-    raw, IntFields as labels. Options as build's (threads, restart_interval, block_size). A file with
-    other FFCV fields is refused, naming them (they need typed fields)."""
+    raw, IntFields as labels. Every other FFCV field becomes a typed field of its name (IntField int64,
+    FloatField float64, NDArrayField an array of its dtype and shape, JSONField text, BytesField bytes;
+    docs/ffcv-format.md). Options as build's (threads, restart_interval, block_size)."""
     return build(ffcv_file, out, progress=progress, **dict(options, format="ffcv"))
 
 

@@ -1,5 +1,7 @@
 """FFCV's own .beton files through import dsc: dsc.info names FFCV's fields, dsc.Loader with
-idct="fast" returns FFCV's pixels, dsc.convert writes a dsc file that decodes to them too."""
+idct="fast" returns FFCV's pixels, dsc.convert writes a dsc file that decodes to them too and keeps
+every other FFCV field as a typed field."""
+import json
 import os
 import pathlib
 import subprocess
@@ -41,6 +43,9 @@ def test_info_names_ffcvs_fields(ffcv_samples):
         ("image", "RGBImageField"), ("label", "IntField"), ("score", "FloatField"), ("emb", "NDArrayField"),
         ("mask", "NDArrayField"), ("meta", "JSONField"), ("blob", "BytesField")]
     assert info["fields"][4]["shape"] == [8, 8]
+    # what dsc convert writes each as (label holds INT64_MIN and INT64_MAX: no int32 label)
+    assert [f["dsc_type"] for f in info["fields"]] == ["image", "int64", "float64", "float32[16]", "uint8[8,8]", "text",
+                                                      "bytes"]
 
 
 def test_loader_and_convert_give_ffcvs_pixels(ffcv_samples, tmp_path):
@@ -53,6 +58,49 @@ def test_loader_and_convert_give_ffcvs_pixels(ffcv_samples, tmp_path):
     dsc.convert(ffcv_samples / "cifar-test-smart.beton", out, threads=2)
     images2, labels2, order2 = _epoch(out, idct="fast")
     assert np.array_equal(images2, ref["images"][order2])
-    with pytest.raises(dsc.Error, match="need typed fields"):
-        dsc.convert(ffcv_samples / "allfields.beton", tmp_path / "x.beton")
-    assert not (tmp_path / "x.beton").exists()
+
+
+def _np(x):
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+
+def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
+    """allfields.beton (FFCV's writer: every built-in field type) converted, then read back through
+    dsc.Loader's dict batches: each value equals what FFCV returned (allfields.npz)."""
+    ref = np.load(ffcv_samples / "allfields.npz")
+    out = tmp_path / "all.beton"
+    dsc.convert(ffcv_samples / "allfields.beton", out, threads=2)
+    info = dsc.info(out)
+    assert [(f["name"], f["type"]) for f in info["fields"]] == [
+        ("image", "image"), ("label", "scalar"), ("score", "scalar"), ("emb", "array"), ("mask", "array"),
+        ("meta", "text"), ("blob", "bytes")]
+    # Images of 20..60 px: a centre crop of the shorter side resized to 20x20 is the image's own
+    # centre, untouched, where the shorter side is 20.
+    loader = dsc.Loader(str(out), order="sequential", batch_size=64, dtype="uint8", layout="NHWC", normalize=False,
+                        crop="center", center_ratio=1.0, out_size=20, threads=2, copy=True)
+    seen, exact = 0, 0
+    for b in loader.epoch(0):
+        assert isinstance(b, dict)
+        n = len(b["label"])
+        for j in range(n):
+            i = seen + j
+            assert _np(b["label"])[j] == ref["label"][i]
+            assert _np(b["label"]).dtype == np.int64
+            assert _np(b["score"])[j].tobytes() == ref["score"][i].tobytes()  # bit for bit
+            assert np.array_equal(_np(b["emb"][j]), ref["emb"][i]) and _np(b["emb"][j]).dtype == np.float32
+            assert np.array_equal(_np(b["mask"][j]), ref["mask"][i]) and _np(b["mask"][j]).shape == (8, 8)
+            # FFCV's JSONField.unpack: the text up to its NUL, and json.loads of it
+            assert b["meta"][j] == str(ref["meta"][i])
+            assert json.loads(b["meta"][j]) == json.loads(str(ref["meta"][i]))
+            assert b["blob"][j] == ref["blob_%05d" % i].tobytes()
+            img = ref["image_%05d" % i]
+            h, w = img.shape[:2]
+            if min(h, w) == 20:
+                top, left = (h - 20) // 2, (w - 20) // 2
+                assert np.array_equal(_np(b["image"][j]), img[top:top + 20, left:left + 20]), i
+                exact += 1
+        seen += n
+    assert seen == 300 and exact > 0
+    # The same file for any thread count.
+    dsc.convert(ffcv_samples / "allfields.beton", tmp_path / "all1.beton", threads=1)
+    assert (tmp_path / "all1.beton").read_bytes() == out.read_bytes()

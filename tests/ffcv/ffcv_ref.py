@@ -144,6 +144,11 @@ def write(out, page, chunk):
     meta['label'].astype('<i8').tofile(out + '.label.bin')
     meta['label2'].astype('<i8').tofile(out + '.label2.bin')
     np.array([len(pages)], '<u8').tofile(out + '.pages.bin')
+    meta['score'].astype('<f8').tofile(out + '.score.bin')
+    for k, nm in enumerate(var_fields[1:], 1):  # each variable field's values back to back, and their ends
+        data = [v[k][:-1] if nm == 'meta' else v[k] for v in values]  # JSON: the text, without FFCV's NUL
+        np.frombuffer(b''.join(data), 'u1').tofile(out + '.' + nm + '.bin')
+        np.cumsum([0] + [len(d) for d in data]).astype('<u8').tofile(out + '.' + nm + '_ends.bin')
 
 
 def tree(root, out, page=1 << 23):
