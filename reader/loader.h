@@ -116,6 +116,10 @@ struct LoaderOptions {
   uint8_t label_bits = 64;
   Order order = Order::kRandom;
   uint64_t seed = 0;
+  // Which augmentation draw: loaders that differ only in `view` read the same samples in the same
+  // order (it leaves the order alone) and augment each independently, so N of them, each with its own
+  // crop and transforms, give N views of every sample (DINO's global and local crops; Python's dsc.Views).
+  uint32_t view = 0;
   uint32_t rank = 0, world_size = 1;  // distributed: each rank reads its own shard
   bool drop_last = false;
   uint64_t quasi_window = 0;          // see OrderOptions
@@ -199,6 +203,16 @@ struct LoaderOptions {
   static LoaderOptions ImagenetTrain();
   static LoaderOptions ImagenetTest();
 };
+
+// The seed the augmentation draws from: LoaderOptions::seed for view 0, else a mix of seed and view
+// (splitmix64's finaliser), so views are independent of each other and of the order.
+inline uint64_t AugmentSeed(const LoaderOptions& o) {
+  if (o.view == 0) return o.seed;
+  uint64_t z = o.seed + 0x9E3779B97F4A7C15ull * (uint64_t(o.view) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 // OptionError (format/error.h): an option with an invalid value, thrown when a Loader is built; the
 // message names the option and the value. The CLI exits 2 (usage error) on it.

@@ -241,6 +241,8 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Int<uint64_t>("quasi_window", "quasi_random: samples shuffled together (0: automatic)", 0, kU64,
                             [](O& o) -> uint64_t& { return o.quasi_window; }, "4096", "-2"));
   t.push_back(Int<uint64_t>("seed", "random seed (order and augmentation)", 0, kU64, [](O& o) -> uint64_t& { return o.seed; }, "7", "x"));
+  t.push_back(Int<uint32_t>("view", "augmentation draw: loaders differing only in it read the same order, each augmented independently",
+                            0, kU32, [](O& o) -> uint32_t& { return o.view; }, "1", "x"));
   {
     OptionRow r = MakeRow("subset", OptionType::kIndices, "load only these sample indices", 0, kU32);
     r.example = "3,1,2";

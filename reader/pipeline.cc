@@ -60,7 +60,7 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
       spec.out_w = int(width_);
       spec.out_h = int(height_);
     }
-    boxes_ = SelectBoxes(ds_.view(), field_ids_, o.boxes, spec, o.seed);
+    boxes_ = SelectBoxes(ds_.view(), field_ids_, o.boxes, spec, AugmentSeed(o));
     // The list's geometric ops move pixels the boxes and masks do not follow yet: refused rather than misplaced.
     if (boxes_.moves_fields())
       for (const char* op : {"random_crop", "flip", "random_horizontal_flip", "random_vertical_flip", "random_rotation",
@@ -364,7 +364,7 @@ void Pipeline::WorkerLoop(int t) {
       if (stop_) return;
       seen = job_;
       epoch = epoch_;
-      seed = opt_.seed;
+      seed = AugmentSeed(opt_);
       if (geometry != geometry_) {  // set_output_size
         proc = make();
         geometry = geometry_;

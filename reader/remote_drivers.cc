@@ -99,7 +99,7 @@ void Pipeline::DriverLoop(size_t w) {
       if (stop_) return;
       seen = job_;
       d.epoch = epoch_;
-      d.seed = opt_.seed;
+      d.seed = AugmentSeed(opt_);
       d.width = width_;
       d.height = height_;
       if (wire_uint8_ && d.work != work_) {  // first job, or set_output_size

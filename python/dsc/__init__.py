@@ -26,6 +26,7 @@ from .trace import Tracer
 from .writer import Writer
 from . import writer as _writer
 from . import transforms as T
+from .views import Views
 
 
 def _path(p, what):
@@ -56,7 +57,7 @@ try:
 except ImportError:  # NumPy arrays then
     _torch = None
 
-__all__ = ["build", "convert", "merge", "info", "Loader", "Batch", "Writer", "Tracer", "trace", "T", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
+__all__ = ["build", "convert", "merge", "info", "Loader", "Views", "Batch", "Writer", "Tracer", "trace", "T", "Error", "OptionError", "merge_state_dicts", "checksum", "random_subset", "PRESETS", "LOADER_OPTIONS"]
 
 
 _live_loaders = _weakref.WeakSet()
@@ -217,8 +218,14 @@ class Loader:
     Options:
     """
 
+    def __new__(cls, *args, views=None, **options):
+        # Loader(path, views=N or [dict, ...]) is dsc.Views: N independently augmented views per sample.
+        if views is not None:
+            return Views(*args, views=views, **options)
+        return super().__new__(cls)
+
     def __init__(self, path, preset=None, *, rank=None, world_size=None, copy=False, pin_memory=False, tracer=None,
-                 pad_last=None, batch_transform=None, ragged="list", **options):
+                 pad_last=None, batch_transform=None, ragged="list", views=None, **options):
         rank, world_size = _distributed(rank, world_size)
         if ragged not in ("list", "offsets", "padded"):
             raise ValueError(f"ragged must be 'list', 'offsets' or 'padded', got {ragged!r}")

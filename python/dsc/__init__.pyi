@@ -53,6 +53,21 @@ class Batch(Tuple[Any, Any]):
     indices: Any
 IndexedBatch = Tuple[Any, Any, Any, Any]
 
+class Views:
+    def __init__(self, path: PathLike, views: Union[int, Sequence[Dict[str, Any]]] = ..., *, threads: Optional[int] = ...,
+                 **options: Any) -> None: ...
+    @property
+    def loaders(self) -> List["Loader"]: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def epoch(self, epoch: int) -> Iterator[Any]: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def state_dict(self) -> Dict[str, Any]: ...
+    def load_state_dict(self, state: Dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Views": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
 class Loader:
     copy: bool
     pin_memory: bool
@@ -77,6 +92,7 @@ class Loader:
         max_leases: int = ...,
         order: Literal["random", "quasi_random", "sequential"] = ...,
         seed: int = ...,
+        view: int = ...,
         drop_last: bool = ...,
         quasi_window: int = ...,
         subset: Optional[Sequence[int]] = ...,
@@ -96,6 +112,7 @@ class Loader:
         autotune: bool = ...,
         fields: Union[str, Sequence[str]] = ...,
         boxes: Union[str, Sequence[str]] = ...,
+        views: Union[int, Sequence[Dict[str, Any]], None] = ...,
         remote: Union[str, Sequence[str]] = ...,
         token: str = ...,
         token_file: str = ...,
