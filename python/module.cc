@@ -463,6 +463,7 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
        }},
       {"images", [](B& o, auto& n, py::handle h) { o.images_dir = AsStr(n, h); }},
       {"masks", [](B& o, auto& n, py::handle h) { o.masks_dir = AsStr(n, h); }},
+      {"coco_masks", [](B& o, auto& n, py::handle h) { o.coco_masks = AsStr(n, h); }},
       {"shard", [](B& o, auto& n, py::handle h) {  // (index, count): part index of count, for dsc.merge
          if (!py::isinstance<py::tuple>(h) || py::len(h) != 2)
            throw py::type_error("build option " + n + " must be a tuple (index, count), e.g. (3, 8)");

@@ -45,6 +45,8 @@ int CmdBuild(int argc, char** argv) {
       ("schema", "tables: column types, space-separated NAME:TYPE (image, label, text, a dtype such as int64 or float32, "
        "DTYPE[D,..] fixed array, DTYPE[*,D,..] variable array); other columns are inferred", cli::value<std::string>()->default_value(""))
       ("images", "COCO instances files: the folder their \"file_name\"s are in", cli::value<std::string>()->default_value(""))
+      ("coco-masks", "COCO instances files: also a mask field of instance ids (instance) or category ids (semantic)",
+       cli::value<std::string>()->default_value(""))
       ("masks", "segmentation pairs: a folder of PNG masks, one per image of SOURCE (a folder) with the same stem",
        cli::value<std::string>()->default_value(""))
       ("image-column", "tables: the column of image paths (default: 'image', else the first column of .jpg/.png paths)",
@@ -104,6 +106,7 @@ int CmdBuild(int argc, char** argv) {
     if (r.count("shard")) ParseShard(r["shard"].as<std::string>(), &o.shard_index, &o.shard_count);
     o.images_dir = r["images"].as<std::string>();
     o.masks_dir = r["masks"].as<std::string>();
+    o.coco_masks = r["coco-masks"].as<std::string>();
     table.schema = r["schema"].as<std::string>();
     table.image_column = r["image-column"].as<std::string>();
     o.progress = !r.count("quiet") && ::isatty(2);
@@ -117,6 +120,7 @@ int CmdBuild(int argc, char** argv) {
       throw OptionError("--schema and --image-column apply to tables (.jsonl, .csv, --format jsonl/csv/tsv)");
     const bool is_coco = !is_table && writer::IsCocoSource(src, o.format);
     if (!is_coco && !o.images_dir.empty()) throw OptionError("--images applies to COCO instances files (.json, --format coco)");
+    if (!is_coco && !o.coco_masks.empty()) throw OptionError("--coco-masks applies to COCO instances files (.json, --format coco)");
     const bool is_seg = !o.masks_dir.empty();
     if (is_seg && (is_table || is_coco)) throw OptionError("--masks pairs a folder of images with a folder of masks");
     if ((is_table || is_coco || is_seg) && o.shard_count > 0)

@@ -26,6 +26,7 @@ struct BuildOptions {
   // one-machine build writes, byte for byte.
   uint32_t shard_index = 0, shard_count = 0;
   std::string images_dir;  // COCO sources: the folder of the instances file's images (--images)
+  std::string coco_masks;  // COCO sources: "" (none), "instance" (annotation k is k + 1) or "semantic" (category ids)
   std::string masks_dir;   // segmentation pairs: the folder of PNG masks matched to the images by stem (--masks)
   bool progress = false;           // draw a progress bar on stderr
   // Receives warnings and skipped-sample lines; stderr when unset.

@@ -74,7 +74,9 @@ bool IsCocoSource(const std::string& source, const std::string& format);
 
 // `dsc build instances.json out.beton --images DIR`: every image of the file with its annotations as
 // typed fields (format 1.2): image, image_id (int64), boxes [N, 4] float32 (x, y, w, h in pixels, as
-// COCO), category_id [N] int32, iscrowd [N] uint8, area [N] float32, images in the file's order.
+// COCO), category_id [N] int32, iscrowd [N] uint8, area [N] float32, images in the file's order; with
+// options.coco_masks, "mask" (1 channel, the image's size): annotation k's pixels hold k + 1 (instance)
+// or its category id (semantic), later annotations painted over earlier ones.
 // A missing or unreadable image is an error naming it (options.skip_invalid skips and lists it).
 BuildReport BuildCoco(const std::string& source, const std::string& out, const BuildOptions& options);
 

@@ -1,6 +1,7 @@
 // `dsc build instances.json out.beton --images DIR`: COCO's instances file (writer/coco.h) written as
 // typed fields with dsc::Writer: the image, image_id, boxes [N, 4] float32 (x, y, w, h in pixels),
-// category_id [N] int32, iscrowd [N] uint8 and area [N] float32, images in the file's order.
+// category_id [N] int32, iscrowd [N] uint8 and area [N] float32, images in the file's order; with
+// --coco-masks, a mask of the annotations' polygons and RLEs (instance ids or category ids).
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,10 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
   auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   if (o.images_dir.empty())
     throw OptionError(path + ": a COCO instances file needs --images DIR, the folder its \"file_name\"s are in");
+  if (!o.coco_masks.empty() && o.coco_masks != "instance" && o.coco_masks != "semantic")
+    throw OptionError("--coco-masks must be instance or semantic, got '" + o.coco_masks + "'");
+  const bool masks = !o.coco_masks.empty();
+  const MaskKind kind = o.coco_masks == "semantic" ? MaskKind::kSemantic : MaskKind::kInstance;
   const CocoSet set = ReadCoco(path);
   for (const auto& n : set.notes) log("note: " + n);
   using format::DType;
@@ -36,6 +41,7 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
                    VarArrayField("category_id", DType::kInt32),
                    VarArrayField("iscrowd", DType::kUInt8),
                    VarArrayField("area", DType::kFloat32)};
+  if (masks) schema.push_back(MaskField("mask"));
   WriterOptions wo;
   wo.encode = o.encode;
   wo.jpeg_tables = o.jpeg_tables;
@@ -72,6 +78,7 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
     s.SetArray<int32_t>("category_id", img.category.data(), img.category.size());
     s.SetArray<uint8_t>("iscrowd", img.iscrowd.data(), img.iscrowd.size());
     s.SetArray<float>("area", img.area.data(), img.area.size());
+    if (masks) s.SetMask("mask", CocoMask(set, img, kind), img.width, img.height);
     w.Add(std::move(s));
     if (o.progress && (i - begin) % 256 == 0)
       std::fprintf(stderr, "\r%zu/%zu images", i - begin, end - begin);

@@ -20,7 +20,8 @@ def _coco(tmp_path, n=12):
         px[y:y + bh, x:x + bw] = 255
         Image.fromarray(px).save(tmp_path / "img" / f"{i}.png")
         images.append({"id": i, "file_name": f"{i}.png", "width": w, "height": h})
-        anns.append({"id": 100 + i, "image_id": i, "category_id": 1 + i % 2, "bbox": [x, y, bw, bh], "iscrowd": 0})
+        anns.append({"id": 100 + i, "image_id": i, "category_id": 1 + i % 2, "bbox": [x, y, bw, bh], "iscrowd": 0,
+                     "segmentation": [[x, y, x + bw, y, x + bw, y + bh, x, y + bh]]})
     doc = {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}
     (tmp_path / "instances.json").write_text(json.dumps(doc))
     return doc
@@ -52,3 +53,25 @@ def test_coco_needs_its_images(tmp_path):
     _coco(tmp_path, 2)
     with pytest.raises(ValueError, match="needs .*images"):
         dsc.build(tmp_path / "instances.json", tmp_path / "c.beton")
+
+
+@pytest.mark.parametrize("kind", ["instance", "semantic"])
+def test_coco_masks_follow_the_crop(tmp_path, kind):
+    doc = _coco(tmp_path)
+    dsc.build(tmp_path / "instances.json", tmp_path / "c.beton", images=str(tmp_path / "img"), encoding="raw",
+              coco_masks=kind)
+    loader = dsc.Loader(tmp_path / "c.beton", batch_size=4, crop="random_resized", out_size=64, flip=True,
+                        scale=(0.3, 1.0), dtype="uint8", layout="NHWC", seed=2, order="sequential")
+    checked = 0
+    for b in loader:
+        for img, mask, cat in zip(b["image"].numpy(), b["mask"].numpy(), b["category_id"]):
+            # one annotation per image: its value is 1 (instance) or its category (semantic)
+            want = 1 if kind == "instance" else doc["annotations"][checked // 1]["category_id"]
+            assert set(np.unique(mask)) <= {0, want}
+            for y in range(2, 62):
+                for x in range(2, 62):
+                    win = mask[y - 2:y + 3, x - 2:x + 3]
+                    if (win == mask[y, x]).all():  # inside or outside the box, away from its edge
+                        assert (img[y, x, 0] >= 200) == (mask[y, x] == want), (checked, y, x)
+            checked += 1
+    assert checked == 12
