@@ -6,12 +6,16 @@
         w.add({"image": jpeg_bytes_or_PIL_image, "label": 1, "boxes": np.zeros((3, 4), "float32"),
                "embedding": emb, "score": 0.5, "caption": "a cat", "raw": b"..."})
 
-Types: "image" (the first field; JPEG/PNG bytes, a PIL image or an H x W x 3 uint8 array), "label"
+Types: "image" (the first field; JPEG/PNG bytes, a pathlib.Path (or any os.PathLike) of such a file,
+read by the writer's encode threads, a PIL image or an H x W x 3 uint8 array), "label"
 (an int32 class; ("label", class_names) names them), a dtype ("int8" .. "uint64", "float16",
 "float32", "float64", "bool") for a scalar, "DTYPE[D1,D2]" for a fixed-shape array, "DTYPE[*,D2]" for
-a variable first dimension, "bytes", "text". ("DTYPE", class_names) names an integer scalar's values.
+a variable first dimension, "bytes" (bytes, or a path whose file's contents they are),
+"text". ("DTYPE", class_names) names an integer scalar's values.
 The file is byte-identical for any `threads`, and appears only when close() succeeds.
 """
+import os as _os
+
 import numpy as _np
 
 from . import _dsc
@@ -49,6 +53,8 @@ def _parse_type(name, spec):
 def _image_value(name, v):
     if isinstance(v, (bytes, bytearray, memoryview)):
         return ("image", bytes(v), 0, 0, "")
+    if isinstance(v, _os.PathLike):  # read on the encode threads, checked (exists, size) in add()
+        return ("file", _os.fsencode(v), 0, 0, "")
     if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: its pixels, in RGB
         rgb = v.convert("RGB") if v.mode != "RGB" else v
         return ("pixels", rgb.tobytes(), rgb.width, rgb.height, "")
@@ -81,12 +87,18 @@ class Writer:
             if kind == "image":
                 values[name] = _image_value(name, v)
             elif kind == "label":
-                values[name] = ("raw", _np.asarray([int(v)], dtype="<i4").tobytes(), 0, 0, "int32")
+                try:
+                    values[name] = ("raw", int(v).to_bytes(4, "little", signed=True), 0, 0, "int32")
+                except OverflowError:
+                    raise ValueError(f"field {name!r}: label {int(v)} out of range (int32)") from None
             elif kind == "text":
                 if not isinstance(v, str):
                     raise TypeError(f"field {name!r}: expected str, got {type(v).__name__}")
                 values[name] = ("text", v.encode("utf-8"), 0, 0, "")
             elif kind == "bytes":
+                if isinstance(v, _os.PathLike):
+                    values[name] = ("file", _os.fsencode(v), 0, 0, "")
+                    continue
                 if not isinstance(v, (bytes, bytearray, memoryview)):
                     raise TypeError(f"field {name!r}: expected bytes, got {type(v).__name__}")
                 values[name] = ("bytes", bytes(v), 0, 0, "")
