@@ -55,12 +55,14 @@ def _image_value(name, v):
         return ("image", bytes(v), 0, 0, "")
     if isinstance(v, _os.PathLike):  # read on the encode threads, checked (exists, size) in add()
         return ("file", _os.fsencode(v), 0, 0, "")
+    if isinstance(v, str):
+        raise TypeError(f"field {name!r}: a str is not read as a path; pass pathlib.Path({v[:40]!r}) for a file")
     if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: its pixels, in RGB
         rgb = v.convert("RGB") if v.mode != "RGB" else v
         return ("pixels", rgb.tobytes(), rgb.width, rgb.height, "")
     a = _np.asarray(v)
     if a.dtype != _np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-        raise TypeError(f"field {name!r}: an image is encoded bytes, a PIL image or an H x W x 3 uint8 array, got {type(v).__name__}")
+        raise TypeError(f"field {name!r}: an image is encoded bytes, a path (os.PathLike), a PIL image or an H x W x 3 uint8 array, got {type(v).__name__}")
     return ("pixels", _np.ascontiguousarray(a).tobytes(), a.shape[1], a.shape[0], "")
 
 
@@ -68,7 +70,10 @@ class Writer:
     """Writes samples of `schema` (a dict name -> type, in field order; see the module's doc) to `path`.
 
     Options: threads (0 = all cores), block_size, jpeg_tables, encoding, quality, subsampling,
-    max_resolution, restart_interval (as `dsc build`'s flags). Use as a context manager, or call close().
+    max_resolution, restart_interval, max_file_size (as `dsc build`'s flags). Use as a context manager,
+    or call close(). A full window of samples is encoded in the background while add() takes the next,
+    so an image that fails to encode (or a file that fails to read) may be reported by a later add()
+    or by close(), naming its own sample; the writer has failed then, and leaves no file.
     """
 
     def __init__(self, path, schema, **options):

@@ -68,6 +68,8 @@ def test_a_missing_file_is_named_with_its_sample(tmp_path, testdata):
     gone = tmp_path / "no-such.jpg"
     with pytest.raises(dsc.Error, match=r"m\.beton: sample 4: field 'image': .*no-such\.jpg: cannot open: No such file"):
         w.add({"image": gone, "label": 0})
+    with pytest.raises(TypeError, match="pass pathlib.Path"):
+        w.add({"image": str(rows[4][0]), "label": 1})
     w.add({"image": rows[4][0], "label": 1})  # a refused sample leaves the writer usable
     del w
     assert not (tmp_path / "m.beton").exists()
