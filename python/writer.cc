@@ -46,6 +46,7 @@ class PyWriter {
       else if (key == "subsampling") o.encode.subsampling = v.cast<std::string>();
       else if (key == "max_resolution") o.encode.max_resolution = v.cast<int>();
       else if (key == "restart_interval") o.encode.restart_interval = v.cast<std::string>();
+      else if (key == "max_file_size") o.max_file_size = v.cast<uint64_t>();
       else throw dsc::OptionError("dsc.Writer: unknown option '" + key + "'");
     }
     w_ = std::make_unique<dsc::Writer>(path, std::move(s), std::move(o));
@@ -53,13 +54,18 @@ class PyWriter {
 
   // values: name -> (kind, data, width, height, dtype): kind "image" (encoded bytes), "pixels" (RGB
   // HWC uint8, width x height), "mask" (H x W x C values; C in the dtype slot), "raw" (little-endian
-  // elements of dtype), "bytes", "text" (UTF-8).
+  // elements of dtype), "bytes", "text" (UTF-8), "file" (a path, str: the file's contents for an image
+  // or bytes field, read by the writer).
   void Add(const py::dict& values) {
     dsc::Sample s;
     for (const auto& [k, v] : values) {
       const std::string name = py::str(k);
       const auto t = v.cast<py::tuple>();
       const std::string kind = t[0].cast<std::string>();
+      if (kind == "file") {
+        s.SetFile(name, t[1].cast<std::string>());
+        continue;
+      }
       const py::buffer_info b = t[1].cast<py::buffer>().request();
       const auto* p = static_cast<const uint8_t*>(b.ptr);
       std::vector<uint8_t> bytes(p, p + size_t(b.size) * size_t(b.itemsize));

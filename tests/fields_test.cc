@@ -477,5 +477,63 @@ TEST(Fields, UndecodableImagesAreSkippedWhenAsked) {
   RemoveScratch(dir);
 }
 
+// Sample::SetFile: an image read by the encode threads and a bytes field read by Add give the file
+// that the same bytes given directly give, for any thread count and across windows; a file missing
+// at Add fails that Add (naming sample and file) and leaves the writer usable; one gone before its
+// read fails the writer at Close, naming its sample, and leaves no file.
+TEST(Fields, FilesGivenByPathWriteTheSameFile) {
+  const auto files = CifarJpegs(300);  // more than one window at 1 and 2 threads
+  const std::string dir = ScratchDir("-fields-files");
+  const Schema schema = {ImageField("image"), LabelField("label"), BytesField("raw")};
+  auto write = [&](const std::string& out, int threads, bool by_path) {
+    WriterOptions o;
+    o.threads = threads;
+    o.block_size = 8192;
+    Writer w(out, schema, o);
+    for (size_t i = 0; i < files.size(); ++i) {
+      Sample s;
+      if (by_path) s.SetFile("image", files[i]), s.SetFile("raw", files[i]);
+      else s.SetImage("image", ReadFile(files[i])), s.SetBytes("raw", ReadFile(files[i]));
+      s.SetLabel("label", int32_t(i % 10));
+      w.Add(std::move(s));
+    }
+    w.Close();
+    return ReadFile(out);
+  };
+  const auto want = write(dir + "/bytes.beton", 2, false);
+  EXPECT_EQ(write(dir + "/p1.beton", 1, true), want);
+  EXPECT_EQ(write(dir + "/p3.beton", 3, true), want);
+
+  const std::string gone = dir + "/gone.jpg";
+  WriteFile(gone, ReadFile(files[0]));
+  {
+    Writer w(dir + "/late.beton", schema, WriterOptions{});
+    auto add = [&](const std::string& image) {
+      Sample s;
+      s.SetFile("image", image);
+      s.SetLabel("label", 0);
+      s.SetBytes("raw", {1});
+      w.Add(std::move(s));
+    };
+    add(files[1]);
+    try {
+      add(dir + "/missing.jpg");
+      ADD_FAILURE() << "a missing file was accepted";
+    } catch (const Error& e) {
+      EXPECT_TRUE(Has(e.what(), "late.beton: sample 1: field 'image': " + dir + "/missing.jpg: cannot open")) << e.what();
+    }
+    add(gone);  // sample 1 again: the refused one was not counted
+    std::filesystem::remove(gone);
+    try {
+      w.Close();
+      ADD_FAILURE() << "a file removed before its read was written";
+    } catch (const Error& e) {
+      EXPECT_TRUE(Has(e.what(), "late.beton: sample 1: field 'image': " + gone + ": cannot open")) << e.what();
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/late.beton"));
+  RemoveScratch(dir);
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -1,6 +1,11 @@
 #include "writer/writer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <thread>
 
 #include "format/error.h"
 #include "format/layout.h"
@@ -74,6 +79,12 @@ void Sample::SetBytes(const std::string& name, std::vector<uint8_t> bytes) {
   values_[name] = std::move(v);
 }
 
+void Sample::SetFile(const std::string& name, std::string path) {
+  Value v;
+  v.file = std::move(path);
+  values_[name] = std::move(v);
+}
+
 void Sample::SetText(const std::string& name, std::string text) {
   Value v;
   v.text = true;
@@ -83,14 +94,35 @@ void Sample::SetText(const std::string& name, std::string text) {
 
 namespace {
 
-// The window's images, handed to the encode pool as a source; Load moves each out (once).
+// One window of samples: the images for the encoders, and the rest of each row for the packer.
+struct Window {
+  std::vector<writer::SourceItem> items;
+  std::vector<std::string> files;  // non-empty: the image is this file, read on an encode thread
+  std::vector<std::string> at;     // "OUT: sample N: field 'F'", for a file's read errors
+  std::vector<writer::TypedRow> rows;
+  void clear() { items.clear(), files.clear(), at.clear(), rows.clear(); }
+};
+
+// The window being encoded, handed to the encode pool as a source; Load moves each item out (once)
+// and reads its file there, so files are read by every encode thread in parallel.
 class WindowSource : public writer::Source {
  public:
   std::string format() const override { return "writer"; }
   const std::vector<writer::LabelField>& label_fields() const override { return labels_; }
-  size_t size() const override { return items.size(); }
-  void Load(size_t i, writer::SourceItem* out) const override { *out = std::move(items[i]); }
-  mutable std::vector<writer::SourceItem> items;
+  size_t size() const override { return w.items.size(); }
+  void Load(size_t i, writer::SourceItem* out) const override {
+    *out = std::move(w.items[i]);
+    if (w.files[i].empty()) return;
+    try {
+      out->bytes = writer::ReadWholeFile(w.files[i], max_file_size);
+    } catch (const writer::EnvironmentError& e) {
+      throw writer::EnvironmentError(w.at[i] + ": " + e.what());
+    } catch (const Error& e) {
+      throw Error(w.at[i] + ": " + e.what());
+    }
+  }
+  mutable Window w;
+  uint64_t max_file_size = writer::kDefaultMaxFileSize;
 
  private:
   std::vector<writer::LabelField> labels_;
@@ -115,15 +147,35 @@ struct Writer::Impl {
       restart.target = uint32_t(rp.fixed ? rp.fixed : rp.target);
       restart.min_mcus = uint64_t(rp.min_mcus);
     }
+    src.max_file_size = options.max_file_size;
     pool = std::make_unique<writer::WindowPool>(src, options.encode, threads);
+  }
+  ~Impl() {
+    if (packer.joinable()) packer.join();  // it uses the pool, the builder and the window
+  }
+
+  // Refuses what the read on an encode thread would (the same checks as ReadWholeFile), so that a
+  // missing file fails its own Add and leaves the writer usable.
+  void CheckFile(const std::string& file, const std::string& at) const {
+    struct stat st;
+    if (::stat(file.c_str(), &st) != 0) {
+      const int e = errno;
+      writer::ThrowFileError(at + ": " + file + ": cannot open", e);
+    }
+    if (!S_ISREG(st.st_mode)) throw Error(at + ": " + file + ": not a regular file");
+    if (uint64_t(st.st_size) > options.max_file_size)
+      throw Error(at + ": " + file + ": " + std::to_string(st.st_size) + " bytes, more than max_file_size " +
+                  std::to_string(options.max_file_size));
+    if (st.st_size == 0) throw Error(at + ": " + file + ": an empty file");
   }
 
   std::string At(uint64_t i, const Field& f) const {
     return path + ": sample " + std::to_string(i) + ": field '" + f.name + "'";
   }
 
-  // Checks a sample against the schema and turns it into the encoder's item and the packer's row.
-  void Convert(Sample& s, uint64_t i, writer::SourceItem* item, writer::TypedRow* row) {
+  // Checks a sample against the schema and turns it into the encoder's item (and the image's file,
+  // left to read) and the packer's row.
+  void Convert(Sample& s, uint64_t i, writer::SourceItem* item, std::string* image_file, writer::TypedRow* row) {
     auto& vals = s.values();
     for (const auto& kv : vals) {
       const std::string& name = kv.first;  // a named variable, not a binding: clang 14 cannot capture those
@@ -142,8 +194,27 @@ struct Writer::Impl {
       auto expect = [&](bool ok, const std::string& what) {
         if (!ok) throw Error(At(i, fd) + ": expected " + what);
       };
+      if (!v.file.empty() && fd.type != FieldType::kImage) {
+        expect(fd.type == FieldType::kBytes || fd.type == FieldType::kMask,
+               std::string(format::FieldTypeName(fd.type)) + " values, got a file");
+        if (v.where.empty()) v.where = v.file;  // a mask's errors name its file
+        try {
+          v.bytes = writer::ReadWholeFile(v.file, options.max_file_size);
+        } catch (const writer::EnvironmentError& e) {
+          throw writer::EnvironmentError(At(i, fd) + ": " + e.what());
+        } catch (const Error& e) {
+          throw Error(At(i, fd) + ": " + e.what());
+        }
+      }
       switch (fd.type) {
         case FieldType::kImage:
+          if (!v.file.empty()) {
+            CheckFile(v.file, At(i, fd));
+            *image_file = v.file;
+            item->is_pixels = false;
+            item->where = s.where().empty() ? At(i, fd) + " (" + v.file + ")" : s.where();
+            break;
+          }
           expect(v.dtype == DType::kNone && !v.text && !v.bytes.empty(), "an image (encoded bytes or pixels)");
           if (v.pixels && (v.width < 1 || v.height < 1 || v.bytes.size() != size_t(v.width) * size_t(v.height) * 3))
             throw Error(At(i, fd) + ": " + std::to_string(v.bytes.size()) + " pixel bytes for " + std::to_string(v.width) +
@@ -208,24 +279,51 @@ struct Writer::Impl {
     }
   }
 
-  void Flush() {
-    if (src.items.empty()) return;
+  // Waits for the window in flight; reports its skipped samples (on the caller's thread) or its error.
+  void Wait() {
+    if (packer.joinable()) packer.join();
+    for (const auto& why : skipped) options.on_skip(why);
+    dropped += skipped.size();
+    skipped.clear();
+    if (packer_error) {
+      std::exception_ptr e = packer_error;
+      packer_error = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  // Hands the filled window to the packer thread (after the one in flight), which encodes it with
+  // the pool and packs it in sample order while the caller fills the next.
+  void Launch() {
+    Wait();
+    if (filling.items.empty()) return;
+    std::swap(src.w, filling);
+    filling.clear();
+    packer = std::thread([this] {
+      try {
+        Pack();
+      } catch (...) {
+        packer_error = std::current_exception();
+      }
+    });
+  }
+
+  void Pack() {
+    Window& w = src.w;
     slots.clear();
-    slots.resize(src.items.size());
+    slots.resize(w.items.size());
     pool->Run(0, &slots);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (!slots[i].error.empty()) {
         if (slots[i].machine || !options.on_skip) throw Error(slots[i].error);
-        options.on_skip(slots[i].error);
-        ++dropped;
+        skipped.push_back(slots[i].error);
         continue;
       }
-      for (size_t k = 0; k < mask_slots.size(); ++k) rows[i].var[mask_slots[k]] = std::move(slots[i].masks[k]);
-      builder.Add(slots[i].enc, slots[i].labels, typed ? &rows[i] : nullptr);
+      for (size_t k = 0; k < mask_slots.size(); ++k) w.rows[i].var[mask_slots[k]] = std::move(slots[i].masks[k]);
+      builder.Add(slots[i].enc, slots[i].labels, typed ? &w.rows[i] : nullptr);
       writer::CountRestart(slots[i].enc, &restart);
     }
-    src.items.clear();
-    rows.clear();
+    w.clear();
     slots.clear();
   }
 
@@ -238,11 +336,14 @@ struct Writer::Impl {
   format::FieldLayout layout;
   int threads = 1;
   size_t window = 64;
-  WindowSource src;
+  WindowSource src;  // the window in flight (the packer's while it runs)
+  Window filling;     // the window Add fills
   std::unique_ptr<writer::WindowPool> pool;
-  std::vector<writer::TypedRow> rows;
   std::vector<size_t> mask_slots;  // the var slot of each mask field, in field order
   std::vector<writer::Slot> slots;
+  std::thread packer;
+  std::exception_ptr packer_error;
+  std::vector<std::string> skipped;  // by the packer, for on_skip
   format::RestartStats restart;
   uint64_t added = 0, dropped = 0;
   bool failed = false, closed = false;
@@ -273,13 +374,16 @@ void Writer::Add(Sample sample) {
   if (d.failed || d.closed) throw Error(d.path + ": the writer is " + (d.closed ? "closed" : "failed (an earlier error)"));
   writer::SourceItem item;
   writer::TypedRow row;
-  d.Convert(sample, d.added, &item, &row);  // a refused sample leaves the writer usable
-  d.src.items.push_back(std::move(item));
-  d.rows.push_back(std::move(row));
+  std::string file;
+  d.Convert(sample, d.added, &item, &file, &row);  // a refused sample leaves the writer usable
+  d.filling.items.push_back(std::move(item));
+  d.filling.at.push_back(file.empty() ? std::string() : d.At(d.added, d.meta.fields[0]));
+  d.filling.files.push_back(std::move(file));
+  d.filling.rows.push_back(std::move(row));
   ++d.added;
-  if (d.src.items.size() < d.window) return;
+  if (d.filling.items.size() < d.window) return;
   try {
-    d.Flush();
+    d.Launch();
   } catch (...) {  // an image that failed to encode: the window is lost, and so is the file
     d.failed = true;
     throw;
@@ -290,7 +394,8 @@ uint64_t Writer::Close() {
   Impl& d = *impl_;
   if (d.failed || d.closed) throw Error(d.path + ": the writer is " + (d.closed ? "closed" : "failed (an earlier error)"));
   d.closed = true;
-  d.Flush();  // on failure the target stays untouched: the AtomicFile is never committed
+  d.Launch();  // on failure the target stays untouched: the AtomicFile is never committed
+  d.Wait();
   d.pool.reset();
   d.meta.build_options = writer::SortedLines("block_size=" + std::to_string(d.options.block_size) + "\n" + d.options.encode.Describe() +
                                              "format=" + d.options.source_format + "\njpeg_tables=" + d.options.jpeg_tables + "\n");

@@ -24,6 +24,7 @@
 #include "format/fields.h"
 #include "format/meta.h"
 #include "writer/encoder.h"
+#include "writer/source.h"
 
 namespace dsc {
 
@@ -66,6 +67,7 @@ class Sample {
     int width = 0, height = 0, channels = 0;
     std::vector<uint8_t> bytes;  // little-endian elements, an encoded image, or UTF-8
     std::string where;           // the file the value came from, when it did (named in errors)
+    std::string file;            // non-empty: `bytes` are this file's contents, read by the writer
   };
 
   // An encoded image (JPEG, PNG, ...; what `dsc build` accepts; a mask: PNG only), or 3-channel pixels.
@@ -85,6 +87,9 @@ class Sample {
   void SetRaw(const std::string& name, format::DType dtype, const void* data, size_t size);
   void SetBytes(const std::string& name, std::vector<uint8_t> bytes);
   void SetText(const std::string& name, std::string text);
+  // The contents of the file at `path`, for an image or bytes field. An image's file is read on the
+  // encode threads (checked with stat in Add, so a missing file fails that Add); a bytes field's in Add.
+  void SetFile(const std::string& name, std::string path);
 
   const std::map<std::string, Value>& values() const { return values_; }
   std::map<std::string, Value>& values() { return values_; }
@@ -103,6 +108,7 @@ struct WriterOptions {
   std::string jpeg_tables = "shared";
   uint64_t block_size = 4u << 20;
   int threads = 0;                   // 0 = all cores; the file does not depend on it
+  uint64_t max_file_size = writer::kDefaultMaxFileSize;  // for SetFile's files (`--max-file-size`)
   std::string source_format = "writer";  // recorded as the build option `format` (dsc build: jsonl, csv, tsv)
   // When set, a sample whose image cannot be decoded or encoded is left out and reported here
   // (`--skip-invalid`) instead of failing the writer; the file still depends only on the inputs.
@@ -119,6 +125,9 @@ class Writer {
 
   // Throws dsc::Error naming the sample (its number) and the field when a value is missing, of
   // another dtype or size, or cannot be encoded. Nothing is written to the target until Close.
+  // A full window is encoded and packed in the background while the caller adds the next one, so an
+  // image that fails to encode (or a file that fails to read) is reported by a later Add, or Close,
+  // still naming its own sample; the writer has failed then.
   void Add(Sample sample);
   // Encodes what is left, writes the file and renames it over the target. Returns the file size.
   uint64_t Close();

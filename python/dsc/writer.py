@@ -6,15 +6,19 @@
         w.add({"image": jpeg_bytes_or_PIL_image, "label": 1, "boxes": np.zeros((3, 4), "float32"),
                "embedding": emb, "score": 0.5, "caption": "a cat", "raw": b"..."})
 
-Types: "image" (the first field; JPEG/PNG bytes, a PIL image or an H x W x 3 uint8 array), "mask" or
-"mask[3]" (a 1- or 3-channel map of the image's size: an H x W (x 3) uint8 array, a PIL image of mode L
-or P (palette indices are kept) or PNG bytes; stored losslessly, it follows the image's crops and flips
+Types: "image" (the first field; JPEG/PNG bytes, a pathlib.Path (or any os.PathLike) of such a file,
+read by the writer's encode threads, a PIL image or an H x W x 3 uint8 array), "mask" or "mask[3]" (a
+1- or 3-channel map of the image's size: an H x W (x 3) uint8 array, a PIL image of mode L or P
+(palette indices are kept) or PNG bytes; stored losslessly, it follows the image's crops and flips
 when loaded, nearest-neighbour), "label"
 (an int32 class; ("label", class_names) names them), a dtype ("int8" .. "uint64", "float16",
 "float32", "float64", "bool") for a scalar, "DTYPE[D1,D2]" for a fixed-shape array, "DTYPE[*,D2]" for
-a variable first dimension, "bytes", "text". ("DTYPE", class_names) names an integer scalar's values.
+a variable first dimension, "bytes" (bytes, or a path whose file's contents they are),
+"text". ("DTYPE", class_names) names an integer scalar's values.
 The file is byte-identical for any `threads`, and appears only when close() succeeds.
 """
+import os as _os
+
 import numpy as _np
 
 from . import _dsc
@@ -54,6 +58,8 @@ def _parse_type(name, spec):
 def _mask_value(name, v, channels):
     if isinstance(v, (bytes, bytearray, memoryview)):
         return ("image", bytes(v), 0, 0, "")  # PNG bytes, checked and kept as they are
+    if isinstance(v, _os.PathLike):  # a PNG file, read by the writer
+        return ("file", _os.fsencode(v), 0, 0, "")
     if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: L or P keep their values, RGB for mask[3]
         if channels == 1 and v.mode not in ("L", "P", "1"):
             raise TypeError(f"field {name!r}: a 1-channel mask from a PIL image of mode {v.mode} (expected L or P)")
@@ -73,12 +79,16 @@ def _mask_value(name, v, channels):
 def _image_value(name, v):
     if isinstance(v, (bytes, bytearray, memoryview)):
         return ("image", bytes(v), 0, 0, "")
+    if isinstance(v, _os.PathLike):  # read on the encode threads, checked (exists, size) in add()
+        return ("file", _os.fsencode(v), 0, 0, "")
+    if isinstance(v, str):
+        raise TypeError(f"field {name!r}: a str is not read as a path; pass pathlib.Path({v[:40]!r}) for a file")
     if hasattr(v, "mode") and hasattr(v, "tobytes"):  # a PIL image: its pixels, in RGB
         rgb = v.convert("RGB") if v.mode != "RGB" else v
         return ("pixels", rgb.tobytes(), rgb.width, rgb.height, "")
     a = _np.asarray(v)
     if a.dtype != _np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-        raise TypeError(f"field {name!r}: an image is encoded bytes, a PIL image or an H x W x 3 uint8 array, got {type(v).__name__}")
+        raise TypeError(f"field {name!r}: an image is encoded bytes, a path (os.PathLike), a PIL image or an H x W x 3 uint8 array, got {type(v).__name__}")
     return ("pixels", _np.ascontiguousarray(a).tobytes(), a.shape[1], a.shape[0], "")
 
 
@@ -86,7 +96,10 @@ class Writer:
     """Writes samples of `schema` (a dict name -> type, in field order; see the module's doc) to `path`.
 
     Options: threads (0 = all cores), block_size, jpeg_tables, encoding, quality, subsampling,
-    max_resolution, restart_interval (as `dsc build`'s flags). Use as a context manager, or call close().
+    max_resolution, restart_interval, max_file_size (as `dsc build`'s flags). Use as a context manager,
+    or call close(). A full window of samples is encoded in the background while add() takes the next,
+    so an image that fails to encode (or a file that fails to read) may be reported by a later add()
+    or by close(), naming its own sample; the writer has failed then, and leaves no file.
     """
 
     def __init__(self, path, schema, **options):
@@ -107,12 +120,18 @@ class Writer:
             elif kind == "mask":
                 values[name] = _mask_value(name, v, shape[0])
             elif kind == "label":
-                values[name] = ("raw", _np.asarray([int(v)], dtype="<i4").tobytes(), 0, 0, "int32")
+                try:
+                    values[name] = ("raw", int(v).to_bytes(4, "little", signed=True), 0, 0, "int32")
+                except OverflowError:
+                    raise ValueError(f"field {name!r}: label {int(v)} out of range (int32)") from None
             elif kind == "text":
                 if not isinstance(v, str):
                     raise TypeError(f"field {name!r}: expected str, got {type(v).__name__}")
                 values[name] = ("text", v.encode("utf-8"), 0, 0, "")
             elif kind == "bytes":
+                if isinstance(v, _os.PathLike):
+                    values[name] = ("file", _os.fsencode(v), 0, 0, "")
+                    continue
                 if not isinstance(v, (bytes, bytearray, memoryview)):
                     raise TypeError(f"field {name!r}: expected bytes, got {type(v).__name__}")
                 values[name] = ("bytes", bytes(v), 0, 0, "")
