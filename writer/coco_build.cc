@@ -11,6 +11,7 @@
 #include "writer/build.h"
 #include "writer/coco.h"
 #include "writer/source.h"
+#include "writer/typed_build.h"
 #include "writer/writer.h"
 
 namespace dsc::writer {
@@ -42,11 +43,7 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
                    VarArrayField("iscrowd", DType::kUInt8),
                    VarArrayField("area", DType::kFloat32)};
   if (masks) schema.push_back(MaskField("mask"));
-  WriterOptions wo;
-  wo.encode = o.encode;
-  wo.jpeg_tables = o.jpeg_tables;
-  wo.block_size = o.block_size;
-  wo.threads = o.threads;
+  WriterOptions wo = TypedWriterOptions(o, "coco");
   BuildReport rep;
   rep.format = "coco";
   if (o.skip_invalid)
@@ -84,9 +81,7 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
       std::fprintf(stderr, "\r%zu/%zu images", i - begin, end - begin);
   }
   w.set_skipped(rep.skipped);
-  rep.file_size = w.Close();
-  rep.samples = w.written();
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CloseTypedBuild(&w, t0, &rep);
   return rep;
 }
 

@@ -10,6 +10,7 @@
 
 #include "format/error.h"
 #include "writer/source.h"
+#include "writer/typed_build.h"
 #include "writer/writer.h"
 
 namespace dsc::writer {
@@ -68,12 +69,7 @@ BuildReport BuildSegmentation(const std::string& images_dir, const std::string& 
     rep.skipped += unpaired.size();
   }
   if (pairs.empty()) throw Error(images_dir + ": no image pairs with a mask in " + o.masks_dir);
-  WriterOptions wo;
-  wo.encode = o.encode;
-  wo.jpeg_tables = o.jpeg_tables;
-  wo.block_size = o.block_size;
-  wo.threads = o.threads;
-  wo.source_format = "segmentation";
+  WriterOptions wo = TypedWriterOptions(o, "segmentation");
   if (o.skip_invalid)
     wo.on_skip = [&](const std::string& why) {
       log("skipped: " + why);
@@ -93,9 +89,7 @@ BuildReport BuildSegmentation(const std::string& images_dir, const std::string& 
     if (o.progress && (i - begin) % 256 == 0) std::fprintf(stderr, "\r%zu/%zu pairs", i - begin, end - begin);
   }
   w.set_skipped(rep.skipped);
-  rep.file_size = w.Close();
-  rep.samples = w.written();
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CloseTypedBuild(&w, t0, &rep);
   return rep;
 }
 

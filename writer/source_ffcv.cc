@@ -14,6 +14,7 @@
 #include "format/ffcv.h"
 #include "writer/source.h"
 #include "writer/source_ffcv.h"
+#include "writer/typed_build.h"
 #include "writer/writer.h"
 
 namespace dsc::writer {
@@ -112,12 +113,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
   const auto t0 = std::chrono::steady_clock::now();
   if (o.shard_count) throw OptionError(bytes_.name() + ": an FFCV file with typed fields converts whole (no shards)");
   if (file_->sample_count() == 0) throw Error(bytes_.name() + ": no samples to write");
-  WriterOptions wo;
-  wo.encode = o.encode;
-  wo.jpeg_tables = o.jpeg_tables;
-  wo.block_size = o.block_size;
-  wo.threads = o.threads;
-  wo.source_format = "ffcv";
+  WriterOptions wo = TypedWriterOptions(o, "ffcv");
   BuildReport rep;
   rep.format = "ffcv";
   if (o.skip_invalid) {
@@ -174,9 +170,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
     if (o.progress && (i % 1024 == 0 || i + 1 == n)) std::fprintf(stderr, "\r%llu/%llu samples", (unsigned long long)(i + 1), (unsigned long long)n);
   }
   if (o.progress) std::fputc('\n', stderr);
-  rep.file_size = w.Close();
-  rep.samples = w.written();
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CloseTypedBuild(&w, t0, &rep);
   return rep;
 }
 

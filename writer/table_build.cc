@@ -13,6 +13,7 @@
 #include "format/error.h"
 #include "format/fields.h"
 #include "writer/source.h"
+#include "writer/typed_build.h"
 #include "writer/writer.h"
 
 namespace dsc::writer {
@@ -319,12 +320,7 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
                               s.inner > 0 ? std::vector<uint32_t>{uint32_t(s.inner)} : std::vector<uint32_t>{}));
   }
 
-  WriterOptions wo;
-  wo.encode = o.encode;
-  wo.jpeg_tables = o.jpeg_tables;
-  wo.block_size = o.block_size;
-  wo.threads = o.threads;
-  wo.source_format = kind;
+  WriterOptions wo = TypedWriterOptions(o, kind);
   uint64_t dropped = 0;
   if (o.skip_invalid) wo.on_skip = [&](const std::string& why) { log("skipped: " + why), ++dropped; };
   {

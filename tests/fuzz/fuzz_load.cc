@@ -1,10 +1,13 @@
 // Reading samples of a (fuzzed) file through the loader's per-sample path, without verification:
 // whatever the bytes, decoding either works or throws dsc::Error, and never reads outside the file.
+// Typed files' fields go through the batch column fill too (variable values, masks decoded and cropped).
 #include <memory>
 #include <vector>
 
 #include "format/error.h"
 #include "kernels/augment.h"
+#include "reader/batch_fields.h"
+#include "reader/batch_memory.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
 #include "reader/sample_processor.h"
@@ -38,6 +41,17 @@ DSC_FUZZ_TARGET {
         if (!crop && (e.width != w || e.height != h)) continue;  // the loader refuses mixed sizes up front
         try {
           proc.Process(i, 1, 0, dst.data(), &st);
+        } catch (const dsc::Error&) {
+        }
+      }
+      if (ds.view().typed()) {
+        try {
+          const auto fields = dsc::SelectFields(ds.view(), {});
+          const dsc::BoxGeometry geo = dsc::SelectBoxes(ds.view(), fields, {}, spec, 1);
+          dsc::BatchBuffer b;
+          for (uint64_t i = 0; i < ds.size() && i < 16; ++i)
+            if (crop || (ds.entry(i).width == w && ds.entry(i).height == h)) b.indices.push_back(uint32_t(i));
+          dsc::FillFieldColumns(ds.view(), fields, uint32_t(b.indices.size()), &b, geo, 0);
         } catch (const dsc::Error&) {
         }
       }

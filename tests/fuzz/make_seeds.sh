@@ -35,6 +35,21 @@ ls "$out"/tmp/tree/a/*.jpg | head -3 | {
 } > "$out/tmp/typed.jsonl"
 "$dsc" build "$out/tmp/typed.jsonl" "$out/open/typed.beton" --block-size 4096 --quiet >/dev/null
 cp "$out/open/typed.beton" "$out/load/typed.beton"
+# A typed file with a mask (field type 8): PNG values the loader decodes and moves with the image.
+mkdir -p "$out/tmp/seg/img" "$out/tmp/seg/mask"
+cp "$out"/tmp/tree/a/*.jpg "$out/tmp/seg/img/"
+/usr/bin/python3 - "$out/tmp/seg" <<'PY'
+import os, sys
+from PIL import Image
+d = sys.argv[1]
+for i, f in enumerate(sorted(os.listdir(os.path.join(d, "img")))):
+    w, h = Image.open(os.path.join(d, "img", f)).size
+    m = Image.new("P", (w, h), 0)
+    m.paste(i + 1, (2, 3, w // 2, h - 4))
+    m.save(os.path.join(d, "mask", os.path.splitext(f)[0] + ".png"))
+PY
+"$dsc" build "$out/tmp/seg/img" "$out/open/mask.beton" --masks "$out/tmp/seg/mask" --block-size 4096 --quiet >/dev/null
+cp "$out/open/mask.beton" "$out/load/mask.beton"
 # sources: first byte picks the parser (fuzz_sources.cc): 4 = JPEG or PNG, 0 = CIFAR-10 binary, 3 = manifest, 2 = pickle
 for f in "$out"/tmp/tree/a/*.jpg; do
   i=$((i + 1))
