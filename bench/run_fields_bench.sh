@@ -7,6 +7,8 @@
 #   boxes   + boxes float32[*,4], category_id int32[*], loaded with boxes=boxes,category_id (the
 #           boxes mapped through each sample's crop and flip, those left empty dropped)
 #   fixed   + emb float32[256]
+#   mask    + mask (1 channel, PNG): the boxes painted as instance ids, built with --masks; decoded and
+#           cropped, resized and flipped with its image (nearest) by the consumer thread
 # Whole process: `dsc bench --preset imagenet-train` (RandomResizedCrop 224 + flip, batch 64),
 # --threads 1, pinned to core 1 (taskset -c 1: the consumer thread shares the core), the three
 # alternated round by round; medians of the rounds and of the per-round ratios to `image`.
@@ -22,7 +24,7 @@ work=$build/bench-work/fields
 py=${DSC_PYTHON:-/usr/bin/python3}  # Debian's, with PIL
 mkdir -p "$work"
 if [ ! -f "$work/.done" ]; then
-  rm -rf "$work/src" "$work/orig" && mkdir -p "$work/src" "$work/orig"
+  rm -rf "$work/src" "$work/orig" "$work/masks" && mkdir -p "$work/src" "$work/orig" "$work/masks"
   zstd -dc "$here/../shared/data/imagenet-photos-500.tar.zst" | tar -x -C "$work/orig"
   "$py" - "$work/orig/imagenet-photos-500" "$work" <<'PY'
 import json, os, random, sys
@@ -47,6 +49,10 @@ for root, _, files in sorted(os.walk(src)):
         for _ in range(rng.randint(1, 50)):
             bw, bh = rng.uniform(4, w / 2), rng.uniform(4, h / 2)
             boxes.append([round(rng.uniform(0, w - bw), 2), round(rng.uniform(0, h - bh), 2), round(bw, 2), round(bh, 2)])
+        m = Image.new("P", (w, h), 0)
+        for k, (x, y, bw, bh) in enumerate(boxes):
+            m.paste(k + 1, (int(x), int(y), int(x + bw), int(y + bh)))
+        m.save(os.path.join(work, "masks", os.path.splitext(f)[0] + ".png"))
         rows.append({"image": q, "label": len(rows), "boxes": boxes, "category_id": [rng.randint(1, 90) for _ in boxes],
                      "emb": [round(rng.uniform(-1, 1), 4) for _ in range(256)]})
 for name, cols in (("image", ["image", "label"]), ("boxes", ["image", "label", "boxes", "category_id"]), ("fixed", ["image", "label", "emb"])):
@@ -60,6 +66,7 @@ PY
   "$build/dsc" build "$work/image.jsonl" "$work/image.beton" --max-resolution 512 --quiet
   "$build/dsc" build "$work/boxes.jsonl" "$work/boxes.beton" --max-resolution 512 --schema 'boxes:float32[*,4] category_id:int32[*]' --quiet
   "$build/dsc" build "$work/fixed.jsonl" "$work/fixed.beton" --max-resolution 512 --schema 'emb:float32[256]' --quiet
+  "$build/dsc" build "$work/src" "$work/mask.beton" --masks "$work/masks" --quiet  # the photos are <= 512 already
   touch "$work/.done"
 fi
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -69,15 +76,16 @@ run() {  # name file extra-args...
   taskset -c 1 "$build/dsc" bench "$file" --preset imagenet-train --threads 1 --epochs $((epochs + 1)) --json "$@" >"$work/$name.json"
 }
 declare -A ips cpu
-names=(image boxes fixed)
+names=(image boxes fixed mask)
 for i in $(seq "$rounds"); do
   # Rotate the order each round, so that no contender always runs first.
-  for k in 0 1 2; do
-    n=${names[$(((i + k) % 3))]}
+  for k in 0 1 2 3; do
+    n=${names[$(((i + k) % 4))]}
     case $n in
       image) run image "$work/image.beton" ;;
       boxes) run boxes "$work/boxes.beton" --boxes boxes,category_id ;;
       fixed) run fixed "$work/fixed.beton" --fields emb ;;
+      mask) run mask "$work/mask.beton" ;;
     esac
     ips[$n]+="$(field "$work/$n.json" images_per_second) "
     cpu[$n]+="$(field "$work/$n.json" cpu_us_per_image) "
