@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +33,7 @@
 #include "remote/worker.grpc.pb.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
+#include "writer/writer.h"
 
 namespace dsc::test {
 namespace {
@@ -201,6 +204,50 @@ TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
     Loader l(Built().cifar, o);
     EXPECT_EQ(Digests(l, 3), Local());
   }
+}
+
+// Typed fields travel too: a file with boxes and a mask, decoded by a worker, gives the batches (images,
+// boxes mapped through each crop, masks cropped with their image) the local loader gives.
+TEST(Remote, TypedFieldsAndMasksEqualLocal) {
+  const std::string path = Built().dir + "/typed.beton";
+  {
+    Writer w(path, {ImageField("image"), LabelField("label"), VarArrayField("boxes", format::DType::kFloat32, {4}),
+                    VarArrayField("cls", format::DType::kInt32), MaskField("mask")});
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(SubsetTree(10)))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i < files.size(); ++i) {
+      std::ifstream f(files[i], std::ios::binary);
+      std::vector<uint8_t> jpeg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      std::vector<uint8_t> mask(32 * 32);
+      for (size_t p = 0; p < mask.size(); ++p) mask[p] = uint8_t((i + p % 32 / 8 + p / 32 / 8) % 4);
+      const float boxes[8] = {1, 2, 10, 12, float(i % 16), 8, 14, 20};
+      const int32_t cls[2] = {int32_t(i % 3), 7};
+      dsc::Sample v;
+      v.SetImage("image", std::move(jpeg));
+      v.SetLabel("label", int32_t(i % 10));
+      v.SetArray<float>("boxes", boxes, 8);
+      v.SetArray<int32_t>("cls", cls, 2);
+      v.SetMask("mask", std::move(mask), 32, 32);
+      w.Add(std::move(v));
+    }
+    w.Close();
+  }
+  auto opts = [](LoaderOptions o) {
+    o.augment.crop = kernels::CropMode::kRandomResized;
+    o.augment.out_w = o.augment.out_h = 24;
+    o.boxes = {"boxes", "cls"};
+    return o;
+  };
+  LoaderOptions local = opts(Base());
+  local.remote = RemoteOptions();
+  Loader l0(path, local);
+  const auto want = Digests(l0, 2);
+  Worker a({path, "--threads", "1"});
+  Loader l1(path, opts(Remote({&a}, 0)));
+  EXPECT_EQ(Digests(l1, 2), want);
+  EXPECT_EQ(RemoteSamples(l1), 2u * 4 * 32);  // 100 samples: 4 batches of 32 (the last padded), all remote
 }
 
 // `dsc bench` with remote-only workers: the workers did every sample (the padded last batch's too, so
