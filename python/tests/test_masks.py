@@ -135,3 +135,20 @@ def test_segmentation_pairs_build(tmp_path):
     b = next(iter(loader))
     for j, stem in enumerate(sorted(want)):
         np.testing.assert_array_equal(b["mask"][j].numpy(), want[stem], err_msg=stem)
+
+
+@pytest.mark.parametrize("cut", ["empty", "truncated", "corrupt"])
+def test_truncated_empty_and_corrupt_mask_pngs_are_named(tmp_path, cut):
+    img, mask = _scene(0)
+    png = _png(mask, "L")
+    bad = {"empty": b"", "truncated": png[:len(png) // 2], "corrupt": png[:40] + bytes(len(png) - 40)}[cut]
+    w = dsc.Writer(tmp_path / "bad.beton", {"image": "image", "seg": "mask"})
+    w.add({"image": img, "seg": mask})
+    try:
+        w.add({"image": img, "seg": bad})
+        w.close()
+        raise AssertionError("a damaged mask was written")
+    except (dsc.Error, ValueError) as e:
+        assert "seg" in str(e), e
+        assert "sample 1" in str(e), e
+    assert not (tmp_path / "bad.beton").exists()
