@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "format/bytes.h"
+#include "format/mask_runs.h"
 
 namespace dsc::format {
 
@@ -175,20 +176,28 @@ double ElementAsDouble(DType t, const uint8_t* p) {
 }
 
 std::string MaskProblem(const Field& f, const uint8_t* v, uint64_t size, uint32_t image_w, uint32_t image_h) {
+  auto sized = [&](uint32_t w, uint32_t h) -> std::string {
+    if (image_w && (w != image_w || h != image_h))
+      return "a " + std::to_string(w) + "x" + std::to_string(h) + " mask for a " + std::to_string(image_w) + "x" +
+             std::to_string(image_h) + " image";
+    return "";
+  };
+  if (IsMaskRuns(v, size_t(size))) {  // walked whole: a few bytes per run, no allocation
+    const int channels = f.dims.size() == 1 ? int(f.dims[0]) : 0;
+    if (std::string why = WalkMaskRuns(v, size_t(size), channels, nullptr); !why.empty()) return why;
+    return sized(le::get16(v + 4), le::get16(v + 6));
+  }
   // The PNG signature, then the IHDR chunk: length 13, "IHDR", width, height (big-endian), bit depth,
   // colour type (0 gray, 2 RGB, 3 palette, 4 gray + alpha, 6 RGB + alpha).
   static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (size < 33 || std::memcmp(v, kSig, 8) != 0 || std::memcmp(v + 12, "IHDR", 4) != 0) return "not a PNG";
+  if (size < 33 || std::memcmp(v, kSig, 8) != 0 || std::memcmp(v + 12, "IHDR", 4) != 0) return "neither a PNG nor mask runs";
   auto be32 = [&](size_t at) { return uint32_t(v[at]) << 24 | uint32_t(v[at + 1]) << 16 | uint32_t(v[at + 2]) << 8 | v[at + 3]; };
   const uint32_t w = be32(16), h = be32(20), color = v[25];
   const bool gray = color == 0 || color == 4, rgb = color == 2 || color == 6;
   if (!gray && !rgb && color != 3) return "PNG colour type " + std::to_string(color) + " is not a PNG's";
   if (f.dims.size() == 1 && f.dims[0] == 1 && rgb) return "an RGB PNG for a 1-channel mask";
   if (f.dims.size() == 1 && f.dims[0] == 3 && gray) return "a gray PNG for a 3-channel mask";
-  if (image_w && (w != image_w || h != image_h))
-    return "a " + std::to_string(w) + "x" + std::to_string(h) + " mask for a " + std::to_string(image_w) + "x" +
-           std::to_string(image_h) + " image";
-  return "";
+  return sized(w, h);
 }
 
 std::string ValueProblem(const Field& f, uint64_t width, const uint8_t* v, uint64_t size) {

@@ -49,8 +49,9 @@ struct FieldLayout {
 double ElementAsDouble(DType t, const uint8_t* p);
 
 // Why `value` (size bytes) is not a valid mask of field `f` for an image_w x image_h primary image
-// (0 x 0: any size): the PNG header's signature, colour type against the channels, and size. Does not
-// decode the pixels (that needs a PNG decoder; the reader names a stream that fails to decode).
+// (0 x 0: any size). Runs (format/mask_runs.h) are walked whole; of a PNG only the header's signature,
+// colour type against the channels, and size are checked (its pixels need a PNG decoder: the reader
+// names a stream that fails to decode).
 std::string MaskProblem(const Field& f, const uint8_t* value, uint64_t size, uint32_t image_w, uint32_t image_h);
 
 // Why `value` is not a valid value of field `f` (length, UTF-8, bool bytes, class range); empty when

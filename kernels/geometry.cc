@@ -1,6 +1,7 @@
 #include "kernels/geometry.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <vector>
 
@@ -95,17 +96,33 @@ void TransformMask(const SampleParams& p, int out_w, int out_h, const uint8_t* s
     const int fx = p.flip ? out_w - 1 - tx : tx;
     cols[size_t(x)] = Nearest(fx, p.src_x, p.src_w, out_w, src_w);
   }
+  const size_t row_bytes = size_t(out_w) * c;
+  int last_sy = -1;  // an upscaled crop maps runs of output rows to one source row: copy, not gather
   for (int y = 0; y < out_h; ++y) {
-    uint8_t* row = dst + size_t(y) * out_w * c;
+    uint8_t* row = dst + size_t(y) * row_bytes;
     const int ty = y - p.dy;
     if (ty < 0 || ty >= out_h) {
-      std::fill(row, row + size_t(out_w) * c, fill);
+      std::fill(row, row + row_bytes, fill);
+      last_sy = -1;
       continue;
     }
-    const uint8_t* s = src + size_t(Nearest(ty, p.src_y, p.src_h, out_h, src_h)) * size_t(stride);
-    for (int x = 0; x < out_w; ++x) {
-      const int sx = cols[size_t(x)];
-      for (size_t k = 0; k < c; ++k) row[size_t(x) * c + k] = sx < 0 ? fill : s[size_t(sx) * c + k];
+    const int sy = Nearest(ty, p.src_y, p.src_h, out_h, src_h);
+    if (sy == last_sy) {
+      std::memcpy(row, row - row_bytes, row_bytes);
+      continue;
+    }
+    last_sy = sy;
+    const uint8_t* s = src + size_t(sy) * size_t(stride);
+    if (c == 1) {
+      for (int x = 0; x < out_w; ++x) {
+        const int sx = cols[size_t(x)];
+        row[x] = sx < 0 ? fill : s[sx];
+      }
+    } else {
+      for (int x = 0; x < out_w; ++x) {
+        const int sx = cols[size_t(x)];
+        for (size_t k = 0; k < c; ++k) row[size_t(x) * c + k] = sx < 0 ? fill : s[size_t(sx) * c + k];
+      }
     }
   }
 }

@@ -4,8 +4,9 @@
 #include <string>
 
 #include "format/error.h"
+#include "format/mask_runs.h"
 #include "kernels/geometry.h"
-#include "kernels/png_codec.h"
+#include "kernels/mask_codec.h"
 
 namespace dsc {
 
@@ -124,7 +125,7 @@ void ApplyGeometry(const format::FileView& v, const std::vector<size_t>& fields,
   }
 }
 
-// Decodes mask column k's PNGs (read into b->field_data[k] with offsets) and replaces them with the
+// Decodes mask column k's values (runs or PNGs) (read into b->field_data[k] with offsets) and replaces them with the
 // masks as the batch's images were drawn: [len, H, W(, C)] uint8.
 void ApplyMaskGeometry(const format::FileView& v, const std::vector<size_t>& fields, uint32_t len, BatchBuffer* b,
                        const BoxGeometry& g, uint64_t epoch, size_t k) {
@@ -137,25 +138,31 @@ void ApplyMaskGeometry(const format::FileView& v, const std::vector<size_t>& fie
     out_h = v.entry(b->indices[0]).height;
   }
   const size_t plane = size_t(out_w) * size_t(out_h) * size_t(ch);
-  std::vector<uint8_t> out(plane * len), px;
-  const auto& png = b->field_data[k];
+  std::vector<uint8_t>& px = b->mask_pixels;
+  auto& out = b->field_data[k];
+  out.resize(plane * len);
+  const auto& png = b->field_stored[k];
   const auto& off = b->field_offsets[k];
   for (uint32_t j = 0; j < len; ++j) {
     const uint64_t index = b->indices[j];
     const format::IndexEntry e = v.entry(index);
     const std::string at = v.name() + ": sample " + std::to_string(index) + ": mask '" + fd.name + "'";
-    if (const std::string why = format::MaskProblem(fd, png.data() + off[j], off[j + 1] - off[j], e.width, e.height); !why.empty())
-      throw Error(at + ": " + why);
+    const uint8_t* value = png.data() + off[j];
+    const size_t size = size_t(off[j + 1] - off[j]);
+    uint32_t rw = 0, rh = 0;
+    // Runs are checked whole by their decode; a PNG's header first (its colour type against the channels).
+    const std::string why = format::MaskRunsSize(value, size, &rw, &rh)
+                                ? (rw == e.width && rh == e.height ? "" : format::MaskProblem(fd, value, size, e.width, e.height))
+                                : format::MaskProblem(fd, value, size, e.width, e.height);
+    if (!why.empty()) throw Error(at + ": " + why);
     int w = 0, h = 0;
     std::string err;
-    if (!kernels::DecodePngMask(png.data() + off[j], size_t(off[j + 1] - off[j]), ch, uint64_t(e.width) * e.height, &px, &w, &h, &err))
-      throw Error(at + ": " + err);
+    if (!kernels::DecodeMask(value, size, ch, uint64_t(e.width) * e.height, &px, &w, &h, &err)) throw Error(at + ": " + err);
     kernels::CropRect rect;
     kernels::SampleParams p;
     kernels::MakeParams(g.spec, e.width, e.height, g.seed, epoch, index, &rect, &p);  // the draw its image had
     kernels::TransformMask(p, out_w, out_h, px.data(), w, h, w * ch, ch, 0, out.data() + plane * j);
   }
-  b->field_data[k] = std::move(out);
   auto& shape = b->field_shapes[k];
   shape = {uint32_t(out_h), uint32_t(out_w)};
   if (ch == 3) shape.push_back(3);
@@ -177,12 +184,13 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
   b->field_offsets.resize(fields.size());
   b->field_columns.resize(fields.size());
   b->field_shapes.resize(fields.size());
+  b->field_stored.resize(fields.size());
   std::vector<uint8_t> scratch;
   for (size_t k = 0; k < fields.size(); ++k) {
     const size_t f = fields[k];
     const format::Field& fd = fs[f];
     const size_t w = size_t(layout.width[f]);
-    auto& data = b->field_data[k];
+    auto& data = fd.type == format::FieldType::kMask ? b->field_stored[k] : b->field_data[k];
     auto& offsets = b->field_offsets[k];
     FieldColumn& c = b->field_columns[k];
     c.name = fd.name.c_str();

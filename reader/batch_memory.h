@@ -49,6 +49,10 @@ struct BatchBuffer {
   std::vector<std::vector<uint64_t>> field_offsets;
   std::vector<FieldColumn> field_columns;
   std::vector<std::vector<uint32_t>> field_shapes;  // masks: the batch's [H, W(, C)]
+  // Masks: their stored values, decoded into field_data (whose capacity the ring slot keeps, so that
+  // a batch's masks fault no fresh pages in).
+  std::vector<std::vector<uint8_t>> field_stored;
+  std::vector<uint8_t> mask_pixels;  // one mask decoded at its stored size, before its geometry
   Batch batch;
 };
 

@@ -9,7 +9,10 @@
 
 #include "format/bytes.h"
 #include "format/error.h"
+#include "format/mask_runs.h"
 #include "kernels/limits.h"
+#include "kernels/mask_codec.h"
+#include "kernels/png_codec.h"
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
 #include "tools/commands.h"
@@ -56,7 +59,7 @@ std::string Base64(const uint8_t* p, size_t n) {
 }
 
 // Sample i's typed fields (format 1.2) as one JSON object: numbers and nested lists, text as a
-// string, bytes as base64, a mask as the name of its PNG (written into `dir` as stored).
+// string, bytes as base64, a mask as the name of its PNG (written into `dir`).
 std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string& file, const std::filesystem::path& dir) {
   nlohmann::ordered_json j;
   j["file"] = file;
@@ -73,8 +76,22 @@ std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string&
       if (fd.type == format::FieldType::kMask) {
         char name[64];
         std::snprintf(name, sizeof name, "%08llu.%zu.png", (unsigned long long)i, f);
+        // A PNG is written as stored; runs are decoded and written as a PNG of the same values.
+        std::vector<uint8_t> encoded;
+        if (format::IsMaskRuns(p, size_t(r.size))) {
+          const std::string at = v.name() + ": sample " + std::to_string(i) + ": mask '" + fd.name + "': ";
+          std::vector<uint8_t> px;
+          int w = 0, h = 0;
+          std::string err;
+          const int ch = int(fd.dims[0]);
+          if (!kernels::DecodeMask(p, size_t(r.size), ch, kernels::kDefaultMaxPixels, &px, &w, &h, &err) ||
+              !kernels::EncodePng(px.data(), w, h, ch, size_t(w) * size_t(ch), &encoded, &err))
+            throw Error(at + err);
+        } else {
+          encoded.assign(p, p + r.size);
+        }
         std::ofstream png(dir / name, std::ios::binary);
-        png.write(reinterpret_cast<const char*>(p), std::streamsize(r.size));
+        png.write(reinterpret_cast<const char*>(encoded.data()), std::streamsize(encoded.size()));
         if (!png) throw Error((dir / name).string() + ": write failed");
         j[fd.name] = name;
       } else if (fd.type == format::FieldType::kText) {

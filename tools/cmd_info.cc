@@ -23,7 +23,7 @@ void PrintTypedFields(const Dataset& ds, const DatasetSummary& s) {
     const format::Field& fd = m.fields[f];
     std::string type = format::FieldTypeName(fd.type);
     if (fd.type == format::FieldType::kMask) {
-      type += fd.dims.size() == 1 && fd.dims[0] == 3 ? ", 3 channels, PNG" : ", 1 channel, PNG";
+      type += fd.dims.size() == 1 && fd.dims[0] == 3 ? ", 3 channels" : ", 1 channel";
     } else if (fd.dtype != format::DType::kNone) {
       type += std::string(" ") + format::DTypeName(fd.dtype);
       if (fd.type == format::FieldType::kArray || fd.type == format::FieldType::kVarArray) {

@@ -36,7 +36,7 @@ struct Slot {
 
 class WindowPool {
  public:
-  WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src), max_pixels_(opt.max_pixels) {
+  WindowPool(const Source& src, const EncodeOptions& opt, int threads) : src_(src), opt_(opt) {
     for (int t = 0; t < threads; ++t) encoders_.emplace_back(std::make_unique<Encoder>(opt));
     try {
       for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Loop(t); });
@@ -100,7 +100,7 @@ class WindowPool {
       try {
         src_.Load(first_ + i, &item);
         encoders_[size_t(t)]->Encode(item, &s.enc);
-        if (!item.masks.empty()) StoreMasks(item, s.enc, max_pixels_, &s.masks);
+        if (!item.masks.empty()) StoreMasks(item, s.enc, opt_, &s.masks);
         s.labels[0] = item.label[0];
         s.labels[1] = item.label[1];
       } catch (const EnvironmentError& e) {
@@ -116,7 +116,7 @@ class WindowPool {
   }
 
   const Source& src_;
-  const uint64_t max_pixels_;
+  const EncodeOptions opt_;  // masks follow the images' crop and resize
   std::vector<std::unique_ptr<Encoder>> encoders_;
   std::vector<std::thread> workers_;
   std::mutex mu_;

@@ -64,44 +64,36 @@ Encoder::Encoder(const EncodeOptions& options)
   if (opt_.restart_enabled()) policy_ = opt_.restart_policy();
 }
 
-int Encoder::CropSide(int w, int h) const {
-  return opt_.center_crop > 0 ? std::max(1, int(std::lround(opt_.center_crop * std::min(w, h)))) : 0;
-}
-
-bool Encoder::Transforms(int w, int h) const {
-  const int side = CropSide(w, h);
-  if (side && (side != w || side != h)) return true;
-  int ow, oh;
-  kernels::FitLongestSide(w, h, opt_.max_resolution, &ow, &oh);
-  return ow != w || oh != h;
+BuildGeometry GeometryOf(const EncodeOptions& o, int w, int h) {
+  BuildGeometry g{w, h, 0, 0, w, h, w, h};
+  if (o.center_crop > 0) {
+    const int side = std::max(1, int(std::lround(o.center_crop * std::min(w, h))));
+    g.x = (w - side) / 2;
+    g.y = (h - side) / 2;
+    g.w = g.h = side;
+  }
+  kernels::FitLongestSide(g.w, g.h, o.max_resolution, &g.out_w, &g.out_h);
+  return g;
 }
 
 // rgb_ always holds 3 channels, gray sources included (decoded with R = G = B), so crop and resize
 // work on RGB and a gray image stays gray.
 bool Encoder::Transform(int* w, int* h) {
   const int channels = 3;
-  bool changed = false;
-  if (opt_.center_crop > 0) {
-    const int side = CropSide(*w, *h);
-    if (side != *w || side != *h) {
-      tmp_.resize(size_t(side) * side * channels);
-      kernels::CropCopy(rgb_.data(), *w, channels, (*w - side) / 2, (*h - side) / 2, side, side, tmp_.data());
-      rgb_.swap(tmp_);
-      *w = *h = side;
-      changed = true;
-    }
-  }
-  int ow, oh;
-  kernels::FitLongestSide(*w, *h, opt_.max_resolution, &ow, &oh);
-  if (ow != *w || oh != *h) {
-    tmp_.resize(size_t(ow) * oh * channels);
-    kernels::ResizeArea(rgb_.data(), *w, *h, channels, tmp_.data(), ow, oh);
+  const BuildGeometry g = GeometryOf(opt_, *w, *h);
+  if (g.crops()) {
+    tmp_.resize(size_t(g.w) * g.h * channels);
+    kernels::CropCopy(rgb_.data(), *w, channels, g.x, g.y, g.w, g.h, tmp_.data());
     rgb_.swap(tmp_);
-    *w = ow;
-    *h = oh;
-    changed = true;
   }
-  return changed;
+  if (g.out_w != g.w || g.out_h != g.h) {
+    tmp_.resize(size_t(g.out_w) * g.out_h * channels);
+    kernels::ResizeArea(rgb_.data(), g.w, g.h, channels, tmp_.data(), g.out_w, g.out_h);
+    rgb_.swap(tmp_);
+  }
+  *w = g.out_w;
+  *h = g.out_h;
+  return g.changes();
 }
 
 // A codec's error text, as the sample's error, unless it says an allocation failed: libjpeg,
@@ -231,13 +223,13 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     must_change = opt_.reencode || info.is_cmyk();
     // A JPEG stored as a restart-indexed transcode needs no pixels: reading its coefficients
     // entropy-decodes every scan with warnings as errors, which proves the data as a decode does.
-    if (!must_change && !Transforms(w, h) && (enc == "default" || enc == "jpeg") && opt_.restart_enabled()) {
+    if (!must_change && !GeometryOf(opt_, w, h).changes() && (enc == "default" || enc == "jpeg") && opt_.restart_enabled()) {
       if (!restart_.Transcode(item.bytes.data(), item.bytes.size(), policy_, &out->payload, &transcoded))
         ThrowCodecError(item.where, "corrupt JPEG", restart_.error());
       tried_transcode = true;
       if (transcoded.interval > 0) {
-        out->width = uint16_t(w);
-        out->height = uint16_t(h);
+        out->width = out->source_width = uint16_t(w);
+        out->height = out->source_height = uint16_t(h);
         return StoreTranscoded(transcoded, channels, out);
       }
     }
@@ -246,6 +238,8 @@ void Encoder::Encode(const SourceItem& item, Encoded* out) {
     if (!codec_.DecodeRGB(item.bytes.data(), item.bytes.size(), info, rgb_.data()))
       ThrowCodecError(item.where, "corrupt JPEG", codec_.error());
   }
+  out->source_width = uint16_t(w);
+  out->source_height = uint16_t(h);
   must_change |= Transform(&w, &h);
   out->width = uint16_t(w);
   out->height = uint16_t(h);

@@ -38,9 +38,20 @@ struct EncodeOptions {
   kernels::RestartPolicy restart_policy() const;
 };
 
+// What a build does to a w x h source image: keeps the centred square of --center-crop (x, y, w, h in
+// source pixels; the whole image when off) and fits it into --max-resolution (out_w x out_h). Masks
+// follow their image through the same geometry.
+struct BuildGeometry {
+  int src_w = 0, src_h = 0, x = 0, y = 0, w = 0, h = 0, out_w = 0, out_h = 0;
+  bool crops() const { return w != src_w || h != src_h; }
+  bool changes() const { return crops() || out_w != w || out_h != h; }
+};
+BuildGeometry GeometryOf(const EncodeOptions& options, int w, int h);
+
 struct Encoded {
   std::vector<uint8_t> payload;
   uint16_t width = 0, height = 0;
+  uint16_t source_width = 0, source_height = 0;  // before the build's crop and resize
   uint8_t encoding = 0;       // format::Encoding
   uint8_t channels = 3;
   size_t jpeg_prefix = 0;     // JPEG only: length of the tables prefix (SOI..SOS header); 0 if unknown
@@ -60,8 +71,6 @@ class Encoder {
 
  private:
   bool Transform(int* w, int* h);  // applies crop / resize to the RGB in rgb_; true when changed
-  bool Transforms(int w, int h) const;  // whether Transform would change a w x h image
-  int CropSide(int w, int h) const;     // --center-crop's square side, 0 when off
   // The payload in out->payload is the source or its transcode (r.interval > 0): fills the rest.
   void StoreTranscoded(const kernels::RestartResult& r, int channels, Encoded* out);
   void EncodeJpeg(int w, int h, int channels, const std::string& where, Encoded* out);

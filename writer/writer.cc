@@ -360,10 +360,6 @@ Writer::Writer(const std::string& path, Schema schema, WriterOptions options) {
   format::Meta m;
   m.fields = schema;
   if (const std::string why = format::SchemaProblem(m, m.typed()); !why.empty()) throw Error(path + ": schema: " + why);
-  for (const auto& f : schema)
-    if (f.type == FieldType::kMask && (options.encode.max_resolution > 0 || options.encode.center_crop > 0))
-      throw OptionError(path + ": mask '" + f.name + "': masks keep their image's pixels, so max_resolution and center_crop "
-                        "are not supported with them (resize the images and masks beforehand)");
   impl_ = std::make_unique<Impl>(path, std::move(schema), std::move(options));
 }
 

@@ -33,24 +33,28 @@ def _png(mask, mode):
 
 
 def test_every_mask_form_is_stored_losslessly(tmp_path):
-    forms = ["array", "pil_L", "pil_P", "png_L", "png_P", "bool"]
+    forms = ["array", "pil_L", "pil_P", "png_L", "png_P", "bool", "noisy", "noisy_png"]
     masks = []
     with dsc.Writer(tmp_path / "m.beton", {"image": "image", "mask": "mask"}, encoding="raw") as w:
         for i, form in enumerate(forms):
             img, mask = _scene(i)
             if form == "bool":
                 mask = (mask > 2).astype(np.uint8)
+            if form.startswith("noisy"):  # runs would be bigger than the pixels: stored as a PNG
+                mask = np.random.default_rng(i).integers(0, 256, mask.shape, dtype=np.uint8)
             masks.append(mask)
             value = {"array": mask, "pil_L": Image.fromarray(mask, "L"), "bool": mask.astype(bool),
                      "pil_P": Image.open(io.BytesIO(_png(mask, "P"))), "png_L": _png(mask, "L"),
-                     "png_P": _png(mask, "P")}[form]
+                     "png_P": _png(mask, "P"), "noisy": mask, "noisy_png": _png(mask, "L")}[form]
             w.add({"image": img, "mask": value})
     loader = dsc.Loader(tmp_path / "m.beton", batch_size=len(forms), order="sequential", dtype="uint8", layout="NHWC")
     b = next(iter(loader))
     assert tuple(b["mask"].shape) == (len(forms), 56, 72) and b["mask"].dtype.is_floating_point is False
     for i, form in enumerate(forms):
         np.testing.assert_array_equal(b["mask"][i].numpy(), masks[i], err_msg=form)
-    # dsc export writes each mask as the PNG stored, which PIL reads back to the same values.
+    # Smooth masks are stored as runs (format 1.2 type 8), noisy ones as a PNG; both load exactly (above).
+    assert (tmp_path / "m.beton").read_bytes().count(b"MRLE") == len(forms) - 2
+    # dsc export writes each mask as a PNG, which PIL reads back to the same values.
     out = tmp_path / "exp"
     subprocess.run([os.environ.get("DSC_BINARY", "dsc"), "export", str(tmp_path / "m.beton"), "--out", str(out)], check=True,
                    capture_output=True)
@@ -135,6 +139,37 @@ def test_segmentation_pairs_build(tmp_path):
     b = next(iter(loader))
     for j, stem in enumerate(sorted(want)):
         np.testing.assert_array_equal(b["mask"][j].numpy(), want[stem], err_msg=stem)
+
+
+def test_masks_take_the_builds_center_crop_and_max_resolution(tmp_path):
+    """--center-crop 0.9 --max-resolution 40 on 72x56 pairs: each mask is PIL's nearest-neighbour resize
+    of the image's crop box, and the image's colours (area-resized) agree with it inside every region."""
+    (tmp_path / "img").mkdir()
+    (tmp_path / "seg").mkdir()
+    want = []
+    for i in range(4):
+        img, mask = _scene(i)
+        Image.fromarray(img).save(tmp_path / "img" / f"{i}.png")
+        (tmp_path / "seg" / f"{i}.png").write_bytes(_png(mask, "P"))
+        side = round(0.9 * 56)  # the centred square, at ((72 - 50) // 2, (56 - 50) // 2), fitted to 40
+        box = ((72 - side) // 2, (56 - side) // 2, (72 - side) // 2 + side, (56 - side) // 2 + side)
+        want.append(np.asarray(Image.fromarray(mask).resize((40, 40), Image.NEAREST, box=box)))
+    dsc.build(tmp_path / "img", tmp_path / "s.beton", masks=str(tmp_path / "seg"), center_crop=0.9, max_resolution=40)
+    b = next(iter(dsc.Loader(tmp_path / "s.beton", batch_size=4, order="sequential", dtype="uint8", layout="NHWC",
+                             normalize=False)))
+    assert tuple(b["mask"].shape) == (4, 40, 40)
+    for i in range(4):
+        m = b["mask"][i].numpy()
+        np.testing.assert_array_equal(m, want[i], err_msg=f"sample {i}")
+        # Where a pixel's 3x3 neighbourhood is one class, the image shows that class's colour.
+        inner = np.ones_like(m, bool)
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                inner[1:-1, 1:-1] &= m[1 + dy:39 + dy, 1 + dx:39 + dx] == m[1:-1, 1:-1]
+        inner[[0, -1], :] = inner[:, [0, -1]] = False
+        assert inner.sum() > 400
+        diff = np.abs(b["image"][i].numpy().astype(int) - COLOURS[m].astype(int))[inner]
+        assert diff.max() <= 2, (i, diff.max())
 
 
 @pytest.mark.parametrize("cut", ["empty", "truncated", "corrupt"])

@@ -35,17 +35,21 @@ ls "$out"/tmp/tree/a/*.jpg | head -3 | {
 } > "$out/tmp/typed.jsonl"
 "$dsc" build "$out/tmp/typed.jsonl" "$out/open/typed.beton" --block-size 4096 --quiet >/dev/null
 cp "$out/open/typed.beton" "$out/load/typed.beton"
-# A typed file with a mask (field type 8): PNG values the loader decodes and moves with the image.
+# A typed file with masks (field type 8) in both stored encodings, which the loader decodes and moves
+# with the image: runs (a smooth mask) and PNG (a noisy one, whose runs would be bigger).
 mkdir -p "$out/tmp/seg/img" "$out/tmp/seg/mask"
 cp "$out"/tmp/tree/a/*.jpg "$out/tmp/seg/img/"
 /usr/bin/python3 - "$out/tmp/seg" <<'PY'
-import os, sys
+import os, random, sys
 from PIL import Image
 d = sys.argv[1]
 for i, f in enumerate(sorted(os.listdir(os.path.join(d, "img")))):
     w, h = Image.open(os.path.join(d, "img", f)).size
-    m = Image.new("P", (w, h), 0)
-    m.paste(i + 1, (2, 3, w // 2, h - 4))
+    if i % 2:
+        m = Image.frombytes("L", (w, h), random.Random(i).randbytes(w * h))
+    else:
+        m = Image.new("P", (w, h), 0)
+        m.paste(i + 1, (2, 3, w // 2, h - 4))
     m.save(os.path.join(d, "mask", os.path.splitext(f)[0] + ".png"))
 PY
 "$dsc" build "$out/tmp/seg/img" "$out/open/mask.beton" --masks "$out/tmp/seg/mask" --block-size 4096 --quiet >/dev/null
