@@ -63,6 +63,26 @@ BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fi
   return g;
 }
 
+void SelectPoints(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
+                  BoxGeometry* g) {
+  const auto& fs = v.meta().fields;
+  for (const std::string& n : names) {
+    size_t k = 0;
+    while (k < fields.size() && fs[fields[k]].name != n) ++k;
+    if (k == fields.size()) throw OptionError("points: '" + n + "' is not a typed field the loader delivers (see fields=)");
+    const format::Field& f = fs[fields[k]];
+    const bool array = f.type == format::FieldType::kVarArray || f.type == format::FieldType::kArray;
+    if (!array || f.dtype != format::DType::kFloat32 || f.dims.empty() || (f.dims.back() != 2 && f.dims.back() != 3))
+      throw OptionError("points: '" + n + "' must be a float32 array whose last dimension is 2 (x, y) or 3 (x, y, v)");
+    if (k == g->boxes) throw OptionError("points: '" + n + "' is the box field");
+    for (size_t c : g->companions)
+      if (c == k) throw OptionError("points: '" + n + "' is a companion of the boxes, which drop its rows");
+    for (size_t q : g->points)
+      if (q == k) throw OptionError("points: '" + n + "' named twice");
+    g->points.push_back(k);
+  }
+}
+
 namespace {
 
 // Keeps, per sample, the rows `kept[j]` of a variable column (rows of `row` bytes), in place.
@@ -122,6 +142,34 @@ void ApplyGeometry(const format::FileView& v, const std::vector<size_t>& fields,
   for (size_t c : g.companions) {
     KeepRows(kept, b->field_columns[c].elem_bytes, &b->field_data[c], &b->field_offsets[c]);
     b->field_columns[c].data = b->field_data[c].data();
+  }
+}
+
+// Maps point column k's points of every sample through the parameters its image was drawn with.
+void ApplyPoints(const format::FileView& v, uint32_t len, BatchBuffer* b, const BoxGeometry& g, uint64_t epoch, size_t k) {
+  const FieldColumn& c = b->field_columns[k];
+  const size_t dim = size_t(c.shape[c.ndim - 1]);  // 2 or 3 (SelectPoints)
+  float* data = reinterpret_cast<float*>(b->field_data[k].data());
+  const bool crop = g.spec.crop != kernels::CropMode::kNone;
+  for (uint32_t j = 0; j < len; ++j) {
+    const uint64_t index = b->indices[j];
+    const format::IndexEntry e = v.entry(index);
+    // A fixed column holds elem_bytes per sample; a variable one its rows between the offsets.
+    const uint64_t begin = c.offsets ? c.offsets[j] : uint64_t(j) * c.elem_bytes;
+    const uint64_t end = c.offsets ? c.offsets[j + 1] : begin + c.elem_bytes;
+    if (begin == end) continue;
+    kernels::CropRect rect;
+    kernels::SampleParams p;
+    kernels::MakeParams(g.spec, e.width, e.height, g.seed, epoch, index, &rect, &p);  // the draw its image had
+    const int out_w = crop ? g.spec.out_w : e.width, out_h = crop ? g.spec.out_h : e.height;
+    for (float* q = data + begin / 4; q < data + end / 4; q += dim) {
+      float xy[2] = {q[0], q[1]};
+      uint8_t visible = 1;
+      kernels::TransformPoints(p, out_w, out_h, xy, 1, &visible);
+      q[0] = xy[0];
+      q[1] = xy[1];
+      if (dim == 3 && !visible) q[2] = 0.0f;
+    }
   }
 }
 
@@ -221,6 +269,7 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
     c.data = data.data();
   }
   if (geo.active()) ApplyGeometry(v, fields, len, b, geo, epoch);
+  for (size_t k : geo.points) ApplyPoints(v, len, b, geo, epoch, k);
   for (size_t k : geo.masks) ApplyMaskGeometry(v, fields, len, b, geo, epoch, k);
 }
 

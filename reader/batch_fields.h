@@ -25,16 +25,21 @@ struct BoxGeometry {
   size_t boxes = kNone;             // position of the box field among the delivered fields
   std::vector<size_t> companions;   // positions of the per-box fields
   std::vector<size_t> masks;        // positions of the mask fields (format 1.2 type 8)
+  std::vector<size_t> points;       // positions of the point fields (LoaderOptions::points)
   kernels::AugmentSpec spec;        // the loader's whole augmentation (what MakeParams drew from)
   uint64_t seed = 0;
   bool active() const { return boxes != kNone; }
-  bool moves_fields() const { return active() || !masks.empty(); }
+  bool moves_fields() const { return active() || !masks.empty() || !points.empty(); }
 };
 // Checks `names` against the file and the delivered `fields`: the first a variable float32 array of
 // trailing shape [4], the others variable fields; OptionError naming the field otherwise. Notes every
 // delivered mask, which always follows its image.
 BoxGeometry SelectBoxes(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
                         const kernels::AugmentSpec& spec, uint64_t seed);
+// Checks LoaderOptions::points against the file and the delivered fields (float32 arrays whose last
+// dimension is 2 or 3, not the box field) and notes them in *g; OptionError naming the field otherwise.
+void SelectPoints(const format::FileView& v, const std::vector<size_t>& fields, const std::vector<std::string>& names,
+                  BoxGeometry* g);
 
 // Fills b's field columns for its first `len` samples (b->indices). With `geo` active, the boxes of each
 // sample are mapped through the parameters its image was drawn with (epoch `epoch`), those left

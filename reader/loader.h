@@ -188,6 +188,10 @@ struct LoaderOptions {
   // fields with the same N (category ids, crowd flags, ...). A box that leaves the output is dropped
   // with its rows of the others, so counts stay consistent (kernels/geometry.h).
   std::vector<std::string> boxes;
+  // Points that follow the image's geometry the same way: float32 arrays whose last dimension is 2
+  // (x, y) or 3 (x, y, v as COCO's keypoints), variable ([N, 2|3]) or fixed ([..., 2|3]). Every point
+  // is kept and mapped; one that leaves the crop or the output gets v = 0 when it has a v.
+  std::vector<std::string> points;
   class Tracer* tracer = nullptr;     // records a timeline when set (reader/trace.h); must outlive the loader
   // Called every `wait_poll_ms` while the consumer waits for a batch, on the consumer's thread with no
   // lock held; it may throw to abandon the wait (the Python module checks for Ctrl-C there).

@@ -420,6 +420,25 @@ std::vector<OptionRow> MakeTable() {
     };
     t.push_back(std::move(r));
   }
+  {
+    OptionRow r = MakeRow("points", OptionType::kTexts,
+                          "float32 typed fields of points that follow the image's crop, flip and translate: [N,2] (x, y) or "
+                          "[N,3] (x, y, v; v set to 0 for a point that leaves the output), variable or fixed arrays");
+    r.example = "keypoints";
+    r.get = [](const O& o) {
+      std::string s;
+      for (const auto& f : o.points) s += (s.empty() ? "" : ",") + f;
+      return s;
+    };
+    r.set = [](O& o, std::string_view text) {
+      o.points.clear();
+      for (std::string_view f : SplitList(text)) {
+        if (f.empty()) Bad("points", text, "an empty field name");
+        o.points.emplace_back(f);
+      }
+    };
+    t.push_back(std::move(r));
+  }
   // Remote workers (docs/remote.md).
   {
     OptionRow r = MakeRow("remote", OptionType::kTexts, "auxiliary workers (dsc serve) HOST:PORT[,HOST:PORT...] that decode beside the local threads");

@@ -61,14 +61,16 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
       spec.out_h = int(height_);
     }
     boxes_ = SelectBoxes(ds_.view(), field_ids_, o.boxes, spec, AugmentSeed(o));
+    SelectPoints(ds_.view(), field_ids_, o.points, &boxes_);
     // The list's geometric ops move pixels the boxes and masks do not follow yet: refused rather than misplaced.
     if (boxes_.moves_fields())
       for (const char* op : {"random_crop", "flip", "random_horizontal_flip", "random_vertical_flip", "random_rotation",
                              "random_affine", "rand_augment", "trivial_augment", "auto_augment"})
-        if (o.transforms.find(op) != std::string::npos)
-          throw OptionError(std::string(boxes_.active() ? "boxes" : "masks") + ": the transform list's '" + op +
-                            "' moves pixels the " + (boxes_.active() ? "boxes" : "masks") +
+        if (o.transforms.find(op) != std::string::npos) {
+          const std::string what = boxes_.active() ? "boxes" : !boxes_.points.empty() ? "points" : "masks";
+          throw OptionError(what + ": the transform list's '" + op + "' moves pixels the " + what +
                             " do not follow yet; use the crop/flip/translate options, which they do");
+        }
   }
   order_ = OrderOptionsOf(o);
   PlanEpoch(ds_.view(), order_, 0);  // validates the options early

@@ -112,6 +112,7 @@ class Loader:
         autotune: bool = ...,
         fields: Union[str, Sequence[str]] = ...,
         boxes: Union[str, Sequence[str]] = ...,
+        points: Union[str, Sequence[str]] = ...,
         views: Union[int, Sequence[Dict[str, Any]], None] = ...,
         remote: Union[str, Sequence[str]] = ...,
         token: str = ...,

@@ -181,3 +181,48 @@ def test_dsc_build_from_json_lines_and_export(tmp_path):
     assert bad.returncode != 0
     assert "t.jsonl:5: column 'score': expected a number" in bad.stderr
     assert not (tmp_path / "bad.beton").exists()
+
+
+def test_points_follow_their_image_through_crop_flip_and_translate(tmp_path):
+    """Keypoints [N,3] (x, y, v) and points [N,2] mapped with each sample's crop, flip and translate:
+    where a mapped point is visible, the augmented image shows its dot's colour there; v = 0 exactly
+    where the point left the crop or the output (the pixel there is the translate's fill)."""
+    rng = np.random.default_rng(3)
+    W, H, n = 96, 80, 16
+    with dsc.Writer(tmp_path / "p.beton", {"image": "image", "kp": "float32[*,3]", "xy": "float32[*,2]",
+                                              "ids": "int32[*]"}, encoding="raw") as w:
+        for i in range(n):
+            img = np.full((H, W, 3), (0, 0, 255), np.uint8)
+            pts = []
+            for k in range(6):  # one 9x9 dot per cell of a 3x2 grid, so no two overlap
+                cx = 32 * (k % 3) + int(rng.integers(6, 26))
+                cy = 40 * (k // 3) + int(rng.integers(6, 34))
+                img[cy - 4:cy + 5, cx - 4:cx + 5] = (255, 40 * k, 0)
+                pts.append([cx + 0.5, cy + 0.5, 2.0])
+            pts = np.array(pts, np.float32)
+            w.add({"image": img, "kp": pts, "xy": pts[:, :2].copy(), "ids": np.arange(6, dtype=np.int32)})
+    loader = dsc.Loader(tmp_path / "p.beton", batch_size=n, crop="random_resized", out_size=64, scale=(0.3, 1.0),
+                        flip=True, translate=8, fill=(0, 0, 0), dtype="uint8", layout="NHWC", normalize=False,
+                        points=["kp", "xy"], seed=5)
+    seen = {"visible": 0, "hidden": 0}
+    for epoch in range(3):
+        b = next(iter(loader.epoch(epoch)))
+        for j in range(n):
+            img, kp, xy = b["image"][j].numpy(), b["kp"][j].numpy(), b["xy"][j].numpy()
+            assert kp.shape == (6, 3) and xy.shape == (6, 2)
+            np.testing.assert_array_equal(kp[:, :2], xy)
+            for k, (x, y, v) in enumerate(kp):
+                inside = 0 <= x < 64 and 0 <= y < 64
+                if v > 0:
+                    assert v == 2 and inside, (epoch, j, k, x, y)
+                    r, g, _ = img[int(y), int(x)].astype(int)
+                    assert r > 200 and abs(g - 40 * k) <= 12, (epoch, j, k, x, y, img[int(y), int(x)])
+                    seen["visible"] += 1
+                else:
+                    assert not inside or img[int(y), int(x)].tolist() == [0, 0, 0], (epoch, j, k, x, y)
+                    seen["hidden"] += 1
+    assert seen["visible"] > 100 and seen["hidden"] > 10, seen
+    with pytest.raises(dsc.OptionError, match="last dimension is 2"):
+        dsc.Loader(tmp_path / "p.beton", batch_size=n, points=["ids"])
+    with pytest.raises(dsc.OptionError, match="not a typed field"):
+        dsc.Loader(tmp_path / "p.beton", batch_size=n, points="nope")
