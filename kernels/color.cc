@@ -424,6 +424,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToRgbAvx512(con
     }
   }
 }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToPlanesAvx512(const YccRow* rows, size_t n, uint8_t* r,
+                                                                                uint8_t* g, uint8_t* b, size_t stride) {
+  YccSteps steps(rows[0].w, rows[0].hshift);
+  const __mmask16 all = 0xFFFF;
+  for (size_t i = 0; i < n; ++i) {
+    YccRow q = rows[i];
+    q.shift = 0, q.lo = 0, q.hi = q.w, q.cut_from = q.cut_to = 0;
+    uint8_t* out[3] = {r + i * stride, g + i * stride, b + i * stride};
+    for (int ox = 0; ox < q.w; ox += 16) {
+      __m256i rgb[3];
+      steps.Colours(q, ox, all, rgb);
+      for (int c = 0; c < 3; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(out[c] + ox), _mm256_cvtepi16_epi8(rgb[c]));
+    }
+  }
+}
+
 // YccRowsToFloatAvx512 with the AVX2 steps: 16 pixels as two 8-float halves.
 __attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size_t n, const uint8_t fill[3],
                                                          const float scale[3], const float bias[3], bool mirror,
@@ -509,6 +525,14 @@ void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const f
     YccRowToFloatScalar(rows[i], fill, scale, bias, mirror, r + i * stride, g + i * stride, b + i * stride);
 }
 
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride) {
+  if (n > 0 && UseAvx512() && YccRowIsFast(size_t(rows[0].w), rows[0].hshift))
+    return YccRowsToPlanesAvx512(rows, n, r, g, b, stride);
+  for (size_t i = 0; i < n; ++i)
+    ColorConvertRow(rows[i].y, rows[i].cb, rows[i].cr, size_t(rows[i].w), rows[i].hshift, r + i * stride, g + i * stride,
+                    b + i * stride);
+}
+
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
                      uint8_t* g, uint8_t* b) {
   if (UseAvx2() && hshift <= 1) return ColorConvertRowAvx2(y, cb, cr, w, hshift, r, g, b);
@@ -547,6 +571,12 @@ void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const f
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
                      uint8_t* g, uint8_t* b) {
   ColorConvertRowScalar(y, cb, cr, w, hshift, r, g, b);
+}
+
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride) {
+  for (size_t i = 0; i < n; ++i)
+    ColorConvertRowScalar(rows[i].y, rows[i].cb, rows[i].cr, size_t(rows[i].w), rows[i].hshift, r + i * stride,
+                          g + i * stride, b + i * stride);
 }
 
 void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse) {

@@ -69,6 +69,10 @@ inline void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float 
 inline void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
   YccRowsToRgb(&row, 1, fill, mirror, rgb, 0);
 }
+// n rows of one image converted as they are (no shift, cut or fill: YccRow's y, cb, cr, hshift and w
+// only) into planes: row i as ColorConvertRow writes it, into r, g and b + i * stride. One call per
+// image, as above (AVX-512 where YccRowIsFast; else ColorConvertRow row by row).
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride);
 // Whether YccRowsToFloat and YccRowsToRgb have a vector path for rows of w pixels at hshift on this
 // CPU (AVX-512, or AVX2 up to 32,752 pixels; w a multiple of 16): elsewhere converting the row to
 // planes first is faster.

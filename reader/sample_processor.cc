@@ -452,23 +452,34 @@ void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::
     // Transforms that run on planes (colour jitter) take the converted planes as they are, and the
     // output rows are assembled from them: no packing and unpacking of every pixel.
     uint8_t* pl = planar_transforms_ ? transformed_.data() : nullptr;
-    if (!pl) {
-      if (planar_.size() < 3 * w) planar_.resize(3 * w);
-    }
-    for (size_t y = 0; y < h; ++y) {
-      const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
-      uint8_t* r = pl ? pl + y * w : planar_.data();
-      uint8_t* g = pl ? r + n : r + w;
-      uint8_t* b = pl ? g + n : g + w;
-      if (jp.components == 3) {
-        kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
-                                 jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], r, g, b);
-      } else {
-        std::memcpy(r, Y, w);
-        std::memcpy(g, Y, w);
-        std::memcpy(b, Y, w);
+    if (pl && jp.components == 3) {  // the whole image in one call (kernels::YccRowsToPlanes)
+      ycc_rows_.resize(h);
+      for (size_t y = 0; y < h; ++y) {
+        kernels::YccRow& q = ycc_rows_[y];
+        q = kernels::YccRow{};
+        q.y = jp.plane[0] + y * jp.stride[0];
+        q.cb = jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1];
+        q.cr = jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2];
+        q.hshift = jp.hshift[1], q.w = int(w);
       }
-      if (!pl) kernels::InterleaveRow(r, g, b, w, transformed_.data() + y * 3 * w, false);
+      kernels::YccRowsToPlanes(ycc_rows_.data(), h, pl, pl + n, pl + 2 * n, w);
+    } else {  // row by row: into the planes, or converted and packed
+      if (!pl && planar_.size() < 3 * w) planar_.resize(3 * w);
+      for (size_t y = 0; y < h; ++y) {
+        const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
+        uint8_t* r = pl ? pl + y * w : planar_.data();
+        uint8_t* g = pl ? r + n : r + w;
+        uint8_t* b = pl ? g + n : g + w;
+        if (jp.components == 3) {
+          kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
+                                   jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], r, g, b);
+        } else {
+          std::memcpy(r, Y, w);
+          std::memcpy(g, Y, w);
+          std::memcpy(b, Y, w);
+        }
+        if (!pl) kernels::InterleaveRow(r, g, b, w, transformed_.data() + y * 3 * w, false);
+      }
     }
     if (pl) {
       try {

@@ -368,6 +368,42 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
   });
 }
 
+TEST(Color, YccRowsToPlanesEqualsColorConvertRow) {
+  // An image's rows converted in one call (AVX-512 where the rows allow it) against the scalar row
+  // conversion, with guards after each row.
+  std::mt19937 rng(29);
+  AtEachSimdWidth([&] {
+    for (int w : {16, 32, 48, 224, 40}) {
+      for (int hshift : {0, 1}) {
+        const int n = 7, cw = (w + (1 << hshift) - 1) >> hshift;
+        std::vector<uint8_t> y(size_t(n * w)), cb(size_t(n * cw)), cr(size_t(n * cw));
+        for (auto* v : {&y, &cb, &cr})
+          for (auto& b : *v) b = uint8_t(rng());
+        std::vector<YccRow> rows(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          YccRow& q = rows[size_t(i)];
+          q.w = w, q.hshift = hshift;
+          const int src = (i * 3) % n;
+          q.y = y.data() + src * w, q.cb = cb.data() + src * cw, q.cr = cr.data() + src * cw;
+        }
+        const size_t stride = size_t(w) + 3, plane = size_t(n) * stride;
+        std::vector<uint8_t> out(3 * plane, 0xA5), ref(3 * size_t(w));
+        YccRowsToPlanes(rows.data(), size_t(n), out.data(), out.data() + plane, out.data() + 2 * plane, stride);
+        for (int i = 0; i < n; ++i) {
+          const YccRow& q = rows[size_t(i)];
+          ColorConvertRowScalar(q.y, q.cb, q.cr, size_t(w), hshift, ref.data(), ref.data() + w, ref.data() + 2 * w);
+          for (int c = 0; c < 3; ++c) {
+            const uint8_t* got = out.data() + size_t(c) * plane + size_t(i) * stride;
+            EXPECT_EQ(std::vector<uint8_t>(got, got + w), std::vector<uint8_t>(ref.data() + c * w, ref.data() + (c + 1) * w))
+                << "w=" << w << " hshift=" << hshift << " row " << i << " channel " << c;
+            EXPECT_EQ(got[w], 0xA5) << "guard after row " << i;
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(Color, YccRowToRgbEqualsYccToRgbForEveryColour) {
   // Every (y, cb, cr): the dispatched rows (16-bit arithmetic with AVX-512 or AVX2) against
   // YccToRgb, libjpeg's formula, one row of y = 0..255 per (cb, cr); the float row against Normalize
