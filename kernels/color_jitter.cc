@@ -164,13 +164,26 @@ struct Blend512 {
   }
 };
 
+// TruncU8(r * v + o) before the clamp at 0: the values past 255 clamped in float, the negative ones
+// left for Pack64's unsigned saturation.
+DSC_T inline __m512i BlendNoFloor(const Blend512& f, __m512 v, __m512 o) {
+  return _mm512_cvttps_epi32(_mm512_min_ps(_mm512_add_ps(_mm512_mul_ps(f.r, v), o), f.top));
+}
+
+// Four steps of 16 int32 (at most 255) as 64 bytes in order, negatives as 0: the packs saturate, and
+// work within 128-bit lanes, so lane L holds dword L of each step; the permute puts them back.
+DSC_T inline __m512i Pack64(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, _mm512_packus_epi16(_mm512_packus_epi32(a0, a1), _mm512_packus_epi32(a2, a3)));
+}
+
 template <int Q>
-DSC_T inline void SaturateQuarter(const Gray512& gray, const Blend512& f, const Pixels64& x, __m128i out[3]) {
+DSC_T inline void SaturateQuarter(const Gray512& gray, const Blend512& f, const Pixels64& x, __m512i out[3]) {
   const __m512 r = Quarter<Q>(x.r), g = Quarter<Q>(x.g), b = Quarter<Q>(x.b);
   const __m512 o = _mm512_mul_ps(f.rc, _mm512_cvtepi32_ps(gray(r, g, b)));
-  out[0] = _mm512_cvtepi32_epi8(f(r, o));
-  out[1] = _mm512_cvtepi32_epi8(f(g, o));
-  out[2] = _mm512_cvtepi32_epi8(f(b, o));
+  out[0] = BlendNoFloor(f, r, o);
+  out[1] = BlendNoFloor(f, g, o);
+  out[2] = BlendNoFloor(f, b, o);
 }
 
 DSC_T void Saturate512(uint8_t* const p[3], size_t n, const uint8_t* lut, BlendFactors bf) {
@@ -180,18 +193,12 @@ DSC_T void Saturate512(uint8_t* const p[3], size_t n, const uint8_t* lut, BlendF
   for (size_t i = 0; i < n; i += 64) {
     const __mmask64 m = Tail(n - i);
     const Pixels64 x = Load64(p, i, m, lut ? &l : nullptr);
-    __m128i q[4][3];
+    __m512i q[4][3];
     SaturateQuarter<0>(gray, f, x, q[0]);
     SaturateQuarter<1>(gray, f, x, q[1]);
     SaturateQuarter<2>(gray, f, x, q[2]);
     SaturateQuarter<3>(gray, f, x, q[3]);
-    for (int c = 0; c < 3; ++c) {
-      __m512i v = _mm512_castsi128_si512(q[0][c]);
-      v = _mm512_inserti32x4(v, q[1][c], 1);
-      v = _mm512_inserti32x4(v, q[2][c], 2);
-      v = _mm512_inserti32x4(v, q[3][c], 3);
-      _mm512_mask_storeu_epi8(p[c] + i, m, v);
-    }
+    for (int c = 0; c < 3; ++c) _mm512_mask_storeu_epi8(p[c] + i, m, Pack64(q[0][c], q[1][c], q[2][c], q[3][c]));
   }
 }
 

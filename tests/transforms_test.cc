@@ -62,12 +62,12 @@ TEST(TransformList, EveryTransformStaysInsideTheImageAndIsAFunctionOfItsSample) 
 
 // ColorJitter's fast path (tables, AVX-512 where the CPU has it, the portable loops under
 // LimitToAvx2) against its definition, torchvision's ops one after another: every order of every
-// subset of the four ops, factors across their ranges and past them (0: a flat image, 2.5: clamping),
+// subset of the four ops, factors across their ranges and past them (0: a flat image, 2.5 and 1e6: clamping),
 // on noise and on a smooth gradient, at sizes with and without a 64-pixel tail; bit-equal, packed and
 // planar, and the list's planar form equal to its packed one.
 TEST(ColorJitter, FastPathEqualsTheReferenceOpByOp) {
   const int sizes[][2] = {{32, 32}, {7, 5}, {65, 3}, {100, 37}};
-  const double factors[] = {0.0, 0.6, 0.97, 1.0, 1.23, 1.4, 2.5};
+  const double factors[] = {0.0, 0.6, 0.97, 1.0, 1.23, 1.4, 2.5, 1e6};
   const double hues[] = {-0.5, -0.1, 0.03, 0.5};
   uint32_t draw = 1;
   auto next = [&draw](uint32_t n) {
