@@ -224,6 +224,31 @@ DSC_T void Lut512Plane(uint8_t* p, size_t n, const uint8_t* lut) {
     _mm512_mask_storeu_epi8(p + i, m, Look(l, _mm512_maskz_loadu_epi8(m, p + i)));
   }
 }
+// Packed RGB to planes, 64 pixels (three registers) at a time: channel c's byte of pixel k is byte
+// 3k + c; those in the first two registers come through one two-register permute, the rest from the
+// third through another.
+DSC_T void SplitRgb512(const uint8_t* rgb, size_t n, uint8_t* const p[3]) {
+  alignas(64) uint8_t lo[3][64], hi[3][64];
+  __mmask64 from_hi[3] = {0, 0, 0};
+  for (int c = 0; c < 3; ++c)
+    for (int k = 0; k < 64; ++k) {
+      const int at = 3 * k + c;
+      lo[c][k] = uint8_t(at & 127), hi[c][k] = uint8_t(at & 63);
+      if (at >= 128) from_hi[c] |= __mmask64(1) << k;
+    }
+  __m512i ilo[3], ihi[3];
+  for (int c = 0; c < 3; ++c) ilo[c] = _mm512_load_si512(lo[c]), ihi[c] = _mm512_load_si512(hi[c]);
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const uint8_t* s = rgb + 3 * i;
+    const __m512i v0 = _mm512_loadu_si512(s), v1 = _mm512_loadu_si512(s + 64), v2 = _mm512_loadu_si512(s + 128);
+    for (int c = 0; c < 3; ++c)
+      _mm512_storeu_si512(p[c] + i, _mm512_mask_blend_epi8(from_hi[c], _mm512_permutex2var_epi8(v0, ilo[c], v1),
+                                                           _mm512_permutexvar_epi8(ihi[c], v2)));
+  }
+  for (; i < n; ++i) p[0][i] = rgb[3 * i], p[1][i] = rgb[3 * i + 1], p[2][i] = rgb[3 * i + 2];
+}
+
 #pragma GCC diagnostic pop
 #undef DSC_T
 #endif
@@ -329,11 +354,15 @@ void ColorJitterRgb(ImageU8 img, const JitterOps& ops, TransformScratch& s) {
   const size_t n = size_t(img.width) * size_t(img.height);
   if (s.bytes.size() < 3 * n) s.bytes.resize(3 * n);
   uint8_t* const planes[3] = {s.bytes.data(), s.bytes.data() + n, s.bytes.data() + 2 * n};
-  for (size_t i = 0; i < n; ++i) {
-    planes[0][i] = img.data[3 * i];
-    planes[1][i] = img.data[3 * i + 1];
-    planes[2][i] = img.data[3 * i + 2];
-  }
+#ifdef DSC_JITTER_AVX512
+  if (UseFast()) SplitRgb512(img.data, n, planes);
+  else
+#endif
+    for (size_t i = 0; i < n; ++i) {
+      planes[0][i] = img.data[3 * i];
+      planes[1][i] = img.data[3 * i + 1];
+      planes[2][i] = img.data[3 * i + 2];
+    }
   ColorJitterPlanes(planes, n, ops);
   InterleaveRow(planes[0], planes[1], planes[2], n, img.data, false);
 }
