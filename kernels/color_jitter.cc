@@ -67,12 +67,14 @@ void LutScalar(uint8_t* p, size_t n, const uint8_t* lut) {
   for (size_t i = 0; i < n; ++i) p[i] = lut[p[i]];
 }
 
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__)
 #define DSC_JITTER_AVX512 1
 #define DSC_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_* (see resample.cc)
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 bool CpuHasVbmi() {
   static const bool have = (__builtin_cpu_init(), __builtin_cpu_supports("avx512vbmi"));
@@ -227,17 +229,27 @@ DSC_T void Lut512Plane(uint8_t* p, size_t n, const uint8_t* lut) {
 // Packed RGB to planes, 64 pixels (three registers) at a time: channel c's byte of pixel k is byte
 // 3k + c; those in the first two registers come through one two-register permute, the rest from the
 // third through another.
-DSC_T void SplitRgb512(const uint8_t* rgb, size_t n, uint8_t* const p[3]) {
+struct SplitIndex {
   alignas(64) uint8_t lo[3][64], hi[3][64];
-  __mmask64 from_hi[3] = {0, 0, 0};
-  for (int c = 0; c < 3; ++c)
-    for (int k = 0; k < 64; ++k) {
-      const int at = 3 * k + c;
-      lo[c][k] = uint8_t(at & 127), hi[c][k] = uint8_t(at & 63);
-      if (at >= 128) from_hi[c] |= __mmask64(1) << k;
-    }
+  uint64_t from_hi[3] = {0, 0, 0};
+  SplitIndex() {
+    for (int c = 0; c < 3; ++c)
+      for (int k = 0; k < 64; ++k) {
+        const int at = 3 * k + c;
+        lo[c][k] = uint8_t(at & 127), hi[c][k] = uint8_t(at & 63);
+        if (at >= 128) from_hi[c] |= uint64_t(1) << k;
+      }
+  }
+};
+const SplitIndex g_split;
+
+DSC_T void SplitRgb512(const uint8_t* rgb, size_t n, uint8_t* const p[3]) {
   __m512i ilo[3], ihi[3];
-  for (int c = 0; c < 3; ++c) ilo[c] = _mm512_load_si512(lo[c]), ihi[c] = _mm512_load_si512(hi[c]);
+  __mmask64 from_hi[3];
+  for (int c = 0; c < 3; ++c) {
+    ilo[c] = _mm512_load_si512(g_split.lo[c]), ihi[c] = _mm512_load_si512(g_split.hi[c]);
+    from_hi[c] = g_split.from_hi[c];
+  }
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
     const uint8_t* s = rgb + 3 * i;
@@ -249,7 +261,9 @@ DSC_T void SplitRgb512(const uint8_t* rgb, size_t n, uint8_t* const p[3]) {
   for (; i < n; ++i) p[0][i] = rgb[3 * i], p[1][i] = rgb[3 * i + 1], p[2][i] = rgb[3 * i + 2];
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #undef DSC_T
 #endif
 
