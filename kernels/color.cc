@@ -41,7 +41,8 @@ void YccRowToFloatScalar(const YccRow& q, const uint8_t fill[3], const float sca
     uint8_t px[3] = {fill[0], fill[1], fill[2]};
     if (x >= q.lo && x < q.hi && !(x >= q.cut_from && x < q.cut_to)) {
       const int s = x - q.shift;
-      YccToRgb(q.y[s], q.cb[s >> q.hshift], q.cr[s >> q.hshift], &px[0], &px[1], &px[2]);
+      if (q.rgb) px[0] = q.y[s], px[1] = q.cb[s], px[2] = q.cr[s];
+      else YccToRgb(q.y[s], q.cb[s >> q.hshift], q.cr[s >> q.hshift], &px[0], &px[1], &px[2]);
     }
     for (int c = 0; c < 3; ++c) out[c][mirror ? q.w - 1 - x : x] = Normalize(px[c], scale[c], bias[c]);
   }
@@ -53,7 +54,8 @@ void YccRowToRgbScalar(const YccRow& q, const uint8_t fill[3], bool mirror, uint
     px[0] = fill[0], px[1] = fill[1], px[2] = fill[2];
     if (x >= q.lo && x < q.hi && !(x >= q.cut_from && x < q.cut_to)) {
       const int s = x - q.shift;
-      YccToRgb(q.y[s], q.cb[s >> q.hshift], q.cr[s >> q.hshift], &px[0], &px[1], &px[2]);
+      if (q.rgb) px[0] = q.y[s], px[1] = q.cb[s], px[2] = q.cr[s];
+      else YccToRgb(q.y[s], q.cb[s >> q.hshift], q.cr[s >> q.hshift], &px[0], &px[1], &px[2]);
     }
   }
 }
@@ -259,6 +261,13 @@ struct YccSteps {
   // `in`: Lanes(ox).
   __attribute__((target("avx512f,avx512bw,avx512vl"))) void Colours(const YccRow& q, int ox, __mmask16 in, __m256i rgb[3]) const {
     const int s = ox - q.shift;                  // the source pixel of lane 0
+    if (q.rgb) {
+      const uint8_t* row[3] = {q.y, q.cb, q.cr};
+      for (int c = 0; c < 3; ++c)
+        rgb[c] = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(
+            in, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row[c]) + uintptr_t(intptr_t(s)))));
+      return;
+    }
     const int c0 = s >> q.hshift;                // its chroma sample (s may be negative: arithmetic shift)
     const uintptr_t ys = reinterpret_cast<uintptr_t>(q.y) + uintptr_t(intptr_t(s));
     const uintptr_t co = uintptr_t(intptr_t(c0));
@@ -325,6 +334,13 @@ struct YccSteps2 {
     const int p = std::min(std::max(s, 0), q.w - 16);
     const __m128i at_y = _mm_add_epi8(iota, _mm_set1_epi8(char(s - p)));
     const __m128i Y = _mm_shuffle_epi8(Load16(q.y + p), at_y);
+    if (q.rgb) {
+      rgb[0] = _mm256_cvtepu8_epi16(Y);
+      rgb[1] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(Load16(q.cb + p), at_y));
+      rgb[2] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(Load16(q.cr + p), at_y));
+      for (int c = 0; c < 3; ++c) rgb[c] = _mm256_blendv_epi8(fill[c], rgb[c], take);
+      return;
+    }
     __m128i CB, CR;
     if (q.hshift == 0) {
       CB = _mm_shuffle_epi8(Load16(q.cb + p), at_y), CR = _mm_shuffle_epi8(Load16(q.cr + p), at_y);
@@ -408,6 +424,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToRgbAvx512(con
     }
   }
 }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void YccRowsToPlanesAvx512(const YccRow* rows, size_t n, uint8_t* r,
+                                                                                uint8_t* g, uint8_t* b, size_t stride) {
+  YccSteps steps(rows[0].w, rows[0].hshift);
+  const __mmask16 all = 0xFFFF;
+  for (size_t i = 0; i < n; ++i) {
+    YccRow q = rows[i];
+    q.shift = 0, q.lo = 0, q.hi = q.w, q.cut_from = q.cut_to = 0;
+    uint8_t* out[3] = {r + i * stride, g + i * stride, b + i * stride};
+    for (int ox = 0; ox < q.w; ox += 16) {
+      __m256i rgb[3];
+      steps.Colours(q, ox, all, rgb);
+      for (int c = 0; c < 3; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(out[c] + ox), _mm256_cvtepi16_epi8(rgb[c]));
+    }
+  }
+}
+
 // YccRowsToFloatAvx512 with the AVX2 steps: 16 pixels as two 8-float halves.
 __attribute__((target("avx2"))) void YccRowsToFloatAvx2(const YccRow* rows, size_t n, const uint8_t fill[3],
                                                          const float scale[3], const float bias[3], bool mirror,
@@ -493,6 +525,14 @@ void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const f
     YccRowToFloatScalar(rows[i], fill, scale, bias, mirror, r + i * stride, g + i * stride, b + i * stride);
 }
 
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride) {
+  if (n > 0 && UseAvx512() && YccRowIsFast(size_t(rows[0].w), rows[0].hshift))
+    return YccRowsToPlanesAvx512(rows, n, r, g, b, stride);
+  for (size_t i = 0; i < n; ++i)
+    ColorConvertRow(rows[i].y, rows[i].cb, rows[i].cr, size_t(rows[i].w), rows[i].hshift, r + i * stride, g + i * stride,
+                    b + i * stride);
+}
+
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
                      uint8_t* g, uint8_t* b) {
   if (UseAvx2() && hshift <= 1) return ColorConvertRowAvx2(y, cb, cr, w, hshift, r, g, b);
@@ -531,6 +571,12 @@ void YccRowsToFloat(const YccRow* rows, size_t n, const uint8_t fill[3], const f
 void ColorConvertRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t w, int hshift, uint8_t* r,
                      uint8_t* g, uint8_t* b) {
   ColorConvertRowScalar(y, cb, cr, w, hshift, r, g, b);
+}
+
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride) {
+  for (size_t i = 0; i < n; ++i)
+    ColorConvertRowScalar(rows[i].y, rows[i].cb, rows[i].cr, size_t(rows[i].w), rows[i].hshift, r + i * stride,
+                          g + i * stride, b + i * stride);
 }
 
 void NormalizePlaneRow(const uint8_t* in, size_t w, float* out, float scale, float bias, bool reverse) {

@@ -42,11 +42,14 @@ void InterleaveRowScalar(const uint8_t* r, const uint8_t* g, const uint8_t* b, s
 // [lo, hi) must lie in the row (0 <= lo - shift, hi - shift <= w); lo == hi: a row of fill (y, cb and
 // cr unused). With AVX-512, streaming stores where the rows allow them (with AVX2 ordinary ones: see
 // kernels/color.cc).
+// With `rgb`, y, cb and cr are already a row's r, g and b bytes (hshift 0): the pixel is (y[s], cb[s],
+// cr[s]), no conversion (the planes the list transforms leave, reader/sample_processor.cc).
 struct YccRow {
   const uint8_t *y = nullptr, *cb = nullptr, *cr = nullptr;
   int hshift = 0;  // 0 or 1
   int w = 0;
   int shift = 0, lo = 0, hi = 0, cut_from = 0, cut_to = 0;
+  bool rgb = false;
 };
 void YccRowToFloatScalar(const YccRow& row, const uint8_t fill[3], const float scale[3], const float bias[3],
                          bool mirror, float* r, float* g, float* b);
@@ -66,6 +69,10 @@ inline void YccRowToFloat(const YccRow& row, const uint8_t fill[3], const float 
 inline void YccRowToRgb(const YccRow& row, const uint8_t fill[3], bool mirror, uint8_t* rgb) {
   YccRowsToRgb(&row, 1, fill, mirror, rgb, 0);
 }
+// n rows of one image converted as they are (no shift, cut or fill: YccRow's y, cb, cr, hshift and w
+// only) into planes: row i as ColorConvertRow writes it, into r, g and b + i * stride. One call per
+// image, as above (AVX-512 where YccRowIsFast; else ColorConvertRow row by row).
+void YccRowsToPlanes(const YccRow* rows, size_t n, uint8_t* r, uint8_t* g, uint8_t* b, size_t stride);
 // Whether YccRowsToFloat and YccRowsToRgb have a vector path for rows of w pixels at hshift on this
 // CPU (AVX-512, or AVX2 up to 32,752 pixels; w a multiple of 16): elsewhere converting the row to
 // planes first is faster.

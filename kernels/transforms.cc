@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "format/error.h"
+#include "kernels/color_jitter.h"
 #include "kernels/transforms_internal.h"
 
 namespace dsc::kernels {
@@ -245,9 +246,18 @@ class ColorJitter final : public Transform {
     has_[2] = !(s_.first == 1 && s_.second == 1);
     has_[3] = !(h_.first == 0 && h_.second == 0);
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
-    // get_params: a random order of the four, then each factor drawn (brightness, contrast,
-    // saturation, hue), whether or not the order puts it first.
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    ColorJitterRgb(img, Draw(rng, log), s);
+  }
+  bool HasPlanes() const override { return true; }
+  void ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+    ColorJitterPlanes(img.plane, size_t(img.width) * size_t(img.height), Draw(rng, log));
+  }
+
+ private:
+  // get_params: a random order of the four, then each factor drawn (brightness, contrast,
+  // saturation, hue), whether or not the order puts it first. The ops in the order applied.
+  JitterOps Draw(Rng& rng, ParamLog* log) const {
     int order[4] = {0, 1, 2, 3};
     for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.Below(uint64_t(i + 1))]);
     double f[4] = {1, 1, 1, 0};
@@ -258,18 +268,12 @@ class ColorJitter final : public Transform {
     static const char* names[4] = {"brightness", "contrast", "saturation", "hue"};
     for (int k = 0; k < 4; ++k)
       if (has_[k]) Log(log, names[k], f[k]);
-    for (int id : order) {
-      if (!has_[id]) continue;
-      switch (id) {
-        case 0: AdjustBrightness(img, f[0]); break;
-        case 1: AdjustContrast(img, f[1]); break;
-        case 2: AdjustSaturation(img, f[2]); break;
-        default: AdjustHue(img, f[3]); break;
-      }
-    }
+    JitterOps ops;
+    for (int id : order)
+      if (has_[id]) ops.id[ops.n] = id, ops.factor[ops.n++] = f[id];
+    return ops;
   }
 
- private:
   std::pair<double, double> b_, c_, s_, h_;
   bool has_[4] = {};
 };
@@ -605,6 +609,22 @@ std::string TransformList::Text() const {
   std::string out;
   for (const std::string& t : texts_) out += (out.empty() ? "" : ",") + t;
   return out;
+}
+
+void Transform::ApplyPlanes(PlanesU8, Rng&, TransformScratch&, ParamLog*) const {
+  throw Error("internal: a transform without a planar form run on planes");
+}
+
+bool TransformList::OnPlanes() const {
+  for (const auto& op : ops_)
+    if (!op->HasPlanes()) return false;
+  return true;
+}
+
+void TransformList::ApplyPlanes(PlanesU8 img, uint64_t seed, uint64_t epoch, uint64_t index, TransformScratch& scratch,
+                                ParamLog* log) const {
+  Rng rng(seed, epoch, index, kStreamTransforms);
+  for (const auto& op : ops_) op->ApplyPlanes(img, rng, scratch, log);
 }
 
 bool TransformList::OnDevice() const {

@@ -32,6 +32,11 @@ struct ImageU8 {
   uint8_t* data = nullptr;  // width * height * 3 bytes, rows packed
   int width = 0, height = 0;
 };
+// The same image as three planes of width * height bytes (r, g, b): what a JPEG's planes convert to.
+struct PlanesU8 {
+  uint8_t* plane[3] = {nullptr, nullptr, nullptr};
+  int width = 0, height = 0;
+};
 
 // Receives each drawn parameter (name, value) in the order drawn.
 class ParamLog {
@@ -76,6 +81,10 @@ class Transform {
   virtual void Apply(ImageU8 img, Rng& rng, TransformScratch& scratch, ParamLog* log) const = 0;
   // Where the GPU deferred path implements it; false: the loader refuses it with defer_augment.
   virtual bool OnDevice() const { return false; }
+  // Transforms that also run on planes, drawing and writing exactly what Apply does: a list of only
+  // those lets the loader keep a JPEG's pixels planar (reader/sample_processor.cc).
+  virtual bool HasPlanes() const { return false; }
+  virtual void ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch& scratch, ParamLog* log) const;
 };
 
 using TransformFactory = std::function<std::unique_ptr<Transform>(const TransformArgs&)>;
@@ -93,6 +102,10 @@ class TransformList {
   // Applies every transform in order with sample `index`'s stream.
   void Apply(ImageU8 img, uint64_t seed, uint64_t epoch, uint64_t index, TransformScratch& scratch,
              ParamLog* log = nullptr) const;
+  // Every transform has ApplyPlanes; then ApplyPlanes is Apply on the planar form.
+  bool OnPlanes() const;
+  void ApplyPlanes(PlanesU8 img, uint64_t seed, uint64_t epoch, uint64_t index, TransformScratch& scratch,
+                   ParamLog* log = nullptr) const;
   std::string Text() const;  // canonical, comma-separated
   void Add(std::string text, std::unique_ptr<Transform> t) {
     texts_.push_back(std::move(text));

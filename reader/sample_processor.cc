@@ -358,6 +358,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
 void SampleProcessor::set_transforms(const kernels::TransformList* t) {
   if (t && defer_) throw Error("internal: list transforms on a deferring processor");
   transforms_ = t && !t->empty() ? t : nullptr;
+  planar_transforms_ = transforms_ && transforms_->OnPlanes();
 }
 
 void SampleProcessor::ApplyTransforms(uint8_t* rgb, int w, int h, uint64_t index, uint64_t seed, uint64_t epoch) {
@@ -446,19 +447,71 @@ void SampleProcessor::EmitPlanes(const kernels::SampleParams& p, const kernels::
                            jp.vshift[2] == 0;
   if (transforms_) {  // the RGB image for the transforms, then the rest as for any decoded image
     if (form) *form = SampleForm::kRgb;
-    const size_t w = out_.width, h = out_.height;
-    if (transformed_.size() < 3 * w * h) transformed_.resize(3 * w * h);
-    if (planar_.size() < 3 * w) planar_.resize(3 * w);
-    uint8_t* pl = planar_.data();
-    for (size_t y = 0; y < h; ++y) {
-      const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
-      if (jp.components == 3) {
-        kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
-                                 jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], pl, pl + w, pl + 2 * w);
-        kernels::InterleaveRow(pl, pl + w, pl + 2 * w, w, transformed_.data() + y * 3 * w, false);
-      } else {
-        kernels::InterleaveRow(Y, Y, Y, w, transformed_.data() + y * 3 * w, false);
+    const size_t w = out_.width, h = out_.height, n = w * h;
+    if (transformed_.size() < 3 * n) transformed_.resize(3 * n);
+    // Transforms that run on planes (colour jitter) take the converted planes as they are, and the
+    // output rows are assembled from them: no packing and unpacking of every pixel.
+    uint8_t* pl = planar_transforms_ ? transformed_.data() : nullptr;
+    if (pl && jp.components == 3) {  // the whole image in one call (kernels::YccRowsToPlanes)
+      ycc_rows_.resize(h);
+      for (size_t y = 0; y < h; ++y) {
+        kernels::YccRow& q = ycc_rows_[y];
+        q = kernels::YccRow{};
+        q.y = jp.plane[0] + y * jp.stride[0];
+        q.cb = jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1];
+        q.cr = jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2];
+        q.hshift = jp.hshift[1], q.w = int(w);
       }
+      kernels::YccRowsToPlanes(ycc_rows_.data(), h, pl, pl + n, pl + 2 * n, w);
+    } else {  // row by row: into the planes, or converted and packed
+      if (!pl && planar_.size() < 3 * w) planar_.resize(3 * w);
+      for (size_t y = 0; y < h; ++y) {
+        const uint8_t* Y = jp.plane[0] + y * jp.stride[0];
+        uint8_t* r = pl ? pl + y * w : planar_.data();
+        uint8_t* g = pl ? r + n : r + w;
+        uint8_t* b = pl ? g + n : g + w;
+        if (jp.components == 3) {
+          kernels::ColorConvertRow(Y, jp.plane[1] + (y >> jp.vshift[1]) * jp.stride[1],
+                                   jp.plane[2] + (y >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], r, g, b);
+        } else {
+          std::memcpy(r, Y, w);
+          std::memcpy(g, Y, w);
+          std::memcpy(b, Y, w);
+        }
+        if (!pl) kernels::InterleaveRow(r, g, b, w, transformed_.data() + y * 3 * w, false);
+      }
+    }
+    if (pl) {
+      try {
+        transforms_->ApplyPlanes(kernels::PlanesU8{{pl, pl + n, pl + 2 * n}, int(w), int(h)}, current_.seed,
+                                 current_.epoch, current_.index, transform_scratch_);
+      } catch (const Error& ex) {
+        throw Error(ds_.path() + ": sample " + std::to_string(current_.index) + ": " + ex.what());
+      }
+      const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
+      if (kernels::YccRowIsFast(w, 0) && (planar_out || out_.dtype == DType::kUint8)) {
+        // The fused kernels read the planes as RGB rows (YccRow::rgb): shift, cut, fill, mirror and
+        // normalise or interleave in one pass over the image.
+        ycc_rows_.resize(h);
+        for (size_t y = 0; y < h; ++y) {
+          const OutputRow g = RowOf(p, int(y));
+          kernels::YccRow& q = ycc_rows_[y];
+          q = kernels::YccRow{};
+          if (g.inside) q.y = pl + size_t(g.ty) * w, q.cb = q.y + n, q.cr = q.y + 2 * n;
+          q.rgb = true, q.w = int(w);
+          q.shift = g.shift, q.lo = g.lo, q.hi = g.hi, q.cut_from = g.cut_from, q.cut_to = g.cut_to;
+        }
+        if (planar_out) {
+          float* f = reinterpret_cast<float*>(dst);
+          kernels::YccRowsToFloat(ycc_rows_.data(), h, spec_.fill, out_.scale, out_.bias, p.flip != 0, f, f + n,
+                                  f + 2 * n, w);
+        } else {
+          kernels::YccRowsToRgb(ycc_rows_.data(), h, spec_.fill, p.flip != 0, dst, 3 * w);
+        }
+        return;
+      }
+      WritePlaneRows(p, [pl, w](int ty) { return pl + size_t(ty) * w; }, n, dst);
+      return;
     }
     ApplyTransforms(transformed_.data(), int(w), int(h), current_.index, current_.seed, current_.epoch);
     WriteRows(p, transformed_.data(), int(w), int(h), int(3 * w), dst);
@@ -492,7 +545,6 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
   // planar_: the converted source row (3 x w), then the three output rows being assembled (3 x w).
   if (planar_.size() < 6 * w) planar_.resize(6 * w);
   uint8_t* src_rgb = planar_.data();
-  uint8_t* out_rgb = planar_.data() + 3 * w;
   const bool mirror = p.flip != 0;  // a flipped row is built mirrored (RowOf)
   const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
   // From YCbCr: each row converted, shifted, cut and normalised (float32 NCHW) or interleaved (the
@@ -524,54 +576,68 @@ void SampleProcessor::WritePlanes(const kernels::SampleParams& p, const kernels:
     }
     return;
   }
+  if (fused) {  // another dtype or layout: each row through row_
+    for (int y = 0; y < oh; ++y) {
+      kernels::YccRowToRgb(ycc_row(RowOf(p, y)), spec_.fill, mirror, row_.data());
+      EmitRow(row_.data(), y, dst);
+    }
+    return;
+  }
+  // Each source row converted to planes (src_rgb) as it is needed.
+  WritePlaneRows(
+      p,
+      [&](int ty) {
+        const uint8_t* Y = jp.plane[0] + size_t(ty) * jp.stride[0];
+        if (jp.components == 3) {
+          kernels::ColorConvertRow(Y, jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1],
+                                   jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2], w, jp.hshift[1], src_rgb,
+                                   src_rgb + w, src_rgb + 2 * w);
+        } else {
+          for (int c = 0; c < 3; ++c) std::memcpy(src_rgb + c * w, Y, w);
+        }
+        return static_cast<const uint8_t*>(src_rgb);
+      },
+      w, dst);
+}
+
+template <typename RowAt>
+void SampleProcessor::WritePlaneRows(const kernels::SampleParams& p, RowAt row_at, size_t pstride, uint8_t* dst) {
+  const int ow = int(out_.width), oh = int(out_.height);
+  const size_t w = size_t(ow), plane = size_t(ow) * size_t(oh);
+  if (planar_.size() < 6 * w) planar_.resize(6 * w);
+  uint8_t* out_rgb = planar_.data() + 3 * w;  // WritePlanes converts source rows into the first 3 * w
+  const bool mirror = p.flip != 0;
+  const bool planar_out = out_.dtype == DType::kFloat32 && out_.layout == Layout::kNCHW;
   for (int y = 0; y < oh; ++y) {
     const OutputRow g = RowOf(p, y);
-    const int ty = g.ty, shift = g.shift, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
-    const bool inside = g.inside;
-    if (fused) {  // another dtype or layout: each row through row_
-      kernels::YccRowToRgb(ycc_row(g), spec_.fill, mirror, row_.data());
-      EmitRow(row_.data(), y, dst);
-      continue;
-    }
-    const uint8_t *Y = nullptr, *cb = nullptr, *cr = nullptr;
-    if (inside) {
-      Y = jp.plane[0] + size_t(ty) * jp.stride[0];
-      if (jp.components == 3) {
-        cb = jp.plane[1] + size_t(ty >> jp.vshift[1]) * jp.stride[1];
-        cr = jp.plane[2] + size_t(ty >> jp.vshift[2]) * jp.stride[2];
-      }
-    }
-    if (inside) {
-      if (jp.components == 3) {
-        kernels::ColorConvertRow(Y, cb, cr, w, jp.hshift[1], src_rgb, src_rgb + w, src_rgb + 2 * w);
-      } else {
-        for (int c = 0; c < 3; ++c) std::memcpy(src_rgb + c * w, Y, w);
-      }
-    }
-    // The output row's three planes: the converted row itself unless it is shifted or cut.
-    const uint8_t* planes = src_rgb;
-    if (!inside || shift != 0 || cut_to > cut_from) {
+    const int shift = g.shift, lo = g.lo, hi = g.hi, cut_from = g.cut_from, cut_to = g.cut_to;
+    const uint8_t* src = g.inside ? row_at(g.ty) : nullptr;
+    // The output row's three planes: the source row itself unless it is shifted or cut.
+    const uint8_t* planes = src;
+    size_t ps = pstride;
+    if (!g.inside || shift != 0 || cut_to > cut_from) {
       planes = out_rgb;
+      ps = w;
       for (size_t c = 0; c < 3; ++c) {
         uint8_t* row = out_rgb + c * w;
-        if (!inside) {
+        if (!g.inside) {
           std::memset(row, spec_.fill[c], w);
         } else {
           std::memset(row, spec_.fill[c], size_t(lo));
           std::memset(row + hi, spec_.fill[c], size_t(ow - hi));
-          std::memcpy(row + lo, src_rgb + c * w + (lo - shift), size_t(hi - lo));
+          std::memcpy(row + lo, src + c * pstride + (lo - shift), size_t(hi - lo));
         }
         if (cut_to > cut_from) std::memset(row + cut_from, spec_.fill[c], size_t(cut_to - cut_from));
       }
     }
     if (planar_out) {
       for (size_t c = 0; c < 3; ++c)
-        kernels::NormalizePlaneRow(planes + c * w, w, reinterpret_cast<float*>(dst) + c * plane + size_t(y) * w,
+        kernels::NormalizePlaneRow(planes + c * ps, w, reinterpret_cast<float*>(dst) + c * plane + size_t(y) * w,
                                    out_.scale[c], out_.bias[c], mirror);
     } else {  // interleaved (and mirrored) once, straight into a uint8 batch
       const bool direct = out_.dtype == DType::kUint8;
       uint8_t* rgb = direct ? dst + size_t(y) * w * 3 : row_.data();
-      kernels::InterleaveRow(planes, planes + w, planes + 2 * w, w, rgb, mirror);
+      kernels::InterleaveRow(planes, planes + ps, planes + 2 * ps, w, rgb, mirror);
       if (!direct) EmitRow(rgb, y, dst);
     }
   }

@@ -112,6 +112,11 @@ class SampleProcessor {
   OutputRow RowOf(const kernels::SampleParams& p, int y) const;
   // The fused path: YCbCr planes -> RGB, translate/flip/cutout, normalise, one output row at a time.
   void WritePlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst);
+  // Output rows from planar RGB rows: source row ty's r plane row is row_at(ty), its g and b rows
+  // `pstride` and 2 * pstride bytes on; each output row assembled (shift, cut, fill), then normalised or
+  // interleaved.
+  template <typename RowAt>
+  void WritePlaneRows(const kernels::SampleParams& p, RowAt row_at, size_t pstride, uint8_t* dst);
   // Decoded planes into dst: packed as they are when the caller takes planes (`form`), else WritePlanes.
   void EmitPlanes(const kernels::SampleParams& p, const kernels::JpegPlanes& planes, uint8_t* dst, SampleForm* form);
   void EmitRow(const uint8_t* rgb, int y, uint8_t* dst) { EmitPixels(rgb, size_t(y) * out_.width, out_.width, dst); }
@@ -130,7 +135,8 @@ class SampleProcessor {
   const Dataset& ds_;
   const kernels::TransformList* transforms_ = nullptr;
   kernels::TransformScratch transform_scratch_;
-  std::vector<uint8_t> transformed_;  // an uncropped sample's pixels, packed, for the transforms
+  std::vector<uint8_t> transformed_;  // an uncropped sample's pixels, packed (or planar), for the transforms
+  bool planar_transforms_ = false;     // transforms_->OnPlanes(): a JPEG's pixels stay planes for them
   struct {
     uint64_t index = 0, seed = 0, epoch = 0;
   } current_;  // the sample Process is writing (EmitPlanes runs its transforms)

@@ -227,7 +227,8 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
   int fast_rows = 0;
   AtEachSimdWidth([&] {
   for (int w : {16, 17, 32, 33, 48, 224}) {
-    for (int hshift : {0, 1}) {
+    for (int mode : {0, 1, 2}) {  // hshift 0, 1, and rows already RGB (YccRow::rgb)
+      const int hshift = mode == 1;
       const int cw = (w + (1 << hshift) - 1) >> hshift;
       std::vector<uint8_t> y(static_cast<size_t>(w)), cb(static_cast<size_t>(cw)), cr(static_cast<size_t>(cw));
       for (int t = 0; t < 60; ++t) {
@@ -237,6 +238,7 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
         YccRow q;
         q.w = w;
         q.hshift = hshift;
+        q.rgb = mode == 2;
         const bool inside = t % 10 != 9;
         q.shift = int(rng() % 11) - 5;
         if (inside) {
@@ -251,8 +253,14 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
         const bool mirror = t % 2;
         // The generic path, from the other references.
         std::vector<uint8_t> conv(3 * size_t(w)), row(3 * size_t(w));
-        ColorConvertRowScalar(y.data(), cb.data(), cr.data(), size_t(w), hshift, conv.data(), conv.data() + w,
-                              conv.data() + 2 * w);
+        if (q.rgb) {
+          std::copy(y.begin(), y.end(), conv.begin());
+          std::copy(cb.begin(), cb.end(), conv.begin() + w);
+          std::copy(cr.begin(), cr.end(), conv.begin() + 2 * w);
+        } else {
+          ColorConvertRowScalar(y.data(), cb.data(), cr.data(), size_t(w), hshift, conv.data(), conv.data() + w,
+                                conv.data() + 2 * w);
+        }
         std::vector<float> want(3 * size_t(w));
         for (int c = 0; c < 3; ++c) {
           for (int x = 0; x < w; ++x) {
@@ -292,7 +300,7 @@ TEST(Color, YccRowToFloatAndRgbFollowTheirDefinitions) {
   }
   });
   if (UseAvx2()) {
-    EXPECT_EQ(fast_rows, 2 * 4 * 2 * 60);  // w = 16, 32, 48, 224 at both shifts, at both SIMD widths
+    EXPECT_EQ(fast_rows, 2 * 4 * 3 * 60);  // w = 16, 32, 48, 224 at both shifts and as RGB, at both SIMD widths
   }
 }
 
@@ -305,7 +313,8 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
   const float scale[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f}, bias[3] = {-2.1179f, -2.0357f, -1.8044f};
   AtEachSimdWidth([&] {
   for (int w : {16, 32, 48, 224, 40}) {
-    for (int hshift : {0, 1}) {
+    for (int mode : {0, 1, 2}) {  // hshift 0, 1, and rows already RGB (YccRow::rgb)
+      const int hshift = mode == 1;
       const int n = 11, cw = (w + (1 << hshift) - 1) >> hshift;
       std::vector<uint8_t> y(size_t(n * w)), cb(size_t(n * cw)), cr(size_t(n * cw));
       for (auto* v : {&y, &cb, &cr})
@@ -313,7 +322,7 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
       std::vector<YccRow> rows(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) {
         YccRow& q = rows[size_t(i)];
-        q.w = w, q.hshift = hshift;
+        q.w = w, q.hshift = hshift, q.rgb = mode == 2;
         q.shift = int(rng() % 9) - 4;
         if (i % 5 != 4) {  // every fifth row lies outside the image: fill
           const int src = int(rng() % unsigned(n));
@@ -356,6 +365,42 @@ TEST(Color, YccRowsWriteEachRowAsItsReference) {
       }
     }
   }
+  });
+}
+
+TEST(Color, YccRowsToPlanesEqualsColorConvertRow) {
+  // An image's rows converted in one call (AVX-512 where the rows allow it) against the scalar row
+  // conversion, with guards after each row.
+  std::mt19937 rng(29);
+  AtEachSimdWidth([&] {
+    for (int w : {16, 32, 48, 224, 40}) {
+      for (int hshift : {0, 1}) {
+        const int n = 7, cw = (w + (1 << hshift) - 1) >> hshift;
+        std::vector<uint8_t> y(size_t(n * w)), cb(size_t(n * cw)), cr(size_t(n * cw));
+        for (auto* v : {&y, &cb, &cr})
+          for (auto& b : *v) b = uint8_t(rng());
+        std::vector<YccRow> rows(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          YccRow& q = rows[size_t(i)];
+          q.w = w, q.hshift = hshift;
+          const int src = (i * 3) % n;
+          q.y = y.data() + src * w, q.cb = cb.data() + src * cw, q.cr = cr.data() + src * cw;
+        }
+        const size_t stride = size_t(w) + 3, plane = size_t(n) * stride;
+        std::vector<uint8_t> out(3 * plane, 0xA5), ref(3 * size_t(w));
+        YccRowsToPlanes(rows.data(), size_t(n), out.data(), out.data() + plane, out.data() + 2 * plane, stride);
+        for (int i = 0; i < n; ++i) {
+          const YccRow& q = rows[size_t(i)];
+          ColorConvertRowScalar(q.y, q.cb, q.cr, size_t(w), hshift, ref.data(), ref.data() + w, ref.data() + 2 * w);
+          for (int c = 0; c < 3; ++c) {
+            const uint8_t* got = out.data() + size_t(c) * plane + size_t(i) * stride;
+            EXPECT_EQ(std::vector<uint8_t>(got, got + w), std::vector<uint8_t>(ref.data() + c * w, ref.data() + (c + 1) * w))
+                << "w=" << w << " hshift=" << hshift << " row " << i << " channel " << c;
+            EXPECT_EQ(got[w], 0xA5) << "guard after row " << i;
+          }
+        }
+      }
+    }
   });
 }
 

@@ -45,6 +45,24 @@ def test_thread_count_and_front_end_do_not_change_batches(small):
     assert not torch.equal(a[0], c[0])
 
 
+def test_planar_colour_path_equals_the_packed_one(small):
+    """A list of colour jitter alone keeps a JPEG's pixels planar (kernels::TransformList::OnPlanes);
+    with an inert transform after it (random_erasing(p=0) draws but never erases) the list runs on
+    packed RGB rows instead. The two give the same batches, in float32 (flip, translate, cutout,
+    normalise) and in uint8, for any thread count."""
+    path, _ = small
+    jitter = "color_jitter(0.4,0.4,0.4,0.1)"
+    for kw in (dict(preset="cifar-train"), dict(preset="cifar-train", dtype="uint8", layout="NHWC", normalize=False)):
+        planar = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=1, transforms=jitter,
+                                                   **kw).epoch(2)]
+        packed = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=3,
+                                                   transforms=jitter + ",random_erasing(p=0)", **kw).epoch(2)]
+        plain = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=1, **kw).epoch(2)]
+        assert len(planar) == len(packed) == 4
+        assert all(torch.equal(a, b) for a, b in zip(planar, packed))
+        assert not torch.equal(planar[0], plain[0])
+
+
 def test_callables_refused_batch_hook_runs(small):
     path, _ = small
     with pytest.raises(TypeError, match="GIL"):
