@@ -601,7 +601,10 @@ TEST(Ffcv, CommandLine) {
   for (const char* line : {"image            RGBImageField", "score            FloatField        -> dsc float64",
                            "emb              NDArrayField     <f4 (16,)  -> dsc float32[16]", "label            IntField          -> dsc int64",
                            "mask             NDArrayField     |u1 (8, 8)  -> dsc uint8[8,8]", "meta             JSONField         -> dsc text",
-                           "blob             BytesField        -> dsc bytes"})
+                           "blob             BytesField        -> dsc bytes",
+                           // the loader reads every field, as convert writes it
+                           "dsc's loader reads: image 'image', typed fields 'label' int64, 'score' float64, 'emb' float32[16], "
+                           "'mask' uint8[8,8], 'meta' text, 'blob' bytes\n"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   ASSERT_EQ(RunDsc("info --json " + cifar, &out), 0) << out;
   EXPECT_NE(out.find("\"format\": \"ffcv\""), std::string::npos) << out;
