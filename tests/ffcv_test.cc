@@ -319,14 +319,18 @@ TEST(Ffcv, LoaderGivesEveryFfcvFieldDirectly) {
     }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 300) << threads << " threads";
   }
-  // dsc export writes them to fields.jsonl, as for a typed dsc file.
+  // dsc export writes them to fields.jsonl, exactly as for the converted file.
   const std::string dir = ScratchDir();
   std::string out;
-  ASSERT_EQ(RunDsc("export " + path + " --index 7 --count 1 --ppm --out " + dir + "/x", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + path + " --count 300 --ppm --out " + dir + "/x", &out), 0) << out;
+  ASSERT_EQ(RunDsc("convert " + path + " " + dir + "/c.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + dir + "/c.beton --count 300 --ppm --out " + dir + "/y", &out), 0) << out;
   const auto jsonl = ReadFile(dir + "/x/fields.jsonl");
-  const std::string line(jsonl.begin(), jsonl.end());
+  EXPECT_EQ(jsonl, ReadFile(dir + "/y/fields.jsonl"));
+  const std::string text(jsonl.begin(), jsonl.end());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 300);
   for (const char* key : {"\"label\":", "\"score\":", "\"emb\":[", "\"mask\":[[", "\"meta\":", "\"blob\":"})
-    EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
+    EXPECT_NE(text.find(key), std::string::npos) << key;
 }
 
 // A NumPy-written file (docs/ffcv-format.md) converted, and read as it is: TorchTensorField, mixed
