@@ -378,8 +378,12 @@ std::vector<Problem> Verify(const ByteSource& src, size_t limit) {
       const Span s = f->span(i, k);
       if (s.size) uses.push_back({s.ptr, s.size, i, k});
       try {
-        if (fd.type == kJson && src.Read(s.ptr + s.size - 1, 1, &scratch)[0] != 0)
-          add(int64_t(i), "field '" + fd.name + "': JSON value does not end with its NUL");
+        if (fd.type == kJson) {  // as the loader and convert read it: its NUL, UTF-8 text
+          const Span t = ValueSpan(*f, i, k);
+          const std::string why =
+              ValueProblem(*f, i, k, format::Field{FieldType::kText, fd.name}, 1, t.size ? src.Read(t.ptr, t.size, &scratch) : nullptr, t.size);
+          if (!why.empty()) add(int64_t(i), "field '" + fd.name + "': " + why);
+        }
         if (fd.type == kRgbImage && f->image(i, k).mode == 0) {
           const Image im = f->image(i, k);
           int w = 0, h = 0, c = 0;

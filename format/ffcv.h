@@ -127,25 +127,37 @@ std::vector<SectionExtent> Extents(const File& f);
 // Whether every value of IntField f fits dsc's int32 labels.
 bool FitsInt32(const File& file, size_t f);
 
-// A dsc view of the file for the loader: the first RGBImageField as the image, the first (up to) two
-// IntFields whose values fit int32 as labels, one block per run of consecutive samples whose images
-// share a page. Throws dsc::Error when the file has no image field.
+// A dsc view of the file for the loader, `dsc export` and `dsc verify`: every field as `dsc convert`
+// maps it (PlanConversion, lenient: a field it cannot map is left out), read in place through
+// FileView's typed-field accessors; one block per run of consecutive samples whose images share a
+// page. Throws dsc::Error when the file has no image field.
 std::unique_ptr<FileView> OpenView(const ByteSource* src);
 
-// The dsc fields `dsc convert` writes for an FFCV file (docs/ffcv-format.md "Converting"). Without
-// typed fields (an RGBImageField and up to two IntFields that fit int32: the file written as before
-// typed fields existed) the image is named "image"; with them every field keeps FFCV's name: the image
-// first, IntFields that fit a label (0 .. 2^31 - 1, the first two as above) as labels, then the rest in
-// FFCV's order: IntField int64, FloatField float64, NDArrayField / TorchTensorField a fixed array of
-// its dtype and shape, JSONField text, BytesField bytes.
+// The dsc fields an FFCV file's fields become, for `dsc convert` and the loader alike
+// (docs/ffcv-format.md "How dsc maps an FFCV file"). Without typed fields (an RGBImageField and up to
+// two IntFields that fit int32: the file written as before typed fields existed) the image is named
+// "image"; with them every field keeps FFCV's name: the image first, IntFields that fit a label
+// (0 .. 2^31 - 1, the first two as above) as labels, then the rest in FFCV's order: IntField int64,
+// FloatField float64, NDArrayField / TorchTensorField a fixed array of its dtype and shape, JSONField
+// text, BytesField bytes.
 struct Conversion {
   bool typed = false;
   std::vector<format::Field> fields;
-  std::vector<size_t> from;  // fields[k] holds FFCV field from[k]
+  std::vector<size_t> from;           // fields[k] holds FFCV field from[k]
+  std::vector<std::string> left_out;  // lenient: "'name' (Type): why" for each field not mapped
 };
 // Throws dsc::Error naming the file and the FFCV field dsc cannot store: no RGBImageField, a second
-// one, an array dtype (big-endian, complex, strings, ...) or rank dsc lacks.
-Conversion PlanConversion(const File& file);
+// one, an array dtype (big-endian, complex, strings, ...) or rank dsc lacks. `lenient` (the loader)
+// leaves such a field out instead, saying why in left_out; a file without an image still throws.
+Conversion PlanConversion(const File& file, bool lenient = false);
+// Where sample i's value of FFCV field k lies as its dsc field holds it: an array's or bytes'
+// allocation, JSON's text (the allocation less its terminating NUL).
+Span ValueSpan(const File& file, uint64_t i, size_t k);
+// Why `p` (n bytes: ValueSpan's) is not sample i's value of FFCV field k as dsc field df (row width
+// `width`) holds it: JSON ends with its NUL and has none before it (FFCV's unpack reads up to the
+// first), then df's rules (format::ValueProblem: UTF-8, bool bytes). "" when it is. What `dsc convert`
+// and the loader check as they read a value (File::Open cannot: it never reads the data pages).
+std::string ValueProblem(const File& file, uint64_t i, size_t k, const format::Field& df, uint64_t width, const uint8_t* p, uint64_t n);
 // The dsc dtype of NumPy's type string ("<f4", "|u1"); false for one dsc lacks.
 bool DTypeOfNumpy(const std::string& typestr, format::DType* out);
 // How a field of a Conversion reads: "image", "label", "int64", "float32[16]", "uint8[8,8]", "text",

@@ -1,7 +1,8 @@
 // An FFCV file presented as a dsc FileView, so that every order, resume, transform and remote worker
-// runs on it unchanged: index entries and blocks are synthesised from ffcv::File. And the dsc fields
-// `dsc convert` writes for it.
+// runs on it unchanged: index entries and blocks are synthesised from ffcv::File, and its other fields
+// are typed fields read in place. And the dsc fields its fields become (for convert and the loader).
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "format/error.h"
@@ -37,27 +38,38 @@ std::unique_ptr<FileView> OpenView(const ByteSource* src) {
   std::shared_ptr<const File> file = File::Open(src);
   const File& f = *file;
   const auto& fields = f.fields();
-  int image = -1;
-  std::vector<size_t> labels;
-  for (size_t k = 0; k < fields.size(); ++k) {
-    if (fields[k].type == kRgbImage && image < 0) image = int(k);
-    if (fields[k].type == kInt && labels.size() < kMaxLabelFields && FitsInt32(f, k)) labels.push_back(k);
-  }
-  if (image < 0)
-    throw Error(src->name() + ": FFCV file: no RGBImageField; dsc's loader reads an image and up to two IntFields (`dsc info` lists the fields)");
+  if (std::none_of(fields.begin(), fields.end(), [](const Field& fd) { return fd.type == kRgbImage; }))
+    throw Error(src->name() + ": FFCV file: no RGBImageField; dsc's loader reads an image per sample (`dsc info` lists the fields)");
   if (f.sample_count() > std::numeric_limits<uint32_t>::max())
     throw Error(src->name() + ": FFCV file: " + std::to_string(f.sample_count()) + " samples, more than dsc's 2^32 - 1");
+  // The fields as `dsc convert` writes them (one mapping for both), the image under FFCV's name.
+  const Conversion c = PlanConversion(f, /*lenient=*/true);
+  const size_t image = c.from[0];
+  std::vector<size_t> labels;
+  for (size_t k = 1; k < c.fields.size() && c.fields[k].type == FieldType::kLabel; ++k) labels.push_back(c.from[k]);
 
   std::unique_ptr<FileView> v(new FileView());
   v->src_ = src;
-  v->meta_.fields.push_back({FieldType::kImage, fields[size_t(image)].name, {}});
-  for (size_t k : labels) v->meta_.fields.push_back({FieldType::kLabel, fields[k].name, {}});
+  v->meta_.fields = c.fields;
+  v->meta_.fields[0].name = fields[image].name;
+  v->ffcv_from_ = c.from;
+  if (c.typed) {
+    v->header_.incompat_flags |= kTypedFieldsFlag;
+    v->layout_ = FieldLayout::Of(v->meta_);
+    // Fixed fields read in place from the metadata table (sample i's record at i * record_size): a
+    // scalar is its value (<i8, <f8: dsc's int64, float64), an array's is a u64 pointer to it.
+    v->fixed_.assign(c.fields.size(), {});
+    for (int k : v->layout_.fixed) {
+      const Field& fd = fields[c.from[size_t(k)]];
+      v->fixed_[size_t(k)] = {f.record(0) + fd.offset, f.record_size(), fd.type == kNdArray || fd.type == kTorchTensor};
+    }
+  }
   const uint64_t n = f.sample_count();
   v->index_copy_.resize(n * kIndexEntrySize);
   uint64_t run_page = std::numeric_limits<uint64_t>::max();
   for (uint64_t i = 0; i < n; ++i) {
-    const Image im = f.image(i, size_t(image));
-    const Span s = f.span(i, size_t(image));
+    const Image im = f.image(i, image);
+    const Span s = f.span(i, image);
     IndexEntry e;
     e.offset = s.ptr;
     e.size = uint32_t(s.size);  // at most a page, below 2^32 (checked by File::Open)
@@ -97,6 +109,43 @@ std::unique_ptr<FileView> OpenView(const ByteSource* src) {
   return v;
 }
 
+Span ValueSpan(const File& file, uint64_t i, size_t k) {
+  Span s = file.span(i, k);
+  if (file.fields()[k].type == kJson) --s.size;  // File::Open: a JSON allocation is at least its NUL
+  return s;
+}
+
+std::string ValueProblem(const File& file, uint64_t i, size_t k, const format::Field& df, uint64_t width, const uint8_t* p, uint64_t n) {
+  if (file.fields()[k].type == kJson) {
+    // FFCV writes json.dumps(value) and a NUL, and its unpack reads up to the first NUL: a NUL before
+    // the end would make FFCV's value shorter than the allocation says.
+    const Span s = file.span(i, k);
+    std::vector<uint8_t> scratch;
+    if (file.source().Read(s.ptr + s.size - 1, 1, &scratch)[0] != 0)
+      return "JSON value of " + std::to_string(s.size) + " bytes without its terminating NUL";
+    if (const void* nul = n ? std::memchr(p, 0, size_t(n)) : nullptr)
+      return "JSON value with a NUL at byte " + std::to_string(static_cast<const uint8_t*>(nul) - p) + " of " + std::to_string(s.size);
+  }
+  return format::ValueProblem(df, width, p, n);
+}
+
+}  // namespace dsc::format::ffcv
+
+namespace dsc::format {
+
+FileView::VarRef FileView::FfcvVarValue(size_t f, uint64_t i) const {
+  const ffcv::Span s = ffcv::ValueSpan(*ffcv_, i, ffcv_from_[f]);
+  return {s.ptr, uint32_t(s.size)};  // inside one page (File::Open), below 2^32
+}
+
+std::string FileView::FfcvValueProblem(size_t f, uint64_t i, const uint8_t* p, uint64_t n) const {
+  return ffcv::ValueProblem(*ffcv_, i, ffcv_from_[f], meta_.fields[f], layout_.width[f], p, n);
+}
+
+}  // namespace dsc::format
+
+namespace dsc::format::ffcv {
+
 bool DTypeOfNumpy(const std::string& typestr, DType* out) {
   if (typestr.size() < 3) return false;
   const char order = typestr[0];
@@ -134,11 +183,8 @@ std::string DescribeField(const format::Field& f) {
   return s;
 }
 
-Conversion PlanConversion(const File& file) {
+Conversion PlanConversion(const File& file, bool lenient) {
   const auto& fields = file.fields();
-  auto refuse = [&](const ffcv::Field& f, const std::string& why) {
-    throw Error(file.name() + ": FFCV field '" + f.name + "' (" + TypeName(f.type) + "): " + why);
-  };
   int image = -1;
   std::vector<size_t> labels, others;
   for (size_t k = 0; k < fields.size(); ++k) {
@@ -148,6 +194,39 @@ Conversion PlanConversion(const File& file) {
   }
   if (image < 0) throw Error(file.name() + ": FFCV file without an RGBImageField: a dsc file holds an image per sample");
   Conversion c;
+  // Why FFCV field f has no dsc field; "" when it has one.
+  auto unmapped = [&](const ffcv::Field& f) -> std::string {
+    switch (f.type) {
+      case kInt:
+      case kFloat:
+      case kBytes:
+      case kJson: return "";
+      case kNdArray:
+      case kTorchTensor: {
+        DType t = DType::kNone;
+        if (!DTypeOfNumpy(f.dtype, &t)) return "dsc has no element type for NumPy's " + f.dtype;
+        if (f.shape.size() > kMaxFixedDims)
+          return std::to_string(f.shape.size()) + " dimensions; dsc's arrays have at most " + std::to_string(kMaxFixedDims);
+        if (f.array_bytes > kMaxRowWidth)
+          return std::to_string(f.array_bytes) + " bytes per value; dsc's arrays hold at most " + std::to_string(kMaxRowWidth);
+        return "";
+      }
+      case kRgbImage: return "a second image field; a dsc file holds one image per sample";
+      default: return "not a field type dsc converts";
+    }
+  };
+  std::vector<size_t> mapped;
+  for (size_t k : others) {
+    const std::string why = unmapped(fields[k]);
+    if (why.empty()) {
+      mapped.push_back(k);
+      continue;
+    }
+    const std::string what = "'" + fields[k].name + "' (" + TypeName(fields[k].type) + "): " + why;
+    if (!lenient) throw Error(file.name() + ": FFCV field " + what);
+    c.left_out.push_back(what);
+  }
+  others = mapped;
   c.typed = !others.empty();
   c.fields.push_back({FieldType::kImage, c.typed ? fields[size_t(image)].name : "image"});
   c.from.push_back(size_t(image));
@@ -170,20 +249,11 @@ Conversion PlanConversion(const File& file) {
       case kFloat: c.fields.push_back({FieldType::kScalar, f.name, {}, DType::kFloat64}); break;
       case kBytes: c.fields.push_back({FieldType::kBytes, f.name}); break;
       case kJson: c.fields.push_back({FieldType::kText, f.name}); break;
-      case kNdArray:
-      case kTorchTensor: {
+      default: {  // an array `unmapped` accepted: each dimension is at most array_bytes, so it fits uint32
         DType t = DType::kNone;
-        if (!DTypeOfNumpy(f.dtype, &t)) refuse(f, "dsc has no element type for NumPy's " + f.dtype);
-        if (f.shape.size() > kMaxFixedDims)
-          refuse(f, std::to_string(f.shape.size()) + " dimensions; dsc's arrays have at most " + std::to_string(kMaxFixedDims));
-        if (f.array_bytes > kMaxRowWidth)
-          refuse(f, std::to_string(f.array_bytes) + " bytes per value; dsc's arrays hold at most " + std::to_string(kMaxRowWidth));
-        // Each dimension is at most array_bytes (no dimension is 0), so it fits uint32.
+        DTypeOfNumpy(f.dtype, &t);
         c.fields.push_back({FieldType::kArray, f.name, {}, t, std::vector<uint32_t>(f.shape.begin(), f.shape.end())});
-        break;
       }
-      case kRgbImage: refuse(f, "a second image field; a dsc file holds one image per sample"); break;
-      default: refuse(f, "not a field type dsc converts");
     }
     c.from.push_back(k);
   }

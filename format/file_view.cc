@@ -322,14 +322,14 @@ class Inspector {
     const uint8_t* vs = src_.Read(sizes->offset, sizes->size, &scratch_);
     v->varsizes_.resize(sizes->size / 4);
     for (size_t k = 0; k < v->varsizes_.size(); ++k) v->varsizes_[k] = le::get32(vs + 4 * k);
-    v->column_start_.assign(m.fields.size(), 0);
+    v->fixed_.assign(m.fields.size(), {});
     for (int f : l.fixed) {
-      v->column_start_[size_t(f)] = l.ColumnStart(size_t(f), n);
+      v->fixed_[size_t(f)] = {v->columns_.data() + l.ColumnStart(size_t(f), n), l.width[size_t(f)], false};
       const Field& fd = m.fields[size_t(f)];
       if (fd.dtype != DType::kBool && fd.classes.empty()) continue;
       const uint64_t w = l.width[size_t(f)];
       for (uint64_t i = 0; i < n; ++i) {
-        const std::string why = ValueProblem(fd, w, v->FixedValue(size_t(f), i), w);
+        const std::string why = ValueProblem(fd, w, v->FixedValue(size_t(f), i, nullptr), w);  // in memory
         if (!why.empty() && !Add({"columns", -1, int64_t(i), "field '" + fd.name + "': " + why})) return false;
       }
     }

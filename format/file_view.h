@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/byte_source.h"
+#include "format/bytes.h"
 #include "format/fields.h"
 #include "format/layout.h"
 #include "format/meta.h"
@@ -69,27 +70,40 @@ class FileView {
   const ffcv::File* ffcv() const { return ffcv_.get(); }
 
   // Typed fields (format 1.2). typed(): the file has incompat bit 0; layout() says where each field
-  // lives. Both accessors are O(1) in the sample (FieldValue sums at most 64 lengths) and read
-  // nothing from the file: the columns and varsizes sections were validated and copied at open.
+  // lives. Both accessors are O(1) in the sample (VarValue sums at most 64 lengths) and read nothing
+  // from the file but an FFCV array's value: the columns and varsizes sections were validated and
+  // copied at open. An FFCV file presents its fields the same way (ffcv::OpenView): its scalars are
+  // read from its metadata table, its arrays, bytes and JSON where its allocation index says.
   bool typed() const { return (header_.incompat_flags & kTypedFieldsFlag) != 0; }
   const FieldLayout& layout() const { return layout_; }
-  // Sample i's value of fixed field f (a scalar or array): layout().width[f] bytes.
-  const uint8_t* FixedValue(size_t f, uint64_t i) const {
-    return columns_.data() + column_start_[f] + i * layout_.width[f];
+  // Sample i's value of fixed field f (a scalar or array): layout().width[f] bytes. In memory (a dsc
+  // file's columns, FFCV's metadata table), or for an FFCV array read from its data page, into
+  // *scratch when the file is not mapped (scratch may be null only for a dsc file).
+  const uint8_t* FixedValue(size_t f, uint64_t i, std::vector<uint8_t>* scratch = nullptr) const {
+    const FixedColumn& c = fixed_[f];
+    const uint8_t* p = c.base + i * c.stride;
+    return c.in_file ? src_->Read(le::get64(p), size_t(layout_.width[f]), scratch) : p;
   }
   // Where sample i's value of variable field f lies in the file: inside the block of entry(i).block,
-  // after the primary image payload.
+  // after the primary image payload (FFCV: where its allocation index says).
   struct VarRef {
     uint64_t offset = 0;
     uint32_t size = 0;
   };
   VarRef VarValue(size_t f, uint64_t i) const {
+    if (ffcv_) return FfcvVarValue(f, i);
     const size_t k = size_t(layout_.slot[f]), v = layout_.var.size();
     const IndexEntry e = entry(i);
     uint64_t at = e.offset + e.size;
     const uint32_t* row = varsizes_.data() + i * v;
     for (size_t j = 0; j < k; ++j) at += row[j];
     return {at, row[k]};
+  }
+  // Why sample i's value `p` (n bytes, as FixedValue or VarValue give it) of field f breaks its
+  // field's rules, where that could not be checked before: "" for a dsc file (its writer and open
+  // checked), FFCV's checks as `dsc convert` makes them for an FFCV file (ffcv::ValueProblem).
+  std::string ReadValueProblem(size_t f, uint64_t i, const uint8_t* p, uint64_t n) const {
+    return ffcv_ ? FfcvValueProblem(f, i, p, n) : std::string();
   }
 
  private:
@@ -105,7 +119,17 @@ class FileView {
   const uint8_t* index_ = nullptr;
   std::optional<RestartStats> restart_;
   FieldLayout layout_;
-  std::vector<uint64_t> column_start_;  // per field: where its column starts in columns_
+  // Per field: where its fixed values lie (sample i's at base + i * stride), or in_file: there lies a
+  // u64 pointer to it (FFCV's arrays). Unused for the other fields.
+  struct FixedColumn {
+    const uint8_t* base = nullptr;
+    uint64_t stride = 0;
+    bool in_file = false;
+  };
+  std::vector<FixedColumn> fixed_;
+  VarRef FfcvVarValue(size_t f, uint64_t i) const;                                     // format/ffcv_view.cc
+  std::string FfcvValueProblem(size_t f, uint64_t i, const uint8_t* p, uint64_t n) const;  // format/ffcv_view.cc
+  std::vector<size_t> ffcv_from_;  // per field of an FFCV file: its FFCV field (ffcv::Conversion::from)
   std::vector<uint8_t> columns_;        // the validated columns section
   std::vector<uint32_t> varsizes_;      // the validated varsizes section, sample-major
   std::shared_ptr<const ffcv::File> ffcv_;

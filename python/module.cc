@@ -363,6 +363,12 @@ class PyLoader {
     d["prefetch"] = o.prefetch;
     d["cache_budget"] = o.cache_budget;
     d["readahead_bytes"] = o.readahead_bytes;
+    // The image's and the label fields' names, as the file's schema gives them (an FFCV file's as
+    // its view maps them): the keys of a typed file's dict batches.
+    py::list names;
+    for (const auto& f : l.dataset().meta().fields)
+      if (f.type == dsc::format::FieldType::kImage || f.type == dsc::format::FieldType::kLabel) names.append(f.name);
+    d["image_and_labels"] = names;
     return d;
   }
 

@@ -247,9 +247,18 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
     c.shape = fd.dims.data();
     c.ndim = fd.dims.size();
     c.elem_bytes = w;
+    // A value read now that no open checked (an FFCV file's: ReadValueProblem) is checked as it is read.
+    auto check = [&](uint64_t i, const uint8_t* p, uint64_t n) {
+      if (const std::string why = v.ReadValueProblem(f, i, p, n); !why.empty())
+        throw Error(v.name() + ": sample " + std::to_string(i) + ": field '" + fd.name + "': " + why);
+    };
     if (format::IsFixedField(fd.type)) {
       data.resize(size_t(len) * w);
-      for (uint32_t j = 0; j < len; ++j) std::memcpy(data.data() + size_t(j) * w, v.FixedValue(f, b->indices[j]), w);
+      for (uint32_t j = 0; j < len; ++j) {
+        const uint8_t* p = v.FixedValue(f, b->indices[j], &scratch);
+        check(b->indices[j], p, w);
+        std::memcpy(data.data() + size_t(j) * w, p, w);
+      }
       c.offsets = nullptr;
     } else {
       offsets.resize(size_t(len) + 1);
@@ -262,7 +271,9 @@ void FillFieldColumns(const format::FileView& v, const std::vector<size_t>& fiel
       data.resize(size_t(total));
       for (uint32_t j = 0; j < len; ++j) {
         const auto r = v.VarValue(f, b->indices[j]);
-        if (r.size) std::memcpy(data.data() + offsets[j], v.source().Read(r.offset, r.size, &scratch), r.size);
+        const uint8_t* p = r.size ? v.source().Read(r.offset, r.size, &scratch) : nullptr;
+        check(b->indices[j], p, r.size);
+        if (r.size) std::memcpy(data.data() + offsets[j], p, r.size);
       }
       c.offsets = offsets.data();
     }

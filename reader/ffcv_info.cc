@@ -42,18 +42,25 @@ ImageStats Images(const ffcv::File& f, size_t k) {
   return s;
 }
 
-// What the loader presents: the first image and the first two IntFields (format/ffcv.h OpenView).
+// What the loader presents: every field as `dsc convert` maps it (format/ffcv.h OpenView, one
+// mapping for both), and the fields it leaves out.
 std::string LoaderLine(const ffcv::File& f) {
-  std::string image, labels, rest;
-  int ints = 0;
-  for (const auto& fd : f.fields()) {
-    if (fd.type == ffcv::kRgbImage && image.empty()) image = fd.name;
-    else if (fd.type == ffcv::kInt && ints < 2 && ffcv::FitsInt32(f, size_t(&fd - f.fields().data()))) labels += (ints++ ? ", '" : "'") + fd.name + "'";
-    else rest += (rest.empty() ? "'" : ", '") + fd.name + "'";
+  ffcv::Conversion c;
+  try {
+    c = ffcv::PlanConversion(f, /*lenient=*/true);
+  } catch (const Error& e) {
+    return std::string("nothing: ") + e.what();
   }
-  if (image.empty()) return "no RGBImageField: dsc's loader cannot read this file (and dsc convert cannot convert it)";
-  std::string s = "image '" + image + "'" + (labels.empty() ? "" : ", labels " + labels);
-  if (!rest.empty()) s += "; not loaded (`dsc convert` keeps them as typed fields): " + rest;
+  std::string labels, typed;
+  for (size_t k = 1; k < c.fields.size(); ++k) {
+    const std::string name = "'" + f.fields()[c.from[k]].name + "'";
+    if (c.fields[k].type == format::FieldType::kLabel) labels += (labels.empty() ? "" : ", ") + name;
+    else typed += (typed.empty() ? "" : ", ") + name + " " + ffcv::DescribeField(c.fields[k]);
+  }
+  std::string s = "image '" + f.fields()[c.from[0]].name + "'";
+  if (!labels.empty()) s += ", labels " + labels;
+  if (!typed.empty()) s += ", typed fields " + typed;
+  for (size_t k = 0; k < c.left_out.size(); ++k) s += (k ? ", " : "; left out: ") + c.left_out[k];
   return s;
 }
 

@@ -45,8 +45,9 @@ void TypedStats(const format::FileView& v, DatasetSummary* s) {
     if (format::IsFixedField(fd.type)) {
       const size_t es = format::DTypeSize(fd.dtype), w = size_t(l.width[f]);
       bool first = true;
+      std::vector<uint8_t> scratch;
       for (uint64_t i = 0; i < v.sample_count(); ++i) {
-        const uint8_t* p = v.FixedValue(f, i);
+        const uint8_t* p = v.FixedValue(f, i, &scratch);
         for (size_t k = 0; k < w; k += es) {
           const double x = format::ElementAsDouble(fd.dtype, p + k);
           if (x != x) continue;

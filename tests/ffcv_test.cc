@@ -191,11 +191,61 @@ TEST(Ffcv, ConvertedFileDecodesToFfcvsPixels) {
   EXPECT_EQ(ReadFile(dir + "/converted3.beton"), ReadFile(out));
 }
 
+// What FFCV returned for allfields.beton (allfields.npz): the dsc fields its fields map to, and each
+// value's bytes as dsc holds them.
+struct AllFieldsRef {
+  struct Want {
+    const char* name;
+    format::FieldType type;
+    format::DType dtype;
+    std::vector<uint32_t> dims;
+  };
+  // 'label' holds INT64_MIN and INT64_MAX: an int64 scalar, not a label.
+  const std::vector<Want> fields = {{"image", format::FieldType::kImage, format::DType::kNone, {}},
+                                    {"label", format::FieldType::kScalar, format::DType::kInt64, {}},
+                                    {"score", format::FieldType::kScalar, format::DType::kFloat64, {}},
+                                    {"emb", format::FieldType::kArray, format::DType::kFloat32, {16}},
+                                    {"mask", format::FieldType::kArray, format::DType::kUInt8, {8, 8}},
+                                    {"meta", format::FieldType::kText, format::DType::kNone, {}},
+                                    {"blob", format::FieldType::kBytes, format::DType::kNone, {}}};
+  const std::string dir = Samples() + "/all-ref/";
+  const std::vector<uint8_t> label = ReadFile(dir + "label.bin"), score = ReadFile(dir + "score.bin");
+  const std::vector<uint8_t> emb = ReadFile(dir + "emb.bin"), mask = ReadFile(dir + "mask.bin");
+  const std::vector<uint8_t> text = ReadFile(dir + "meta_utf8.bin");  // FFCV's JSONField.unpack text, as UTF-8
+  const std::vector<uint64_t> text_at = ReadArray<uint64_t>(dir + "meta_utf8_offsets.bin");
+  const std::vector<uint8_t> blob = ReadFile(dir + "blob_data.bin");
+  const std::vector<uint64_t> blob_at = ReadArray<uint64_t>(dir + "blob_offsets.bin");
+
+  void ExpectSchema(const std::vector<format::Field>& f) const {
+    ASSERT_EQ(f.size(), fields.size());
+    for (size_t k = 0; k < f.size(); ++k) {
+      EXPECT_EQ(f[k].name, fields[k].name);
+      EXPECT_EQ(f[k].type, fields[k].type) << k;
+      EXPECT_EQ(f[k].dtype, fields[k].dtype) << k;
+      EXPECT_EQ(f[k].dims, fields[k].dims) << k;
+    }
+  }
+  // Sample i's value of field k (1 'label' .. 6 'blob').
+  std::vector<uint8_t> Value(size_t k, uint64_t i) const {
+    auto slice = [](const std::vector<uint8_t>& b, uint64_t from, uint64_t to) {
+      return std::vector<uint8_t>(b.begin() + long(from), b.begin() + long(to));
+    };
+    switch (k) {
+      case 1: return slice(label, i * 8, i * 8 + 8);
+      case 2: return slice(score, i * 8, i * 8 + 8);  // bits: denormals, extremes
+      case 3: return slice(emb, i * 64, i * 64 + 64);
+      case 4: return slice(mask, i * 64, i * 64 + 64);
+      case 5: return slice(text, text_at[i], text_at[i + 1]);
+      default: return slice(blob, blob_at[i], blob_at[i + 1]);
+    }
+  }
+};
+
 // FFCV's allfields.beton converted: every field a typed field under FFCV's name, every value what FFCV
 // returned (allfields.npz), and the file the same for any thread count.
 TEST(Ffcv, ConvertedAllFieldsHoldFfcvsValues) {
   ASSERT_FALSE(Samples().empty());
-  const std::string ref = Samples() + "/all-ref/";
+  const AllFieldsRef want;
   const std::string dir = ScratchDir();
   writer::BuildOptions o;
   o.format = "ffcv";
@@ -210,58 +260,82 @@ TEST(Ffcv, ConvertedAllFieldsHoldFfcvsValues) {
   Dataset ds(dir + "/a1.beton", {.verify = true});
   const format::FileView& v = ds.view();
   ASSERT_TRUE(v.typed());
-  using format::DType;
-  using format::FieldType;
-  const auto& f = ds.meta().fields;
-  ASSERT_EQ(f.size(), 7u);
-  // 'label' holds values beyond int32 (INT64_MIN, INT64_MAX): an int64 scalar, not a label.
-  const std::vector<std::pair<std::string, FieldType>> want = {
-      {"image", FieldType::kImage}, {"label", FieldType::kScalar}, {"score", FieldType::kScalar}, {"emb", FieldType::kArray},
-      {"mask", FieldType::kArray},  {"meta", FieldType::kText},    {"blob", FieldType::kBytes}};
-  for (size_t k = 0; k < 7; ++k) {
-    EXPECT_EQ(f[k].name, want[k].first);
-    EXPECT_EQ(f[k].type, want[k].second) << k;
-  }
-  EXPECT_EQ(f[1].dtype, DType::kInt64);
-  EXPECT_EQ(f[2].dtype, DType::kFloat64);
-  EXPECT_EQ(f[3].dtype, DType::kFloat32);
-  EXPECT_EQ(f[3].dims, std::vector<uint32_t>({16}));
-  EXPECT_EQ(f[4].dtype, DType::kUInt8);
-  EXPECT_EQ(f[4].dims, std::vector<uint32_t>({8, 8}));
-
-  const auto label = ReadFile(ref + "label.bin"), score = ReadFile(ref + "score.bin");
-  const auto emb = ReadFile(ref + "emb.bin"), mask = ReadFile(ref + "mask.bin");
-  const auto text = ReadFile(ref + "meta_utf8.bin");  // FFCV's JSONField.unpack text, as UTF-8
-  const auto text_at = ReadArray<uint64_t>(ref + "meta_utf8_offsets.bin");
-  const auto blob = ReadFile(ref + "blob_data.bin");
-  const auto blob_at = ReadArray<uint64_t>(ref + "blob_offsets.bin");
-  auto var = [&](size_t k, uint64_t i) {
-    const auto r = v.VarValue(k, i);
-    return std::vector<uint8_t>(file.begin() + long(r.offset), file.begin() + long(r.offset + r.size));
-  };
-  auto slice = [](const std::vector<uint8_t>& b, uint64_t from, uint64_t to) {
-    return std::vector<uint8_t>(b.begin() + long(from), b.begin() + long(to));
-  };
+  want.ExpectSchema(ds.meta().fields);
   SampleDecoder dec(ds, {.fast_idct = true});
   std::vector<uint8_t> rgb;
   ASSERT_EQ(ds.size(), 300u);
   for (uint64_t i = 0; i < 300; ++i) {
-    EXPECT_EQ(std::memcmp(v.FixedValue(1, i), label.data() + i * 8, 8), 0) << i;
-    EXPECT_EQ(std::memcmp(v.FixedValue(2, i), score.data() + i * 8, 8), 0) << i;  // bits: denormals, extremes
-    EXPECT_EQ(std::memcmp(v.FixedValue(3, i), emb.data() + i * 64, 64), 0) << i;
-    EXPECT_EQ(std::memcmp(v.FixedValue(4, i), mask.data() + i * 64, 64), 0) << i;
-    EXPECT_EQ(var(5, i), slice(text, text_at[i], text_at[i + 1])) << i;
-    EXPECT_EQ(var(6, i), slice(blob, blob_at[i], blob_at[i + 1])) << i;
+    for (size_t k = 1; k < 5; ++k)
+      EXPECT_EQ(std::vector<uint8_t>(v.FixedValue(k, i), v.FixedValue(k, i) + v.layout().width[k]), want.Value(k, i)) << k << " " << i;
+    for (size_t k = 5; k < 7; ++k) {
+      const auto r = v.VarValue(k, i);
+      EXPECT_EQ(std::vector<uint8_t>(file.begin() + long(r.offset), file.begin() + long(r.offset + r.size)), want.Value(k, i)) << k << " " << i;
+    }
     dec.Decode(i, &rgb);
     char key[32];
     std::snprintf(key, sizeof key, "image_%05llu.bin", (unsigned long long)i);
-    EXPECT_EQ(rgb, ReadFile(ref + key)) << "sample " << i;  // also 4, 34, 52, where FFCV's Loader is wrong
+    EXPECT_EQ(rgb, ReadFile(want.dir + key)) << "sample " << i;  // also 4, 34, 52, where FFCV's Loader is wrong
   }
 }
 
-// A NumPy-written file (docs/ffcv-format.md) converted: TorchTensorField, mixed JPEG/raw images,
-// interleaved pages; a label IntField with negative values stays an int64 scalar (dsc's labels are
-// 0 .. 2^31 - 1), the other becomes the label.
+// FFCV's allfields.beton read as it is, no conversion: the loader's batches carry every FFCV field as
+// the dsc field `dsc convert` writes for it (names, types, dtypes, shapes) and each value is what FFCV
+// returned (allfields.npz), bit for bit, in any order and for any thread count; `dsc export` writes them.
+TEST(Ffcv, LoaderGivesEveryFfcvFieldDirectly) {
+  ASSERT_FALSE(Samples().empty());
+  const AllFieldsRef want;
+  const std::string path = Samples() + "/ffcv-samples/allfields.beton";
+  {
+    Dataset ds(path);
+    ASSERT_NE(ds.view().ffcv(), nullptr);
+    ASSERT_TRUE(ds.view().typed());
+    want.ExpectSchema(ds.meta().fields);
+  }
+  for (int threads : {1, 3}) {
+    LoaderOptions o = PlainUint8(Order::kRandom);
+    o.threads = threads;
+    o.batch_size = 64;
+    o.augment.crop = kernels::CropMode::kCenter;  // the images are of several sizes
+    o.augment.out_w = o.augment.out_h = 20;
+    Loader l(path, o);
+    std::vector<int> seen(300, 0);
+    for (const Batch& b : l.epoch(2)) {
+      ASSERT_EQ(b.field_count, want.fields.size() - 1);  // every field but the image, by default
+      for (size_t k = 0; k < b.field_count; ++k) {
+        EXPECT_STREQ(b.fields[k].name, want.fields[k + 1].name);
+        EXPECT_EQ(format::FieldType(b.fields[k].type), want.fields[k + 1].type);
+      }
+      for (uint32_t j = 0; j < b.size; ++j) {
+        const uint32_t i = b.indices[j];
+        ASSERT_LT(i, 300u);
+        if (b.padding[j]) continue;
+        ++seen[i];
+        for (size_t k = 0; k < b.field_count; ++k) {
+          const FieldColumn& c = b.fields[k];
+          const uint64_t from = c.offsets ? c.offsets[j] : j * c.elem_bytes, to = c.offsets ? c.offsets[j + 1] : from + c.elem_bytes;
+          EXPECT_EQ(std::vector<uint8_t>(c.data + from, c.data + to), want.Value(k + 1, i)) << c.name << " sample " << i;
+        }
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 300) << threads << " threads";
+  }
+  // dsc export writes them to fields.jsonl, exactly as for the converted file.
+  const std::string dir = ScratchDir();
+  std::string out;
+  ASSERT_EQ(RunDsc("export " + path + " --count 300 --ppm --out " + dir + "/x", &out), 0) << out;
+  ASSERT_EQ(RunDsc("convert " + path + " " + dir + "/c.beton --quiet", &out), 0) << out;
+  ASSERT_EQ(RunDsc("export " + dir + "/c.beton --count 300 --ppm --out " + dir + "/y", &out), 0) << out;
+  const auto jsonl = ReadFile(dir + "/x/fields.jsonl");
+  EXPECT_EQ(jsonl, ReadFile(dir + "/y/fields.jsonl"));
+  const std::string text(jsonl.begin(), jsonl.end());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 300);
+  for (const char* key : {"\"label\":", "\"score\":", "\"emb\":[", "\"mask\":[[", "\"meta\":", "\"blob\":"})
+    EXPECT_NE(text.find(key), std::string::npos) << key;
+}
+
+// A NumPy-written file (docs/ffcv-format.md) converted, and read as it is: TorchTensorField, mixed
+// JPEG/raw images, interleaved pages; a label IntField with negative values stays an int64 scalar
+// (dsc's labels are 0 .. 2^31 - 1), the other becomes the label.
 TEST(Ffcv, ConvertedNumpyFileKeepsEveryField) {
   const std::string dir = ScratchDir();
   const std::string path = dir + "/syn.beton";
@@ -295,26 +369,46 @@ TEST(Ffcv, ConvertedNumpyFileKeepsEveryField) {
     ref.Decode(i, &b);  // the FFCV file read as it is (checked against PIL above)
     EXPECT_EQ(a, b) << "sample " << i;
   }
-  for (size_t k = 4; k < 8; ++k) {
-    const auto bytes = ReadFile(path + "." + names[k] + ".bin");
-    const auto ends = ReadArray<uint64_t>(path + "." + names[k] + "_ends.bin");
+  // The converted file, and the FFCV file read as it is (the same schema: one mapping for both).
+  const std::vector<uint8_t> ffcv_file = ReadFile(path);
+  ASSERT_EQ(src.meta().fields.size(), f.size());
+  for (size_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(src.meta().fields[k].name, names[k]);
+    EXPECT_EQ(src.meta().fields[k].type, f[k].type) << k;
+    EXPECT_EQ(src.meta().fields[k].dtype, f[k].dtype) << k;
+    EXPECT_EQ(src.meta().fields[k].dims, f[k].dims) << k;
+  }
+  for (const auto& [view, bytes_of] : {std::pair{&v, &file}, std::pair{&src.view(), &ffcv_file}}) {
+    SCOPED_TRACE(view->ffcv() ? "FFCV file" : "converted file");
+    std::vector<uint8_t> scratch;
     for (uint64_t i = 0; i < ds.size(); ++i) {
-      const std::vector<uint8_t> want(bytes.begin() + long(ends[i]), bytes.begin() + long(ends[i + 1]));
-      std::vector<uint8_t> got;
-      if (k < 6) {
-        got.assign(v.FixedValue(k, i), v.FixedValue(k, i) + v.layout().width[k]);
-      } else {
-        const auto r = v.VarValue(k, i);
-        got.assign(file.begin() + long(r.offset), file.begin() + long(r.offset + r.size));
+      EXPECT_EQ(view->meta().label_field_count(), 1u);
+      EXPECT_EQ(std::memcmp(view->FixedValue(2, i, &scratch), &label[i], 8), 0) << i;
+      EXPECT_EQ(std::memcmp(view->FixedValue(3, i, &scratch), &score[i], 8), 0) << i;
+    }
+    for (size_t k = 4; k < 8; ++k) {
+      const auto bytes = ReadFile(path + "." + names[k] + ".bin");
+      const auto ends = ReadArray<uint64_t>(path + "." + names[k] + "_ends.bin");
+      for (uint64_t i = 0; i < ds.size(); ++i) {
+        const std::vector<uint8_t> want(bytes.begin() + long(ends[i]), bytes.begin() + long(ends[i + 1]));
+        std::vector<uint8_t> got;
+        if (k < 6) {
+          const uint8_t* p = view->FixedValue(k, i, &scratch);
+          got.assign(p, p + view->layout().width[k]);
+        } else {
+          const auto r = view->VarValue(k, i);
+          got.assign(bytes_of->begin() + long(r.offset), bytes_of->begin() + long(r.offset + r.size));
+        }
+        EXPECT_EQ(got, want) << names[k] << " sample " << i;
       }
-      EXPECT_EQ(got, want) << names[k] << " sample " << i;
     }
   }
 }
 
-// What dsc cannot store, or cannot read, is refused naming the FFCV file, sample and field, and
-// nothing is written.
-TEST(Ffcv, ConvertRefusesWhatDscCannotStore) {
+// What dsc cannot store, or cannot read, is refused naming the FFCV file, sample and field: by
+// convert, writing nothing, and by the loader, which checks FFCV's values as it reads them. A field
+// dsc has no type for is left out by the loader (and `dsc info` says so) where convert refuses the file.
+TEST(Ffcv, ConvertAndLoaderRefuseWhatDscCannotStore) {
   ASSERT_FALSE(Samples().empty());
   const std::vector<uint8_t> good = ReadFile(Samples() + "/ffcv-samples/allfields.beton");
   const std::string dir = ScratchDir();
@@ -324,7 +418,8 @@ TEST(Ffcv, ConvertRefusesWhatDscCannotStore) {
   struct Case {
     const char* what;
     std::function<void(std::vector<uint8_t>*)> edit;
-    const char* want;
+    const char* convert;
+    const char* loader;  // nullptr: the loader reads the file
   };
   const Case cases[] = {
       {"big-endian array", [](auto* b) {
@@ -332,10 +427,15 @@ TEST(Ffcv, ConvertRefusesWhatDscCannotStore) {
          auto* at = std::search(args + 264, args + 1024, "<f4", "<f4" + 3);
          ASSERT_NE(at, args + 1024);
          *at = '>';
-       }, "FFCV field 'emb' (NDArrayField): dsc has no element type for NumPy's >f4"},
-      {"custom field", [](auto* b) { (*b)[24 + 6 * 1041] = 255; }, "field 6 'blob' is a custom field (type 255)"},
-      {"JSON without NUL", [&](auto* b) { (*b)[json.ptr + json.size - 1] = ' '; }, "sample 7: field 'meta' (JSONField): JSON value of"},
-      {"JSON not UTF-8", [&](auto* b) { (*b)[json.ptr + 2] = 0xff; }, "sample 7: field 'meta' (JSONField): not UTF-8"},
+       }, "FFCV field 'emb' (NDArrayField): dsc has no element type for NumPy's >f4", nullptr},
+      {"custom field", [](auto* b) { (*b)[24 + 6 * 1041] = 255; }, "field 6 'blob' is a custom field (type 255)",
+       "field 6 'blob' is a custom field (type 255)"},
+      {"JSON without NUL", [&](auto* b) { (*b)[json.ptr + json.size - 1] = ' '; },
+       "sample 7: field 'meta' (JSONField): JSON value of", "sample 7: field 'meta': JSON value of"},
+      {"JSON with a NUL inside", [&](auto* b) { (*b)[json.ptr + 1] = 0; },
+       "sample 7: field 'meta' (JSONField): JSON value with a NUL at byte 1", "sample 7: field 'meta': JSON value with a NUL at byte 1"},
+      {"JSON not UTF-8", [&](auto* b) { (*b)[json.ptr + 2] = 0xff; },
+       "sample 7: field 'meta' (JSONField): not UTF-8", "sample 7: field 'meta': not UTF-8"},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> b = good;
@@ -343,11 +443,33 @@ TEST(Ffcv, ConvertRefusesWhatDscCannotStore) {
     WriteFile(dir + "/bad.beton", b);
     writer::BuildOptions o;
     o.format = "ffcv";
-    const std::string err = ErrorOf([&] { writer::Build(dir + "/bad.beton", dir + "/out.beton", o); });
+    std::string err = ErrorOf([&] { writer::Build(dir + "/bad.beton", dir + "/out.beton", o); });
     EXPECT_NE(err.find(dir + "/bad.beton"), std::string::npos) << c.what << ": " << err;
-    EXPECT_NE(err.find(c.want), std::string::npos) << c.what << ": " << err;
+    EXPECT_NE(err.find(c.convert), std::string::npos) << c.what << ": " << err;
     EXPECT_FALSE(fs::exists(dir + "/out.beton")) << c.what;
+    LoaderOptions lo = PlainUint8(Order::kSequential);
+    lo.augment.crop = kernels::CropMode::kCenter;  // the images are of several sizes
+    lo.augment.out_w = lo.augment.out_h = 20;
+    err = ErrorOf([&] {
+      Loader l(dir + "/bad.beton", lo);
+      for (const Batch& batch : l.epoch(0)) (void)batch;
+    });
+    if (!c.loader) {
+      EXPECT_EQ(err, "") << c.what;
+      WriteFile(dir + "/left-out.beton", b);
+      continue;
+    }
+    EXPECT_NE(err.find(dir + "/bad.beton"), std::string::npos) << c.what << ": " << err;
+    EXPECT_NE(err.find(c.loader), std::string::npos) << c.what << ": " << err;
   }
+  // The big-endian array: the loader leaves 'emb' out and gives the rest; dsc info says so.
+  Dataset ds(dir + "/left-out.beton");
+  std::vector<std::string> names;
+  for (const auto& f : ds.meta().fields) names.push_back(f.name);
+  EXPECT_EQ(names, std::vector<std::string>({"image", "label", "score", "mask", "meta", "blob"}));
+  std::string out;
+  ASSERT_EQ(RunDsc("info " + dir + "/left-out.beton", &out), 0) << out;
+  EXPECT_NE(out.find("left out: 'emb' (NDArrayField): dsc has no element type for NumPy's >f4"), std::string::npos) << out;
 }
 
 TEST(Ffcv, AllFieldsParsedAsFfcvNamedThem) {
@@ -421,15 +543,18 @@ TEST(Ffcv, NumpyWrittenFilesOfSeveralPageSizes) {
       Dataset ds(path);
       ASSERT_EQ(ds.size(), label.size());
       EXPECT_EQ(ds.view().ffcv()->page_count(), pages[0]);
-      EXPECT_EQ(ds.meta().fields.size(), 3u);  // image + the two IntFields
-      EXPECT_EQ(ds.meta().fields[2].name, "label2");
+      // Every field, as `dsc convert` maps it: 'label' has negative values, so 'label2' is the label.
+      ASSERT_EQ(ds.meta().fields.size(), 8u);
+      EXPECT_EQ(ds.meta().fields[1].name, "label2");
+      EXPECT_EQ(ds.meta().fields[2].name, "label");
+      EXPECT_EQ(ds.meta().fields[2].type, format::FieldType::kScalar);
       // PIL's decode is libjpeg's accurate IDCT with fancy upsampling.
       SampleDecoder dec(ds, {.fancy_upsampling = true});
       std::vector<uint8_t> rgb;
       size_t at = 0;
       for (uint64_t i = 0; i < ds.size(); ++i) {
-        EXPECT_EQ(ds.entry(i).label[0], label[i]);
-        EXPECT_EQ(ds.entry(i).label[1], label2[i]);
+        EXPECT_EQ(ds.entry(i).label[0], label2[i]);
+        EXPECT_EQ(le::get64(ds.view().FixedValue(2, i)), uint64_t(label[i]));
         dec.Decode(i, &rgb);
         const size_t n = size_t(dims[2 * i]) * dims[2 * i + 1] * 3;
         ASSERT_EQ(rgb.size(), n) << i;
@@ -480,7 +605,10 @@ TEST(Ffcv, CommandLine) {
   for (const char* line : {"image            RGBImageField", "score            FloatField        -> dsc float64",
                            "emb              NDArrayField     <f4 (16,)  -> dsc float32[16]", "label            IntField          -> dsc int64",
                            "mask             NDArrayField     |u1 (8, 8)  -> dsc uint8[8,8]", "meta             JSONField         -> dsc text",
-                           "blob             BytesField        -> dsc bytes"})
+                           "blob             BytesField        -> dsc bytes",
+                           // the loader reads every field, as convert writes it
+                           "dsc's loader reads: image 'image', typed fields 'label' int64, 'score' float64, 'emb' float32[16], "
+                           "'mask' uint8[8,8], 'meta' text, 'blob' bytes\n"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   ASSERT_EQ(RunDsc("info --json " + cifar, &out), 0) << out;
   EXPECT_NE(out.find("\"format\": \"ffcv\""), std::string::npos) << out;

@@ -67,12 +67,19 @@ std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string&
   std::vector<uint8_t> scratch;
   for (size_t f = 0; f < v.meta().fields.size(); ++f) {
     const format::Field& fd = v.meta().fields[f];
+    // A value no open checked (an FFCV file's) is checked as it is read, as the loader checks it.
+    auto check = [&](const uint8_t* p, uint64_t n) {
+      if (const std::string why = v.ReadValueProblem(f, i, p, n); !why.empty())
+        throw Error(v.name() + ": sample " + std::to_string(i) + ": field '" + fd.name + "': " + why);
+    };
     if (format::IsFixedField(fd.type)) {
-      const uint8_t* p = v.FixedValue(f, i);
+      const uint8_t* p = v.FixedValue(f, i, &scratch);
+      check(p, v.layout().width[f]);
       j[fd.name] = Nested(fd.dtype, fd.dims, 0, p);
     } else if (format::IsVarField(fd.type)) {
       const auto r = v.VarValue(f, i);
       const uint8_t* p = r.size ? v.source().Read(r.offset, r.size, &scratch) : nullptr;
+      check(p, r.size);
       if (fd.type == format::FieldType::kMask) {
         char name[64];
         std::snprintf(name, sizeof name, "%08llu.%zu.png", (unsigned long long)i, f);

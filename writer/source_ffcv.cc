@@ -148,18 +148,10 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
         case ffcv::kFloat: s.SetScalar<double>(df.name, file_->float_value(i, plan_.from[c])); break;
         default: {
           // File::Open checked every span lies inside one data page: the read is bounded by the file.
-          const ffcv::Span sp = file_->span(i, plan_.from[c]);
+          const ffcv::Span sp = ffcv::ValueSpan(*file_, i, plan_.from[c]);
           const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
-          size_t size = size_t(sp.size);
-          if (f.type == ffcv::kJson) {
-            // FFCV writes json.dumps(value) and a NUL; its unpack reads up to the first NUL.
-            const void* nul = std::memchr(p, 0, size);
-            if (!nul) fail("JSON value of " + std::to_string(size) + " bytes without its terminating NUL");
-            size = size_t(static_cast<const uint8_t*>(nul) - p);
-          }
-          if ((f.type == ffcv::kNdArray || f.type == ffcv::kTorchTensor) && size != f.array_bytes)
-            fail(std::to_string(size) + " bytes for an array of " + std::to_string(f.array_bytes));
-          if (const std::string why = format::ValueProblem(df, width_[c], p, size); !why.empty()) fail(why);
+          const size_t size = size_t(sp.size);
+          if (const std::string why = ffcv::ValueProblem(*file_, i, plan_.from[c], df, width_[c], p, size); !why.empty()) fail(why);
           if (f.type == ffcv::kJson) s.SetText(df.name, std::string(reinterpret_cast<const char*>(p), size));
           else if (f.type == ffcv::kBytes) s.SetBytes(df.name, std::vector<uint8_t>(p, p + size));
           else s.SetRaw(df.name, df.dtype, p, size);

@@ -381,7 +381,7 @@ class Loader:
                 labels = [x.pin_memory() for x in labels]
             if typed:  # typed fields (format 1.2): a dict per batch, by field name
                 if getattr(self, "_names", None) is None:  # the image's and the labels' names, once
-                    self._names = [f["name"] for f in info(self._path)["fields"] if f["type"] in ("image", "label")]
+                    self._names = core.info()["image_and_labels"]
                 out = {self._names[0]: images}
                 for name, x in zip(self._names[1:], labels):
                     out[name] = x

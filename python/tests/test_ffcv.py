@@ -1,6 +1,6 @@
 """FFCV's own .beton files through import dsc: dsc.info names FFCV's fields, dsc.Loader with
-idct="fast" returns FFCV's pixels, dsc.convert writes a dsc file that decodes to them too and keeps
-every other FFCV field as a typed field."""
+idct="fast" returns FFCV's pixels and every other FFCV field as a typed field, directly; dsc.convert
+writes a dsc file that decodes to them too and keeps those fields."""
 import json
 import os
 import pathlib
@@ -64,23 +64,17 @@ def _np(x):
     return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
 
 
-def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
-    """allfields.beton (FFCV's writer: every built-in field type) converted, then read back through
-    dsc.Loader's dict batches: each value equals what FFCV returned (allfields.npz)."""
-    ref = np.load(ffcv_samples / "allfields.npz")
-    out = tmp_path / "all.beton"
-    dsc.convert(ffcv_samples / "allfields.beton", out, threads=2)
-    info = dsc.info(out)
-    assert [(f["name"], f["type"]) for f in info["fields"]] == [
-        ("image", "image"), ("label", "scalar"), ("score", "scalar"), ("emb", "array"), ("mask", "array"),
-        ("meta", "text"), ("blob", "bytes")]
+def _check_all_fields(path, ref):
+    """dsc.Loader over `path` (allfields.beton or a conversion of it) yields dict batches whose every
+    value equals what FFCV returned (allfields.npz), bit for bit."""
     # Images of 20..60 px: a centre crop of the shorter side resized to 20x20 is the image's own
     # centre, untouched, where the shorter side is 20.
-    loader = dsc.Loader(str(out), order="sequential", batch_size=64, dtype="uint8", layout="NHWC", normalize=False,
+    loader = dsc.Loader(str(path), order="sequential", batch_size=64, dtype="uint8", layout="NHWC", normalize=False,
                         crop="center", center_ratio=1.0, out_size=20, threads=2, copy=True)
     seen, exact = 0, 0
     for b in loader.epoch(0):
         assert isinstance(b, dict)
+        assert list(b) == ["image", "label", "score", "emb", "mask", "meta", "blob"]
         n = len(b["label"])
         for j in range(n):
             i = seen + j
@@ -88,6 +82,7 @@ def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
             assert _np(b["label"]).dtype == np.int64
             assert _np(b["score"])[j].tobytes() == ref["score"][i].tobytes()  # bit for bit
             assert np.array_equal(_np(b["emb"][j]), ref["emb"][i]) and _np(b["emb"][j]).dtype == np.float32
+            assert _np(b["emb"][j]).tobytes() == ref["emb"][i].tobytes()
             assert np.array_equal(_np(b["mask"][j]), ref["mask"][i]) and _np(b["mask"][j]).shape == (8, 8)
             # FFCV's JSONField.unpack: the text up to its NUL, and json.loads of it
             assert b["meta"][j] == str(ref["meta"][i])
@@ -101,6 +96,25 @@ def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
                 exact += 1
         seen += n
     assert seen == 300 and exact > 0
+
+
+def test_loader_gives_every_ffcv_field_directly(ffcv_samples):
+    """allfields.beton (FFCV's writer: every built-in field type) read as it is, no conversion: the
+    dict batches a typed dsc file gives, each value what FFCV returned."""
+    _check_all_fields(ffcv_samples / "allfields.beton", np.load(ffcv_samples / "allfields.npz"))
+
+
+def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
+    """allfields.beton converted, then read back through dsc.Loader's dict batches: each value equals
+    what FFCV returned (allfields.npz)."""
+    ref = np.load(ffcv_samples / "allfields.npz")
+    out = tmp_path / "all.beton"
+    dsc.convert(ffcv_samples / "allfields.beton", out, threads=2)
+    info = dsc.info(out)
+    assert [(f["name"], f["type"]) for f in info["fields"]] == [
+        ("image", "image"), ("label", "scalar"), ("score", "scalar"), ("emb", "array"), ("mask", "array"),
+        ("meta", "text"), ("blob", "bytes")]
+    _check_all_fields(out, ref)
     # The same file for any thread count.
     dsc.convert(ffcv_samples / "allfields.beton", tmp_path / "all1.beton", threads=1)
     assert (tmp_path / "all1.beton").read_bytes() == out.read_bytes()
