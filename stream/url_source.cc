@@ -1,6 +1,7 @@
 #include "stream/url_source.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,12 +86,18 @@ class UrlSource : public format::ByteSource {
 
  private:
   // A block's copy in the cache directory, mapped: a read is a memcpy, not a system call (pread per
-  // sample cost 40% of a CIFAR epoch's CPU). Cache files are written whole and renamed into place,
-  // never truncated, and an evicted one is unlinked: the mapping stays valid while a reader holds it.
+  // sample cost 40% of a CIFAR epoch's CPU). Cache files are written whole and renamed into place;
+  // an evicted one is unlinked, and the mapping stays valid while a reader holds it. Each BlockFile
+  // holds a shared flock on its file: an evicted file that no reader of this process holds and that
+  // no other process has open (the lock can be made exclusive) is recycled instead, renamed to a
+  // temporary name and overwritten by the next block. Writing into new page-cache pages cost half a
+  // cold epoch's CPU (copy_folio_from_iter_atomic); the recycled file's pages, and its mapping, are
+  // already there.
   struct BlockFile {
     int fd = -1;
     const uint8_t* map = nullptr;
     size_t len = 0;
+    bool ours = false;  // written by this process, open for writing: may be recycled
     void Map(size_t n) {
       len = n;
       void* p = n ? ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
@@ -110,7 +117,7 @@ class UrlSource : public format::ByteSource {
     uint64_t off = 0, len = 0, content = 0, checksum = 0;
     std::shared_ptr<BlockFile> file;  // present in the cache directory
     bool verified = false;            // its bytes checked in this process
-    std::shared_ptr<Fetch> fetch;     // queued or in flight
+    std::shared_ptr<Fetch> fetch;     // queued, in flight, or done (waiters read its file)
     uint64_t last_use = 0, hint = 0, released = 0;
   };
 
@@ -122,8 +129,11 @@ class UrlSource : public format::ByteSource {
   std::shared_ptr<BlockFile> Acquire(size_t u) const;
   std::string CheckBytes(size_t u, const uint8_t* p) const;  // "" when the unit's bytes are right
   void FetchLoop(int id);
-  void EvictFor(uint64_t len, size_t except) const;  // mu_ held
-  void Evict(size_t u) const;                         // mu_ held
+  // mu_ held. With `spare`, an evicted file of `len` bytes that can be recycled is renamed to
+  // `spare_name` and handed over instead of unlinked.
+  void EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare = nullptr,
+                const std::string& spare_name = "") const;
+  void Evict(size_t u, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "") const;
   size_t UnitAt(uint64_t off) const;
 
   std::string url_, name_, dir_, etag_;
@@ -141,7 +151,7 @@ class UrlSource : public format::ByteSource {
   bool stop_ = false;
   std::vector<std::thread> fetchers_;
   uint64_t open_requests_ = 0, open_bytes_ = 0;
-  mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0};
+  mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0}, recycled_{0};
 };
 
 UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
@@ -271,6 +281,7 @@ void UrlSource::AdoptCachedBlocks() {
     auto file = std::make_shared<BlockFile>();
     file->fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (file->fd < 0) continue;
+    if (::flock(file->fd, LOCK_SH | LOCK_NB) != 0) continue;  // another process is recycling it
     file->Map(units_[u].len);
     units_[u].file = file;
     units_[u].last_use = ++tick_;
@@ -292,9 +303,23 @@ std::string UrlSource::CheckBytes(size_t u, const uint8_t* p) const {
   return "";
 }
 
-void UrlSource::Evict(size_t u) const {
+void UrlSource::Evict(size_t u, std::shared_ptr<BlockFile>* spare, const std::string& spare_name) const {
   Unit& unit = units_[u];
-  ::unlink(BlockPath(u).c_str());  // readers holding the file keep its descriptor
+  // Recyclable: no reader here holds the file (or can reach it through a finished fetch it waited
+  // for), no other process has it open (the lock becomes exclusive), and the name still is this file.
+  bool recycled = false;
+  if (spare && !*spare && unit.file->ours && unit.file->map &&
+      unit.file.use_count() == 1 + (unit.fetch && unit.fetch->file == unit.file) && (!unit.fetch || unit.fetch.use_count() == 1) &&
+      ::flock(unit.file->fd, LOCK_EX | LOCK_NB) == 0) {
+    struct stat a, b;
+    if (::fstat(unit.file->fd, &a) == 0 && ::stat(BlockPath(u).c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev &&
+        std::rename(BlockPath(u).c_str(), spare_name.c_str()) == 0) {
+      *spare = unit.file;
+      unit.fetch.reset();
+      recycled = true;
+    }
+  }  // a failed attempt may leave the file unlocked (flock drops the old lock first): it is dropped anyway
+  if (!recycled) ::unlink(BlockPath(u).c_str());  // readers holding the file keep its descriptor
   unit.file.reset();
   unit.verified = false;
   unit.released = 0;
@@ -302,7 +327,7 @@ void UrlSource::Evict(size_t u) const {
   evicted_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void UrlSource::EvictFor(uint64_t len, size_t except) const {
+void UrlSource::EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare, const std::string& spare_name) const {
   while (used_ + len > opt_.budget) {
     // Released by the plan first (oldest release), then read and not hinted again (least recent),
     // then fetched ahead and not yet read (the furthest in the plan).
@@ -317,7 +342,7 @@ void UrlSource::EvictFor(uint64_t len, size_t except) const {
       if (best == units_.size() || rank(units_[i]) < rank(units_[best])) best = i;
     }
     if (best == units_.size()) return;  // only fetches in flight hold room (bounded by their count)
-    Evict(best);
+    Evict(best, units_[best].len == len ? spare : nullptr, spare_name);
   }
 }
 
@@ -448,16 +473,21 @@ void UrlSource::FetchLoop(int id) {
       if (std::string why = CheckBytes(u, buf.data()); !why.empty())
         throw Error(name_ + ": " + What(u) + ": " + why + " after download (the file changed on the server, or the bytes were "
                     "damaged on the way); its bytes are not used");
+      const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
       {
         std::lock_guard<std::mutex> g(mu_);
-        EvictFor(unit.len, u);
+        EvictFor(unit.len, u, &file, tmp);
         used_ += unit.len;
         reserved = true;
       }
-      const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
-      file = std::make_shared<BlockFile>();
-      file->fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
-      const int e = file->fd < 0 ? errno : WriteAll(file->fd, buf.data(), unit.len);
+      const bool recycled = file != nullptr;
+      if (!recycled) {
+        file = std::make_shared<BlockFile>();
+        file->fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+      }
+      int e = file->fd < 0 ? errno : WriteAll(file->fd, buf.data(), unit.len);
+      // Shared from here on: another process that finds the file may lock it too.
+      if (e == 0 && ::flock(file->fd, LOCK_SH) != 0) e = errno;
       if (e != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
         const int why = e ? e : errno;
         ::unlink(tmp.c_str());
@@ -465,7 +495,9 @@ void UrlSource::FetchLoop(int id) {
                     (why == ENOSPC || why == EDQUOT ? "): the disk is full: free space there, lower cache_budget or set cache_dir elsewhere"
                                                     : ")"));
       }
-      file->Map(unit.len);
+      file->ours = true;
+      if (!recycled) file->Map(unit.len);
+      if (recycled) recycled_.fetch_add(1, std::memory_order_relaxed);
       fetched_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
       error = e.what();
@@ -496,6 +528,7 @@ StreamCounters UrlSource::counters() const {
   c.blocks_fetched = fetched_.load();
   c.blocks_from_cache = from_cache_.load();
   c.evicted = evicted_.load();
+  c.recycled = recycled_.load();
   return c;
 }
 

@@ -47,6 +47,7 @@ struct StreamCounters {
   uint64_t blocks_fetched = 0;
   uint64_t blocks_from_cache = 0;  // blocks found in the cache directory from an earlier run
   uint64_t evicted = 0;
+  uint64_t recycled = 0;        // evicted block files overwritten by a new block (no new pages)
 };
 StreamCounters CountersOf(const format::ByteSource& src);
 
