@@ -131,8 +131,10 @@ class UrlSource : public format::ByteSource {
   void FetchLoop(int id);
   // mu_ held. With `spare`, an evicted file of `len` bytes that can be recycled is renamed to
   // `spare_name` and handed over instead of unlinked.
-  void EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare = nullptr,
-                const std::string& spare_name = "") const;
+  // `hinted_too`: blocks the plan still wants may go too (for a block a reader waits for).
+  void EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "",
+                bool hinted_too = true) const;
+  bool RoomForPrefetch(uint64_t len) const;  // mu_ held
   void Evict(size_t u, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "") const;
   size_t UnitAt(uint64_t off) const;
 
@@ -327,7 +329,8 @@ void UrlSource::Evict(size_t u, std::shared_ptr<BlockFile>* spare, const std::st
   evicted_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void UrlSource::EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare, const std::string& spare_name) const {
+void UrlSource::EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare, const std::string& spare_name,
+                         bool hinted_too) const {
   while (used_ + len > opt_.budget) {
     // Released by the plan first (oldest release), then read and not hinted again (least recent),
     // then fetched ahead and not yet read (the furthest in the plan).
@@ -338,7 +341,7 @@ void UrlSource::EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>
       return {2, ~x.hint};
     };
     for (size_t i = 0; i < units_.size(); ++i) {
-      if (!units_[i].file || i == except) continue;
+      if (!units_[i].file || i == except || (!hinted_too && rank(units_[i]).first == 2)) continue;
       if (best == units_.size() || rank(units_[i]) < rank(units_[best])) best = i;
     }
     if (best == units_.size()) return;  // only fetches in flight hold room (bounded by their count)
@@ -435,8 +438,9 @@ void UrlSource::DontNeed(uint64_t off, uint64_t n) const {
   std::lock_guard<std::mutex> l(mu_);
   for (size_t u = UnitAt(std::max<uint64_t>(off, kPageSize)); u < units_.size() && units_[u].off < off + n; ++u) {
     units_[u].hint = 0;
-    if (units_[u].file) units_[u].released = ++release_seq_;
+    if (units_[u].file && !units_[u].released) units_[u].released = ++release_seq_;  // the first release is its age
   }
+  work_cv_.notify_all();  // room for a prefetch that waits
 }
 
 bool UrlSource::Resident(uint64_t off, uint64_t n) const {
@@ -447,54 +451,131 @@ bool UrlSource::Resident(uint64_t off, uint64_t n) const {
   return true;
 }
 
+namespace {
+
+// A block's bytes written to its cache file as they arrive, hashed on the way (the piece is still in
+// the processor's cache) and its padding checked for zeros: no copy of the block in memory.
+class BlockSink : public Sink {
+ public:
+  BlockSink(int fd, uint64_t content) : fd_(fd), content_(content), state_(XXH3_createState()) {
+    if (!state_) throw std::bad_alloc();
+  }
+  ~BlockSink() override { XXH3_freeState(state_); }
+  void Begin() override {
+    XXH3_64bits_reset(state_);
+    padding_zero_ = true;
+    error_ = 0;
+  }
+  bool Write(uint64_t at, const uint8_t* p, size_t n) override {
+    const size_t hashed = at < content_ ? size_t(std::min<uint64_t>(n, content_ - at)) : 0;
+    XXH3_64bits_update(state_, p, hashed);
+    if (hashed < n && !AllZero(p + hashed, n - hashed)) padding_zero_ = false;
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::pwrite(fd_, p + done, n - done, off_t(at + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno : EIO;
+        return false;
+      }
+      done += size_t(w);
+    }
+    return true;
+  }
+  uint64_t checksum() const { return XXH3_64bits_digest(state_); }
+  bool padding_zero() const { return padding_zero_; }
+  int error() const { return error_; }
+
+ private:
+  int fd_;
+  uint64_t content_;
+  XXH3_state_t* state_;
+  bool padding_zero_ = true;
+  int error_ = 0;
+};
+
+}  // namespace
+
+// Bytes the cache folder could free for a prefetch without dropping a block the plan still wants:
+// released blocks and blocks never hinted. mu_ held.
+bool UrlSource::RoomForPrefetch(uint64_t len) const {
+  if (used_ + len <= opt_.budget) return true;
+  uint64_t free = opt_.budget >= used_ ? opt_.budget - used_ : 0;
+  for (const Unit& x : units_)
+    if (x.file && (x.released || !x.hint) && (free += x.len) >= len) return true;
+  return false;
+}
+
 void UrlSource::FetchLoop(int id) {
   HttpClient client(opt_.http);
-  std::vector<uint8_t> buf;
   uint64_t seen_requests = 0, seen_bytes = 0;
   std::unique_lock<std::mutex> l(mu_);
+  // A prefetch waits until the cache folder has room for it without evicting a block the plan still
+  // wants: evicting one (fetched ahead, not yet read) for another fetched it twice (1.4-1.8x the file
+  // per epoch with a budget below the ring's blocks). A block a reader waits for takes room from any.
+  auto ahead_ready = [&] {
+    while (!ahead_.empty()) {
+      const Unit& x = units_[ahead_.front()];
+      if (x.fetch && !x.fetch->started && !x.fetch->done && !x.file) return RoomForPrefetch(x.len);
+      ahead_.pop_front();  // fetched meanwhile, or taken as urgent
+    }
+    return false;
+  };
   while (true) {
-    work_cv_.wait(l, [&] { return stop_ || !urgent_.empty() || !ahead_.empty(); });
+    work_cv_.wait(l, [&] { return stop_ || !urgent_.empty() || ahead_ready(); });
     if (stop_) return;
-    std::deque<size_t>& q = urgent_.empty() ? ahead_ : urgent_;
+    const bool urgent = !urgent_.empty();
+    std::deque<size_t>& q = urgent ? urgent_ : ahead_;
     const size_t u = q.front();
     q.pop_front();
     std::shared_ptr<Fetch> f = units_[u].fetch;
     if (!f || f->started || f->done || units_[u].file) continue;
     f->started = true;
     const Unit unit = units_[u];  // its geometry; the fields this thread uses do not change
+    const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
+    // Its room in the cache folder is taken before the bytes arrive (they go straight to the file);
+    // the number of fetchers leaves room for one block beside theirs.
+    std::shared_ptr<BlockFile> file;
+    EvictFor(unit.len, u, &file, tmp, urgent);
+    used_ += unit.len;
     l.unlock();
     std::string error;
-    std::shared_ptr<BlockFile> file;
-    bool reserved = false;
     try {
-      HttpReply r = client.Get(url_, unit.off, unit.len, etag_, What(u), &buf, opt_.sign, name_);
-      if (!etag_.empty() && !r.etag.empty() && r.etag != etag_)
-        throw Error(name_ + ": " + What(u) + ": the file changed on the server (ETag " + etag_ + " when opened, now " + r.etag + ")");
-      if (std::string why = CheckBytes(u, buf.data()); !why.empty())
-        throw Error(name_ + ": " + What(u) + ": " + why + " after download (the file changed on the server, or the bytes were "
-                    "damaged on the way); its bytes are not used");
-      const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        EvictFor(unit.len, u, &file, tmp);
-        used_ += unit.len;
-        reserved = true;
-      }
       const bool recycled = file != nullptr;
       if (!recycled) {
         file = std::make_shared<BlockFile>();
         file->fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
       }
-      int e = file->fd < 0 ? errno : WriteAll(file->fd, buf.data(), unit.len);
-      // Shared from here on: another process that finds the file may lock it too.
-      if (e == 0 && ::flock(file->fd, LOCK_SH) != 0) e = errno;
-      if (e != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int why = e ? e : errno;
+      auto cannot_write = [&](int why) {
         ::unlink(tmp.c_str());
-        throw Error(name_ + ": " + What(u) + ": cannot write it to the cache directory " + dir_ + " (" + std::strerror(why) +
-                    (why == ENOSPC || why == EDQUOT ? "): the disk is full: free space there, lower cache_budget or set cache_dir elsewhere"
-                                                    : ")"));
+        return Error(name_ + ": " + What(u) + ": cannot write it to the cache directory " + dir_ + " (" + std::strerror(why) +
+                     (why == ENOSPC || why == EDQUOT ? "): the disk is full: free space there, lower cache_budget or set cache_dir elsewhere"
+                                                     : ")"));
+      };
+      if (file->fd < 0) throw cannot_write(errno);
+      BlockSink sink(file->fd, unit.content);
+      HttpReply r;
+      try {
+        r = client.Get(url_, unit.off, unit.len, etag_, What(u), &sink, opt_.sign, name_);
+      } catch (const Error&) {
+        if (sink.error()) throw cannot_write(sink.error());
+        ::unlink(tmp.c_str());
+        throw;
       }
+      // Checked before the file takes the block's name: no reader sees a byte of a wrong block.
+      std::string why;
+      if (!etag_.empty() && !r.etag.empty() && r.etag != etag_)
+        why = "the file changed on the server (ETag " + etag_ + " when opened, now " + r.etag + ")";
+      else if (sink.checksum() != unit.checksum)
+        why = "checksum mismatch after download (the file changed on the server, or the bytes were damaged on the way); its bytes are not used";
+      else if (!sink.padding_zero())
+        why = "padding after the block is not zero after download (the file changed on the server, or the bytes were damaged on the way); "
+              "its bytes are not used";
+      if (!why.empty()) {
+        ::unlink(tmp.c_str());
+        throw Error(name_ + ": " + What(u) + ": " + why);
+      }
+      // Shared from here on: another process that finds the file may lock it too.
+      if (::flock(file->fd, LOCK_SH) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) throw cannot_write(errno);
       file->ours = true;
       if (!recycled) file->Map(unit.len);
       if (recycled) recycled_.fetch_add(1, std::memory_order_relaxed);
@@ -513,11 +594,12 @@ void UrlSource::FetchLoop(int id) {
       units_[u].last_use = ++tick_;
       f->file = file;
     } else {
-      if (reserved) used_ -= unit.len;
+      used_ -= unit.len;
       f->error = error;
     }
     f->done = true;
     cv_.notify_all();
+    work_cv_.notify_all();  // room may have come free for a waiting prefetch
   }
 }
 
