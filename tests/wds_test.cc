@@ -1,6 +1,7 @@
 // WebDataset shards as a build source (writer/source_wds.cc): shards written by GNU tar from real
-// CIFAR-10 JPEGs; the built file holds each JPEG byte for byte with its .cls class, in shard and
-// member order, plain or compressed, with --shard; malformed shards give errors naming shard and key.
+// CIFAR-10 JPEGs; the built file holds each JPEG byte for byte with its .cls class (and its .json as
+// text), in shard and member order, plain or compressed, with --shard; malformed shards give errors
+// naming shard and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
