@@ -4,15 +4,25 @@
 # samples (bytes fetched per epoch, and the fetch rate against curl downloading the whole file); and
 # dsc merge of CIFAR-10's parts against cp of the same bytes.
 #   bash bench/run_stream_bench.sh [BUILD_DIR]
+# Environment: SECTIONS (default "warm cold merge"), TRAIN (images per class of the raw file, default
+# 400: 3.0 GiB; 100 gives 750 MiB), BUDGETS (cold epochs' cache budgets, default "512M 64M"), ROUNDS
+# (cold rounds per budget, default 3), PIN (CPU list for taskset, default none).
 set -euo pipefail
+SECTIONS=${SECTIONS:-warm cold merge}
+TRAIN=${TRAIN:-400}
+BUDGETS=${BUDGETS:-512M 64M}
+ROUNDS=${ROUNDS:-3}
+pin=()
+[ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
 source "$(dirname "$0")/common.sh"
 dsc=$build/dsc
 sw=$work/stream
 mkdir -p "$sw/www" "$sw/nginx"
 [ -f "$sw/www/cifar.beton" ] || "$dsc" build "$data/train" "$sw/www/cifar.beton" --quiet
-if [ ! -f "$sw/www/raw.beton" ]; then
-  "$dsc" generate "$sw/gen" --classes 10 --train 400 --test 1 --size 512 >/dev/null
-  "$dsc" build "$sw/gen/train" "$sw/www/raw.beton" --encoding raw --quiet
+raw=raw-$TRAIN.beton
+if [ ! -f "$sw/www/$raw" ]; then
+  "$dsc" generate "$sw/gen" --classes 10 --train "$TRAIN" --test 1 --size 512 >/dev/null
+  "$dsc" build "$sw/gen/train" "$sw/www/$raw" --encoding raw --quiet
   rm -rf "$sw/gen"
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -34,9 +44,10 @@ ngx=$!
 trap 'kill $ngx 2>/dev/null; wait $ngx 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 url=http://127.0.0.1:$port
-served() { awk '{s+=$NF} END {print s+0}' "$sw/nginx/access.log"; }
+served() { awk '{s+=$NF} END {printf "%d\n", s}' "$sw/nginx/access.log"; }
 rate() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_second'])" "$1"; }
 
+if [[ " $SECTIONS " == *" warm "* ]]; then
 echo "== CIFAR-10 cifar-train: local file, then the URL with a warm cache (3 epochs each, alternating twice)"
 rm -rf "$sw/cache"
 "$dsc" bench "$url/cifar.beton" --preset cifar-train --cache-dir "$sw/cache" --epochs 1 --json > /dev/null  # warms the cache
@@ -45,23 +56,38 @@ for pass in 1 2; do
   "$dsc" bench "$url/cifar.beton" --preset cifar-train --cache-dir "$sw/cache" --epochs 3 --json > "$sw/url.json"
   echo "pass $pass: local $(rate "$sw/local.json") images/s, URL warm $(rate "$sw/url.json") images/s"
 done
+fi
 
-echo "== cold quasi_random epoch of raw 512x512 samples ($(stat -c %s "$sw/www/raw.beton") bytes), budget 64 MiB"
-: > "$sw/nginx/access.log"
-start=$(date +%s.%N)
-curl -s -o /dev/null "$url/raw.beton"
-curl_s=$(python3 -c "import time; print(time.time() - $start)")
-echo "curl whole file: $curl_s s"
-for pass in 1 2; do
+now() { date +%s.%N; }
+secs() { python3 -c "print(round($2 - $1, 3))"; }
+if [[ " $SECTIONS " == *" cold "* ]]; then
+  size=$(stat -c %s "$sw/www/$raw")
+  mb() { python3 -c "print(round($size / ($1) / 1e6))"; }
+  echo "== cold quasi_random epoch of raw 512x512 samples ($size bytes): curl, the local file and the URL from an empty cache, alternated"
+  for budget in $BUDGETS; do
+    for round in $(seq "$ROUNDS"); do
+      cat "$sw/www/$raw" > /dev/null  # in the page cache for all three: nginx and the local read alike
+      : > "$sw/nginx/access.log"
+      t0=$(now); curl -s -o /dev/null "$url/$raw"; curl_s=$(secs "$t0" "$(now)")
+      t0=$(now)
+      "${pin[@]}" "$dsc" bench "$sw/www/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
+        --cache-budget "$budget" --epochs 1 > /dev/null
+      local_s=$(secs "$t0" "$(now)")
+      rm -rf "$sw/cache-raw"
+      : > "$sw/nginx/access.log"
+      t0=$(now)
+      "${pin[@]}" "$dsc" bench "$url/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
+        --cache-dir "$sw/cache-raw" --cache-budget "$budget" --epochs 1 > /dev/null
+      dsc_s=$(secs "$t0" "$(now)")
+      got=$(served)
+      echo "budget $budget round $round: curl $(mb "$curl_s") MB/s, local $(mb "$local_s") MB/s, URL cold $(mb "$dsc_s") MB/s" \
+           "= $(python3 -c "print(round($curl_s / $dsc_s, 2))")x curl, fetched $(python3 -c "print(round($got / $size, 4))")x the file ($got bytes)"
+    done
+  done
   rm -rf "$sw/cache-raw"
-  : > "$sw/nginx/access.log"
-  start=$(date +%s.%N)
-  "$dsc" bench "$url/raw.beton" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
-    --cache-dir "$sw/cache-raw" --cache-budget 64M --epochs 1 > /dev/null
-  dsc_s=$(python3 -c "import time; print(time.time() - $start)")
-  echo "pass $pass: dsc cold epoch $dsc_s s (whole process), fetched $(served) bytes = $(python3 -c "print(round($(served)/$(stat -c %s "$sw/www/raw.beton"),4))")x the file"
-done
+fi
 
+if [[ " $SECTIONS " == *" merge "* ]]; then
 echo "== dsc merge of CIFAR-10's 8 parts against cp of the same bytes"
 for i in $(seq 0 7); do [ -f "$sw/part-$i.beton" ] || "$dsc" build "$data/train" "$sw/part-$i.beton" --shard "$i/8" --quiet; done
 for pass in 1 2; do
@@ -73,3 +99,4 @@ for pass in 1 2; do
   echo "pass $pass: cp $cp_s s, merge $merge_s s (merge/cp speed $(python3 -c "print(round($cp_s/$merge_s,2))")x), merged file $same to the one-machine build"
 done
 rm -f "$sw/copy.beton" "$sw/merged.beton"
+fi

@@ -198,6 +198,9 @@ void BlockReadahead::Loop() {
     state[u.block] = kDroppable;
     held_bytes -= size_of(u.block);
     droppable.push_back(u.block);
+    // A URL's cache is told at once (it keeps released blocks until it needs their room, oldest
+    // first): its prefetches wait for room it may take without dropping a block still wanted.
+    if (ds_.streamed()) ds_.source().DontNeed(ds_.view().block(u.block).offset, size_of(u.block));
   };
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
@@ -247,6 +250,7 @@ void BlockReadahead::Loop() {
     while (next < uses.size()) {
       const uint32_t b = uses[next].block;
       if (state[b] != kAbsent) {  // still cached from earlier: needed again, nothing to read
+        if (ds_.streamed() && state[b] == kDroppable) ds_.source().WillNeed(ds_.view().block(b).offset, size_of(b));  // wanted again
         hold(uses[next]);
         continue;
       }
@@ -263,7 +267,11 @@ void BlockReadahead::Loop() {
         state[d] = kAbsent;
         resident -= blk.size;
       }
-      if (!held.empty() && resident + size > budget_ && !needed_now) break;
+      // A URL's blocks past its cache budget would evict blocks fetched for the ring's other batches
+      // before their use, and fetch them twice (1.4-1.8x the file per epoch with a 64 MiB budget):
+      // there only the batch the consumer waits for goes past the budget; workers ahead of it wait.
+      const bool past_budget_ok = ds_.streamed() ? uses[next].first <= released : needed_now;
+      if (!held.empty() && resident + size > budget_ && !past_budget_ok) break;
       const auto& blk = ds_.view().block(b);
       if (ds_.streamed()) ds_.source().WillNeed(blk.offset, blk.size);
       else ::posix_fadvise(fd_, off_t(blk.offset), off_t(blk.size), POSIX_FADV_WILLNEED);

@@ -39,7 +39,8 @@ class BlockReadahead {
   // Batches before `k` are released (their samples read): their blocks may go, later ones come in.
   void Released(uint64_t k);
   // A worker is about to read batch `k`: returns once every block the batch reads has been asked for
-  // (or is cached), past the read-ahead window and the budget if need be. Workers run up to the ring's
+  // (or is cached), past the read-ahead window and the budget if need be (for a URL, past the budget
+  // only for the batch the consumer waits for: a worker further ahead waits for room). Workers run up to the ring's
   // size ahead of the consumer that paces the window; a page they faulted before its block was asked
   // for would bring in the kernel's read-around (up to read_ahead_kb, often 8 MiB: other blocks, other
   // ranks' blocks), outside the budget, much of it dropped unread and read again later.

@@ -147,15 +147,18 @@ int SampleProcessor::DecodeGroup() {
     }
   }
   for (size_t i = 0; i < chunk_.size() && size_t(members) < kMaxGroupImages; ++i) {
-    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
-    const format::IndexEntry& e = parts.entry;
     // What Process would decode through DecodePlanes: a JPEG of the output's size under the pixel
     // limit, here one whose header is the same bytes for every member: the file's shared table set,
-    // or an inline header (FFCV's files, --jpeg-tables inline) equal to the first member's.
-    if (format::Encoding(e.encoding) != format::Encoding::kJpeg || e.width != out_.width ||
-        e.height != out_.height || uint64_t(e.width) * e.height > out_.max_pixels ||
-        group_bytes_.size() + parts.body.size > kMaxGroupBytes)
+    // or an inline header (FFCV's files, --jpeg-tables inline) equal to the first member's. Judged
+    // from the index first: reading a payload that is not grouped copies it for nothing where the
+    // source is not mapped (a URL: 10% of a cold epoch of raw samples).
+    const format::IndexEntry ie = ds_.entry(chunk_[i]);
+    if (format::Encoding(ie.encoding) != format::Encoding::kJpeg || ie.width != out_.width ||
+        ie.height != out_.height || uint64_t(ie.width) * ie.height > out_.max_pixels ||
+        group_bytes_.size() + ie.size > kMaxGroupBytes)
       continue;
+    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
+    const format::IndexEntry& e = parts.entry;
     Payload head = parts.head, body = parts.body;
     if (!head.size) {
       const size_t h = kernels::JpegPrefixLength(body.data, body.size);

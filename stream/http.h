@@ -33,6 +33,16 @@ struct HttpReply {
 // signature carries the time. Arguments: the URL, the header lines so far ("Name: value", to extend).
 using Signer = std::function<void(const std::string& url, std::vector<std::string>* headers)>;
 
+// Where a transfer's body goes, piece by piece as it arrives: Begin before each attempt (a retry starts
+// over), then Write for each piece in order (`at`: its offset in the range). Write returning false
+// aborts the transfer (not retried).
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void Begin() = 0;
+  virtual bool Write(uint64_t at, const uint8_t* p, size_t n) = 0;
+};
+
 class HttpClient {
  public:
   explicit HttpClient(HttpOptions options = {});
@@ -45,13 +55,16 @@ class HttpClient {
   // `name` names the resource in errors ("" = the URL without credentials or query).
   HttpReply Get(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, const std::string& what,
                 std::vector<uint8_t>* out, const Signer& sign = {}, const std::string& name = "");
+  // The same, the bytes handed to `sink` as they arrive instead of kept (no copy of the whole range).
+  HttpReply Get(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, const std::string& what, Sink* sink,
+                const Signer& sign = {}, const std::string& name = "");
 
   // Requests sent by this client (every attempt counts), and bytes received.
   uint64_t requests() const { return requests_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
-  HttpReply Once(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, std::vector<uint8_t>* out,
+  HttpReply Once(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, Sink* sink,
                  const Signer& sign, std::string* body_head);
   HttpOptions opt_;
   void* curl_ = nullptr;  // CURL*, kept for its connection

@@ -1,6 +1,7 @@
 #include "stream/url_source.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,12 +86,18 @@ class UrlSource : public format::ByteSource {
 
  private:
   // A block's copy in the cache directory, mapped: a read is a memcpy, not a system call (pread per
-  // sample cost 40% of a CIFAR epoch's CPU). Cache files are written whole and renamed into place,
-  // never truncated, and an evicted one is unlinked: the mapping stays valid while a reader holds it.
+  // sample cost 40% of a CIFAR epoch's CPU). Cache files are written whole and renamed into place;
+  // an evicted one is unlinked, and the mapping stays valid while a reader holds it. Each BlockFile
+  // holds a shared flock on its file: an evicted file that no reader of this process holds and that
+  // no other process has open (the lock can be made exclusive) is recycled instead, renamed to a
+  // temporary name and overwritten by the next block. Writing into new page-cache pages cost half a
+  // cold epoch's CPU (copy_folio_from_iter_atomic); the recycled file's pages, and its mapping, are
+  // already there.
   struct BlockFile {
     int fd = -1;
     const uint8_t* map = nullptr;
     size_t len = 0;
+    bool ours = false;  // written by this process, open for writing: may be recycled
     void Map(size_t n) {
       len = n;
       void* p = n ? ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
@@ -110,7 +117,7 @@ class UrlSource : public format::ByteSource {
     uint64_t off = 0, len = 0, content = 0, checksum = 0;
     std::shared_ptr<BlockFile> file;  // present in the cache directory
     bool verified = false;            // its bytes checked in this process
-    std::shared_ptr<Fetch> fetch;     // queued or in flight
+    std::shared_ptr<Fetch> fetch;     // queued, in flight, or done (waiters read its file)
     uint64_t last_use = 0, hint = 0, released = 0;
   };
 
@@ -122,8 +129,13 @@ class UrlSource : public format::ByteSource {
   std::shared_ptr<BlockFile> Acquire(size_t u) const;
   std::string CheckBytes(size_t u, const uint8_t* p) const;  // "" when the unit's bytes are right
   void FetchLoop(int id);
-  void EvictFor(uint64_t len, size_t except) const;  // mu_ held
-  void Evict(size_t u) const;                         // mu_ held
+  // mu_ held. With `spare`, an evicted file of `len` bytes that can be recycled is renamed to
+  // `spare_name` and handed over instead of unlinked.
+  // `hinted_too`: blocks the plan still wants may go too (for a block a reader waits for).
+  void EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "",
+                bool hinted_too = true) const;
+  bool RoomForPrefetch(uint64_t len) const;  // mu_ held
+  void Evict(size_t u, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "") const;
   size_t UnitAt(uint64_t off) const;
 
   std::string url_, name_, dir_, etag_;
@@ -141,7 +153,7 @@ class UrlSource : public format::ByteSource {
   bool stop_ = false;
   std::vector<std::thread> fetchers_;
   uint64_t open_requests_ = 0, open_bytes_ = 0;
-  mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0};
+  mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0}, recycled_{0};
 };
 
 UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
@@ -271,6 +283,7 @@ void UrlSource::AdoptCachedBlocks() {
     auto file = std::make_shared<BlockFile>();
     file->fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (file->fd < 0) continue;
+    if (::flock(file->fd, LOCK_SH | LOCK_NB) != 0) continue;  // another process is recycling it
     file->Map(units_[u].len);
     units_[u].file = file;
     units_[u].last_use = ++tick_;
@@ -292,9 +305,23 @@ std::string UrlSource::CheckBytes(size_t u, const uint8_t* p) const {
   return "";
 }
 
-void UrlSource::Evict(size_t u) const {
+void UrlSource::Evict(size_t u, std::shared_ptr<BlockFile>* spare, const std::string& spare_name) const {
   Unit& unit = units_[u];
-  ::unlink(BlockPath(u).c_str());  // readers holding the file keep its descriptor
+  // Recyclable: no reader here holds the file (or can reach it through a finished fetch it waited
+  // for), no other process has it open (the lock becomes exclusive), and the name still is this file.
+  bool recycled = false;
+  if (spare && !*spare && unit.file->ours && unit.file->map &&
+      unit.file.use_count() == 1 + (unit.fetch && unit.fetch->file == unit.file) && (!unit.fetch || unit.fetch.use_count() == 1) &&
+      ::flock(unit.file->fd, LOCK_EX | LOCK_NB) == 0) {
+    struct stat a, b;
+    if (::fstat(unit.file->fd, &a) == 0 && ::stat(BlockPath(u).c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev &&
+        std::rename(BlockPath(u).c_str(), spare_name.c_str()) == 0) {
+      *spare = unit.file;
+      unit.fetch.reset();
+      recycled = true;
+    }
+  }  // a failed attempt may leave the file unlocked (flock drops the old lock first): it is dropped anyway
+  if (!recycled) ::unlink(BlockPath(u).c_str());  // readers holding the file keep its descriptor
   unit.file.reset();
   unit.verified = false;
   unit.released = 0;
@@ -302,7 +329,8 @@ void UrlSource::Evict(size_t u) const {
   evicted_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void UrlSource::EvictFor(uint64_t len, size_t except) const {
+void UrlSource::EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare, const std::string& spare_name,
+                         bool hinted_too) const {
   while (used_ + len > opt_.budget) {
     // Released by the plan first (oldest release), then read and not hinted again (least recent),
     // then fetched ahead and not yet read (the furthest in the plan).
@@ -313,11 +341,11 @@ void UrlSource::EvictFor(uint64_t len, size_t except) const {
       return {2, ~x.hint};
     };
     for (size_t i = 0; i < units_.size(); ++i) {
-      if (!units_[i].file || i == except) continue;
+      if (!units_[i].file || i == except || (!hinted_too && rank(units_[i]).first == 2)) continue;
       if (best == units_.size() || rank(units_[i]) < rank(units_[best])) best = i;
     }
     if (best == units_.size()) return;  // only fetches in flight hold room (bounded by their count)
-    Evict(best);
+    Evict(best, units_[best].len == len ? spare : nullptr, spare_name);
   }
 }
 
@@ -410,8 +438,9 @@ void UrlSource::DontNeed(uint64_t off, uint64_t n) const {
   std::lock_guard<std::mutex> l(mu_);
   for (size_t u = UnitAt(std::max<uint64_t>(off, kPageSize)); u < units_.size() && units_[u].off < off + n; ++u) {
     units_[u].hint = 0;
-    if (units_[u].file) units_[u].released = ++release_seq_;
+    if (units_[u].file && !units_[u].released) units_[u].released = ++release_seq_;  // the first release is its age
   }
+  work_cv_.notify_all();  // room for a prefetch that waits
 }
 
 bool UrlSource::Resident(uint64_t off, uint64_t n) const {
@@ -422,50 +451,134 @@ bool UrlSource::Resident(uint64_t off, uint64_t n) const {
   return true;
 }
 
+namespace {
+
+// A block's bytes written to its cache file as they arrive, hashed on the way (the piece is still in
+// the processor's cache) and its padding checked for zeros: no copy of the block in memory.
+class BlockSink : public Sink {
+ public:
+  BlockSink(int fd, uint64_t content) : fd_(fd), content_(content), state_(XXH3_createState()) {
+    if (!state_) throw std::bad_alloc();
+  }
+  ~BlockSink() override { XXH3_freeState(state_); }
+  void Begin() override {
+    XXH3_64bits_reset(state_);
+    padding_zero_ = true;
+    error_ = 0;
+  }
+  bool Write(uint64_t at, const uint8_t* p, size_t n) override {
+    const size_t hashed = at < content_ ? size_t(std::min<uint64_t>(n, content_ - at)) : 0;
+    XXH3_64bits_update(state_, p, hashed);
+    if (hashed < n && !AllZero(p + hashed, n - hashed)) padding_zero_ = false;
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::pwrite(fd_, p + done, n - done, off_t(at + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno : EIO;
+        return false;
+      }
+      done += size_t(w);
+    }
+    return true;
+  }
+  uint64_t checksum() const { return XXH3_64bits_digest(state_); }
+  bool padding_zero() const { return padding_zero_; }
+  int error() const { return error_; }
+
+ private:
+  int fd_;
+  uint64_t content_;
+  XXH3_state_t* state_;
+  bool padding_zero_ = true;
+  int error_ = 0;
+};
+
+}  // namespace
+
+// Bytes the cache folder could free for a prefetch without dropping a block the plan still wants:
+// released blocks and blocks never hinted. mu_ held.
+bool UrlSource::RoomForPrefetch(uint64_t len) const {
+  if (used_ + len <= opt_.budget) return true;
+  uint64_t free = opt_.budget >= used_ ? opt_.budget - used_ : 0;
+  for (const Unit& x : units_)
+    if (x.file && (x.released || !x.hint) && (free += x.len) >= len) return true;
+  return false;
+}
+
 void UrlSource::FetchLoop(int id) {
   HttpClient client(opt_.http);
-  std::vector<uint8_t> buf;
   uint64_t seen_requests = 0, seen_bytes = 0;
   std::unique_lock<std::mutex> l(mu_);
+  // A prefetch waits until the cache folder has room for it without evicting a block the plan still
+  // wants: evicting one (fetched ahead, not yet read) for another fetched it twice (1.4-1.8x the file
+  // per epoch with a budget below the ring's blocks). A block a reader waits for takes room from any.
+  auto ahead_ready = [&] {
+    while (!ahead_.empty()) {
+      const Unit& x = units_[ahead_.front()];
+      if (x.fetch && !x.fetch->started && !x.fetch->done && !x.file) return RoomForPrefetch(x.len);
+      ahead_.pop_front();  // fetched meanwhile, or taken as urgent
+    }
+    return false;
+  };
   while (true) {
-    work_cv_.wait(l, [&] { return stop_ || !urgent_.empty() || !ahead_.empty(); });
+    work_cv_.wait(l, [&] { return stop_ || !urgent_.empty() || ahead_ready(); });
     if (stop_) return;
-    std::deque<size_t>& q = urgent_.empty() ? ahead_ : urgent_;
+    const bool urgent = !urgent_.empty();
+    std::deque<size_t>& q = urgent ? urgent_ : ahead_;
     const size_t u = q.front();
     q.pop_front();
     std::shared_ptr<Fetch> f = units_[u].fetch;
     if (!f || f->started || f->done || units_[u].file) continue;
     f->started = true;
     const Unit unit = units_[u];  // its geometry; the fields this thread uses do not change
+    const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
+    // Its room in the cache folder is taken before the bytes arrive (they go straight to the file);
+    // the number of fetchers leaves room for one block beside theirs.
+    std::shared_ptr<BlockFile> file;
+    EvictFor(unit.len, u, &file, tmp, urgent);
+    used_ += unit.len;
     l.unlock();
     std::string error;
-    std::shared_ptr<BlockFile> file;
-    bool reserved = false;
     try {
-      HttpReply r = client.Get(url_, unit.off, unit.len, etag_, What(u), &buf, opt_.sign, name_);
-      if (!etag_.empty() && !r.etag.empty() && r.etag != etag_)
-        throw Error(name_ + ": " + What(u) + ": the file changed on the server (ETag " + etag_ + " when opened, now " + r.etag + ")");
-      if (std::string why = CheckBytes(u, buf.data()); !why.empty())
-        throw Error(name_ + ": " + What(u) + ": " + why + " after download (the file changed on the server, or the bytes were "
-                    "damaged on the way); its bytes are not used");
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        EvictFor(unit.len, u);
-        used_ += unit.len;
-        reserved = true;
+      const bool recycled = file != nullptr;
+      if (!recycled) {
+        file = std::make_shared<BlockFile>();
+        file->fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
       }
-      const std::string path = BlockPath(u), tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(id);
-      file = std::make_shared<BlockFile>();
-      file->fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
-      const int e = file->fd < 0 ? errno : WriteAll(file->fd, buf.data(), unit.len);
-      if (e != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int why = e ? e : errno;
+      auto cannot_write = [&](int why) {
         ::unlink(tmp.c_str());
-        throw Error(name_ + ": " + What(u) + ": cannot write it to the cache directory " + dir_ + " (" + std::strerror(why) +
-                    (why == ENOSPC || why == EDQUOT ? "): the disk is full: free space there, lower cache_budget or set cache_dir elsewhere"
-                                                    : ")"));
+        return Error(name_ + ": " + What(u) + ": cannot write it to the cache directory " + dir_ + " (" + std::strerror(why) +
+                     (why == ENOSPC || why == EDQUOT ? "): the disk is full: free space there, lower cache_budget or set cache_dir elsewhere"
+                                                     : ")"));
+      };
+      if (file->fd < 0) throw cannot_write(errno);
+      BlockSink sink(file->fd, unit.content);
+      HttpReply r;
+      try {
+        r = client.Get(url_, unit.off, unit.len, etag_, What(u), &sink, opt_.sign, name_);
+      } catch (const Error&) {
+        if (sink.error()) throw cannot_write(sink.error());
+        ::unlink(tmp.c_str());
+        throw;
       }
-      file->Map(unit.len);
+      // Checked before the file takes the block's name: no reader sees a byte of a wrong block.
+      std::string why;
+      if (!etag_.empty() && !r.etag.empty() && r.etag != etag_)
+        why = "the file changed on the server (ETag " + etag_ + " when opened, now " + r.etag + ")";
+      else if (sink.checksum() != unit.checksum)
+        why = "checksum mismatch after download (the file changed on the server, or the bytes were damaged on the way); its bytes are not used";
+      else if (!sink.padding_zero())
+        why = "padding after the block is not zero after download (the file changed on the server, or the bytes were damaged on the way); "
+              "its bytes are not used";
+      if (!why.empty()) {
+        ::unlink(tmp.c_str());
+        throw Error(name_ + ": " + What(u) + ": " + why);
+      }
+      // Shared from here on: another process that finds the file may lock it too.
+      if (::flock(file->fd, LOCK_SH) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) throw cannot_write(errno);
+      file->ours = true;
+      if (!recycled) file->Map(unit.len);
+      if (recycled) recycled_.fetch_add(1, std::memory_order_relaxed);
       fetched_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
       error = e.what();
@@ -481,11 +594,12 @@ void UrlSource::FetchLoop(int id) {
       units_[u].last_use = ++tick_;
       f->file = file;
     } else {
-      if (reserved) used_ -= unit.len;
+      used_ -= unit.len;
       f->error = error;
     }
     f->done = true;
     cv_.notify_all();
+    work_cv_.notify_all();  // room may have come free for a waiting prefetch
   }
 }
 
@@ -496,6 +610,7 @@ StreamCounters UrlSource::counters() const {
   c.blocks_fetched = fetched_.load();
   c.blocks_from_cache = from_cache_.load();
   c.evicted = evicted_.load();
+  c.recycled = recycled_.load();
   return c;
 }
 

@@ -6,14 +6,16 @@
 //    section: index, meta, block table, optional sections and footer. That copy lives in
 //    CACHE_DIR/<url hash>-<header checksum>/, so a file changed on the server (a new header checksum)
 //    never meets an old cache.
-//  - The data section is fetched in units of one block (its content and its zero padding), each
-//    checked against the block table's checksum (and the padding for zeros) before any byte of it is
-//    used, then written to the cache directory. A unit read by Read() is fetched on demand; WillNeed
-//    (the readahead's plan order) fetches ahead on `connections` connections at once.
+//  - The data section is fetched in units of one block (its content and its zero padding), written
+//    to a temporary file in the cache directory as it arrives and checked against the block table's
+//    checksum (and the padding for zeros) before it takes its name and any byte of it is used. A
+//    unit read by Read() is fetched on demand; WillNeed (the readahead's plan order) fetches ahead on
+//    `connections` connections at once.
 //  - The cache directory's block files never exceed `budget` bytes: a new block first evicts what
 //    DontNeed released (plan order), then the least recently read of those never hinted (random
-//    order), then hinted blocks the plan has not released yet (the furthest ahead first). The budget
-//    must hold two blocks.
+//    order), then, for a block a reader waits for only, hinted blocks the plan has not released yet
+//    (the furthest ahead first); a prefetch waits for room instead. An evicted file no one else holds
+//    is recycled for the next block. The budget must hold two blocks.
 //  - Every request after the first carries If-Match with the ETag the header came with: a file
 //    replaced on the server is an error naming the URL and the block, never mixed data.
 //  - Errors (dsc::Error) name the URL (without credentials or query) and the block.
@@ -47,6 +49,7 @@ struct StreamCounters {
   uint64_t blocks_fetched = 0;
   uint64_t blocks_from_cache = 0;  // blocks found in the cache directory from an earlier run
   uint64_t evicted = 0;
+  uint64_t recycled = 0;        // evicted block files overwritten by a new block (no new pages)
 };
 StreamCounters CountersOf(const format::ByteSource& src);
 

@@ -1,6 +1,7 @@
 // WebDataset shards as a build source (writer/source_wds.cc): shards written by GNU tar from real
-// CIFAR-10 JPEGs; the built file holds each JPEG byte for byte with its .cls class, in shard and
-// member order, plain or compressed, with --shard; malformed shards give errors naming shard and key.
+// CIFAR-10 JPEGs; the built file holds each JPEG byte for byte with its .cls class (and its .json as
+// text), in shard and member order, plain or compressed, with --shard; malformed shards give errors
+// naming shard and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "format/file_view.h"
 #include "reader/dataset.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
@@ -21,6 +23,7 @@ namespace fs = std::filesystem;
 struct Expected {
   std::vector<std::vector<uint8_t>> jpeg;
   std::vector<int32_t> label;
+  std::vector<std::string> json;  // when written
 };
 
 // Writes shard files shard-00.tar ... from the first images of the CIFAR train classes: sample k of
@@ -46,9 +49,10 @@ Expected WriteShards(const std::string& dir, int shards, int per_shard, bool jso
       WriteFile(stage + "/" + key + ".cls", cls.data(), cls.size());
       members += " " + key + ".cls " + key + ".jpg";  // .cls first: order inside a sample is free
       if (json) {
-        const std::string j = "{\"k\": " + std::to_string(k) + "}";
+        const std::string j = "{\"k\": " + std::to_string(k) + ", \"caption\": \"caf\u00e9 \xC3\xA9\"}\n";
         WriteFile(stage + "/" + key + ".json", j.data(), j.size());
         members += " " + key + ".json";
+        ex.json.push_back(j);
       }
       ex.jpeg.push_back(jpg);
       ex.label.push_back(label);
@@ -90,10 +94,36 @@ TEST(WebDataset, ShardsBuildInShardAndMemberOrder) {
   const auto rep = writer::Build(dir + "/shard-{00..02}.tar", dir + "/wds.beton", o);
   EXPECT_EQ(rep.format, "webdataset");
   ExpectHolds(dir + "/wds.beton", ex);
-  // The .json members are not lost silently: each is listed.
-  size_t json_lines = 0;
-  for (const auto& l : ignored) json_lines += l.find(".json (.json is not stored)") != std::string::npos;
-  EXPECT_EQ(json_lines, 75u);
+  // Each .json member is the sample's text field 'json', byte for byte, and is not listed as ignored.
+  for (const auto& l : ignored) EXPECT_EQ(l.find(".json"), std::string::npos) << l;
+  {
+    const std::vector<uint8_t> bytes = ReadFile(dir + "/wds.beton");
+    format::MemorySource src("wds.beton", bytes.data(), bytes.size());
+    auto v = format::FileView::Open(&src);
+    ASSERT_TRUE(v->typed());
+    const auto& f = v->meta().fields;
+    ASSERT_EQ(f.size(), 3u);
+    EXPECT_EQ(f[2].name, "json");
+    EXPECT_EQ(f[2].type, format::FieldType::kText);
+    std::vector<uint8_t> scratch;
+    for (uint64_t i = 0; i < v->sample_count(); ++i) {
+      const auto r = v->VarValue(2, i);
+      const uint8_t* p = src.Read(r.offset, r.size, &scratch);
+      ASSERT_EQ(std::string(reinterpret_cast<const char*>(p), r.size), ex.json[i]) << "sample " << i;
+    }
+  }
+  // Split with --shard, the parts hold the samples in the same order, text included.
+  for (uint32_t i = 0; i < 2; ++i) {
+    writer::BuildOptions p = PassThrough();
+    p.shard_index = i;
+    p.shard_count = 2;
+    writer::Build(dir + "/shard-{00..02}.tar", dir + "/part.beton", p);
+    Expected half;
+    const size_t from = i * ex.jpeg.size() / 2, to = (i + 1) * ex.jpeg.size() / 2;
+    half.jpeg.assign(ex.jpeg.begin() + long(from), ex.jpeg.begin() + long(to));
+    half.label.assign(ex.label.begin() + long(from), ex.label.begin() + long(to));
+    ExpectHolds(dir + "/part.beton", half);
+  }
   // One shard alone, and a folder of shards, name the same samples.
   writer::Build(dir + "/shard-01.tar", dir + "/one.beton", PassThrough());
   EXPECT_EQ(Dataset(dir + "/one.beton").size(), 25u);
@@ -149,6 +179,16 @@ TEST(WebDataset, MalformedShardsAreNamed) {
   fs::copy_file(stage + "/img3.jpg", stage + "/img3.png");
   ASSERT_EQ(RunShell("tar -cf " + dir + "/two.tar -C " + dir + "/stage0 s0/img3.cls s0/img3.jpg s0/img3.png"), 0);
   EXPECT_EQ(BuildError(dir + "/two.tar"), dir + "/two.tar: s0/img3: two image members; one image per sample");
+  // A .json on one sample but not on another: the text field needs a value in every sample.
+  WriteFile(stage + "/img0.json", "{}", 2);
+  ASSERT_EQ(RunShell("tar -cf " + dir + "/somejson.tar -C " + dir + "/stage0 s0/img0.cls s0/img0.jpg s0/img0.json s0/img1.cls s0/img1.jpg"), 0);
+  EXPECT_NE(BuildError(dir + "/somejson.tar").find("somejson.tar: s0/img1: no .json member, while other samples have one"), std::string::npos)
+      << BuildError(dir + "/somejson.tar");
+  // JSON that is not UTF-8: named with its sample and field.
+  WriteFile(stage + "/img1.json", "\"\xC3(\"", 4);
+  ASSERT_EQ(RunShell("tar -cf " + dir + "/badjson.tar -C " + dir + "/stage0 s0/img0.cls s0/img0.jpg s0/img0.json s0/img1.cls s0/img1.jpg s0/img1.json"), 0);
+  const std::string bad = BuildError(dir + "/badjson.tar");
+  EXPECT_EQ(bad, dir + "/badjson.tar: s0/img1.json: field 'json': not UTF-8");
   // A tar of a plain image folder is not taken for shards.
   ASSERT_EQ(RunShell("tar -cf " + dir + "/tree.tar -C " + dir + "/stage0 s0/img0.jpg s0/img1.jpg"), 0);
   EXPECT_NE(BuildError(dir + "/tree.tar").find("an archive, not a folder or a manifest, and not WebDataset shards"),

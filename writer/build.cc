@@ -23,6 +23,7 @@
 #include "writer/file_builder.h"
 #include "writer/source.h"
 #include "writer/source_ffcv.h"
+#include "writer/source_wds.h"
 
 namespace dsc::writer {
 
@@ -70,6 +71,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
       throw Error(out + ": is the source's sample " + s + "; name another output file");
   }
   if (FfcvNeedsTypedFields(*src)) return BuildFfcvTyped(*src, out, o);  // FFCV's arrays, JSON, bytes: dsc::Writer
+  if (WdsNeedsTypedFields(*src)) return BuildWdsTyped(*src, out, o);    // WebDataset's KEY.json as text
 
   AtomicFile file(out);
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");

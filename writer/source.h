@@ -68,7 +68,8 @@ std::unique_ptr<Source> OpenImageTree(const std::string& dir, const std::string&
 std::unique_ptr<Source> OpenManifest(const std::string& file, uint64_t max_file_size = kDefaultMaxFileSize);
 // WebDataset shards: one .tar (plain or compressed), a folder of them (sorted by name), or a brace pattern
 // "shards-{0000..0099}.tar". Members sharing a key form a sample: KEY.jpg/.jpeg/.png the image, KEY.cls
-// the class as decimal text; other members are listed in ignored(). Samples keep shard and member order.
+// the class as decimal text, KEY.json a text field (writer/source_wds.h); other members are listed in
+// ignored(). Samples keep shard and member order.
 std::unique_ptr<Source> OpenWebDataset(const std::string& spec, uint64_t max_file_size = kDefaultMaxFileSize);
 // A tar name or a brace pattern: what `--format auto` takes for WebDataset shards.
 bool LooksLikeWebDataset(const std::string& path);

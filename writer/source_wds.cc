@@ -1,19 +1,26 @@
 // WebDataset shards (tar files whose consecutive members sharing a key form a sample) as a build
 // source, read with libarchive (plain or compressed tar). The shards are listed once at open (headers
 // only); a sample is then read on demand by a per-thread reader that moves forward through its shard,
-// so memory stays at one member and random order within a window costs at most a re-read.
+// so memory stays at one member and random order within a window costs at most a re-read. Shards
+// whose samples carry KEY.json are written with typed fields (BuildWdsTyped): the JSON as text.
 #include <archive.h>
 #include <archive_entry.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
 
 #include "format/error.h"
+#include "format/fields.h"
 #include "writer/source.h"
+#include "writer/source_wds.h"
+#include "writer/typed_build.h"
+#include "writer/writer.h"
 
 namespace dsc::writer {
 
@@ -54,6 +61,7 @@ void SplitKey(const std::string& path, std::string* key, std::string* ext) {
 struct WdsSample {
   uint32_t shard = 0;
   uint32_t image_member = 0, label_member = 0;  // member ordinals in the shard
+  uint32_t text_member = UINT32_MAX;            // KEY.json, if any
   std::string key;
 };
 
@@ -75,6 +83,12 @@ class WdsSource : public Source {
       : shards_(std::move(shards)), max_(max_file_size) {
     for (uint32_t s = 0; s < shards_.size(); ++s) List(s);
     if (samples_.empty()) throw Error(shards_.front() + ": no samples (members with an image extension)");
+    // A text field holds a value in every sample: once one sample has its .json, all must.
+    if (has_text_)
+      for (const WdsSample& x : samples_)
+        if (x.text_member == UINT32_MAX)
+          throw Error(shards_[x.shard] + ": " + x.key + ": no .json member, while other samples have one (their JSON is stored as "
+                      "the text field 'json', which every sample needs)");
     labels_.push_back({"label", {}});
   }
   ~WdsSource() override {
@@ -86,7 +100,13 @@ class WdsSource : public Source {
   size_t size() const override { return samples_.size(); }
   std::vector<std::string> ignored() const override { return ignored_; }
 
-  void Load(size_t i, SourceItem* out) const override {
+  void Load(size_t i, SourceItem* out) const override { Read(i, out, nullptr); }
+  bool has_text() const { return has_text_; }
+  BuildReport BuildTyped(const std::string& out, const BuildOptions& o) const;
+
+ private:
+  // The sample's image and class, and with `text` its .json member's bytes.
+  void Read(size_t i, SourceItem* out, std::string* text) const {
     const WdsSample& s = samples_[i];
     out->where = shards_[s.shard] + ": " + s.key;
     out->is_pixels = false;
@@ -99,7 +119,8 @@ class WdsSource : public Source {
       c.next_member = 0;
     }
     std::string label_text;
-    const uint32_t last = std::max(s.image_member, s.label_member);
+    const bool want_text = text && s.text_member != UINT32_MAX;
+    const uint32_t last = std::max({s.image_member, s.label_member, want_text ? s.text_member : 0u});
     while (c.next_member <= last) {
       archive_entry* e = nullptr;
       const int r = archive_read_next_header(c.a.get(), &e);
@@ -109,7 +130,7 @@ class WdsSource : public Source {
                     archive_error_string(c.a.get()));
       }
       const uint32_t m = c.next_member++;
-      if (m != s.image_member && m != s.label_member) continue;  // libarchive skips the data
+      if (m != s.image_member && m != s.label_member && !(want_text && m == s.text_member)) continue;  // libarchive skips the data
       const int64_t n = archive_entry_size(e);
       if (n < 0 || uint64_t(n) > max_)
         throw Error(out->where + ": member " + archive_entry_pathname(e) + " has " + std::to_string(n) +
@@ -121,7 +142,8 @@ class WdsSource : public Source {
         throw Error(out->where + ": member " + archive_entry_pathname(e) + " is truncated");
       }
       if (m == s.image_member) out->bytes = std::move(buf);
-      else label_text.assign(buf.begin(), buf.end());
+      else if (m == s.label_member) label_text.assign(buf.begin(), buf.end());
+      else text->assign(buf.begin(), buf.end());
     }
     // A .cls member holds the class as decimal text (WebDataset's convention), maybe with a newline.
     while (!label_text.empty() && std::isspace(static_cast<unsigned char>(label_text.back()))) label_text.pop_back();
@@ -133,7 +155,6 @@ class WdsSource : public Source {
     out->label[1] = 0;
   }
 
- private:
   void List(uint32_t s) {
     const std::string& path = shards_[s];
     ArchivePtr a = OpenArchive(path);
@@ -179,8 +200,12 @@ class WdsSource : public Source {
       } else if (ext == "cls") {
         cur.label_member = member;
         has_label = true;
+      } else if (ext == "json") {
+        if (cur.text_member != UINT32_MAX) throw Error(path + ": " + key + ": two .json members; one per sample");
+        cur.text_member = member;
+        has_text_ = true;
       } else {
-        // Text, JSON and other members need typed fields, which this source does not map yet: listed.
+        // Other members need a mapping to typed fields, which this source does not take yet: listed.
         ignored_.push_back(path + ": " + pathname + " (." + ext + " is not stored)");
       }
     }
@@ -192,7 +217,52 @@ class WdsSource : public Source {
   std::vector<WdsSample> samples_;
   std::vector<LabelField> labels_;
   std::vector<std::string> ignored_;
+  bool has_text_ = false;
 };
+
+BuildReport WdsSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.shard_count > 0 && o.shard_index >= o.shard_count)
+    throw OptionError("--shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
+                      ": the part number runs from 0 to " + std::to_string(o.shard_count - 1));
+  // The same split as Build's: part i of n holds samples [i * N / n, (i + 1) * N / n).
+  const size_t all = samples_.size();
+  const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
+  const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  BuildReport rep;
+  rep.format = format();
+  WriterOptions wo = TypedWriterOptions(o, format());
+  if (o.skip_invalid) {
+    auto log = o.log ? o.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    wo.on_skip = [&rep, log](const std::string& why) {
+      log("skipped: " + why);
+      ++rep.skipped;
+    };
+  }
+  const Schema schema = {dsc::ImageField("image"), dsc::LabelField("label"), dsc::TextField("json")};
+  Writer w(out, schema, wo);
+  SourceItem item;
+  std::string text;
+  for (size_t i = begin; i < end; ++i) {
+    Read(i, &item, &text);
+    // Checked here, so that the message names the shard and key (Add would name the output's sample).
+    if (const std::string why = format::ValueProblem(schema[2], 0, reinterpret_cast<const uint8_t*>(text.data()), text.size());
+        !why.empty())
+      throw Error(item.where + ".json: field 'json': " + why);
+    Sample s;
+    s.set_where(item.where);
+    s.SetImage("image", std::move(item.bytes));
+    s.SetLabel("label", item.label[0]);
+    s.SetText("json", std::move(text));
+    text.clear();
+    w.Add(std::move(s));
+    if (o.progress && ((i - begin) % 1024 == 0 || i + 1 == end))
+      std::fprintf(stderr, "\r%zu/%zu samples", i + 1 - begin, end - begin);
+  }
+  if (o.progress) std::fputc('\n', stderr);
+  CloseTypedBuild(&w, t0, &rep);
+  return rep;
+}
 
 // "{000..123}" in a shard pattern, WebDataset's brace notation, zero padding kept.
 std::vector<std::string> ExpandBraces(const std::string& spec) {
@@ -225,6 +295,15 @@ bool LooksLikeWebDataset(const std::string& path) {
   for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"})
     if (n.size() > std::strlen(ext) && n.compare(n.size() - std::strlen(ext), std::string::npos, ext) == 0) return true;
   return path.find('{') != std::string::npos && path.find("..") != std::string::npos;
+}
+
+bool WdsNeedsTypedFields(const Source& src) {
+  const auto* w = dynamic_cast<const WdsSource*>(&src);
+  return w && w->has_text();
+}
+
+BuildReport BuildWdsTyped(const Source& src, const std::string& out, const BuildOptions& options) {
+  return dynamic_cast<const WdsSource&>(src).BuildTyped(out, options);
 }
 
 std::unique_ptr<Source> OpenWebDataset(const std::string& spec, uint64_t max_file_size) {
