@@ -169,6 +169,25 @@ OptionRow Float(std::string name, std::string help, Ref<float> ref, std::string 
   return r;
 }
 
+// A list of typed-field names, "a,b,c" (fields, boxes, points).
+OptionRow FieldNames(std::string name, std::string help, Ref<std::vector<std::string>> ref, std::string example) {
+  OptionRow r = MakeRow(name, OptionType::kTexts, std::move(help));
+  r.example = std::move(example);
+  r.get = [ref](const LoaderOptions& o) {
+    std::string s;
+    for (const auto& f : ref(const_cast<LoaderOptions&>(o))) s += (s.empty() ? "" : ",") + f;
+    return s;
+  };
+  r.set = [ref, name](LoaderOptions& o, std::string_view text) {
+    ref(o).clear();
+    for (std::string_view f : SplitList(text)) {
+      if (f.empty()) Bad(name, text, "an empty field name");
+      ref(o).emplace_back(f);
+    }
+  };
+  return r;
+}
+
 // n floats at ref(o)[0..n).
 OptionRow Floats(std::string name, std::string help, uint32_t n, float* (*ref)(LoaderOptions&), std::string example,
                  uint8_t where) {
@@ -384,61 +403,16 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Floats("mean", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.mean; }, "1,2,3", kAll));
   t.push_back(Floats("std", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.std; }, "4,5,6", kAll));
   // Typed fields (format 1.2): which of them batches carry (reader/batch_fields.h).
-  {
-    OptionRow r = MakeRow("fields", OptionType::kTexts, "typed fields to deliver, in this order (default: all but the image and labels)");
-    r.example = "boxes,caption";
-    r.get = [](const O& o) {
-      std::string s;
-      for (const auto& f : o.fields) s += (s.empty() ? "" : ",") + f;
-      return s;
-    };
-    r.set = [](O& o, std::string_view text) {
-      o.fields.clear();
-      for (std::string_view f : SplitList(text)) {
-        if (f.empty()) Bad("fields", text, "an empty field name");
-        o.fields.emplace_back(f);
-      }
-    };
-    t.push_back(std::move(r));
-  }
-  {
-    OptionRow r = MakeRow("boxes", OptionType::kTexts,
-                          "typed fields that follow the image's crop, flip and translate: a [N,4] float32 box field (x, y, w, h "
-                          "in pixels), then per-box fields dropped with a box that leaves the output");
-    r.example = "boxes,category_id,iscrowd";
-    r.get = [](const O& o) {
-      std::string s;
-      for (const auto& f : o.boxes) s += (s.empty() ? "" : ",") + f;
-      return s;
-    };
-    r.set = [](O& o, std::string_view text) {
-      o.boxes.clear();
-      for (std::string_view f : SplitList(text)) {
-        if (f.empty()) Bad("boxes", text, "an empty field name");
-        o.boxes.emplace_back(f);
-      }
-    };
-    t.push_back(std::move(r));
-  }
-  {
-    OptionRow r = MakeRow("points", OptionType::kTexts,
-                          "float32 typed fields of points that follow the image's crop, flip and translate: [N,2] (x, y) or "
-                          "[N,3] (x, y, v; v set to 0 for a point that leaves the output), variable or fixed arrays");
-    r.example = "keypoints";
-    r.get = [](const O& o) {
-      std::string s;
-      for (const auto& f : o.points) s += (s.empty() ? "" : ",") + f;
-      return s;
-    };
-    r.set = [](O& o, std::string_view text) {
-      o.points.clear();
-      for (std::string_view f : SplitList(text)) {
-        if (f.empty()) Bad("points", text, "an empty field name");
-        o.points.emplace_back(f);
-      }
-    };
-    t.push_back(std::move(r));
-  }
+  t.push_back(FieldNames("fields", "typed fields to deliver, in this order (default: all but the image and labels)",
+                         [](O& o) -> std::vector<std::string>& { return o.fields; }, "boxes,caption"));
+  t.push_back(FieldNames("boxes",
+                         "typed fields that follow the image's crop, flip and translate: a [N,4] float32 box field (x, y, w, h "
+                         "in pixels), then per-box fields dropped with a box that leaves the output",
+                         [](O& o) -> std::vector<std::string>& { return o.boxes; }, "boxes,category_id,iscrowd"));
+  t.push_back(FieldNames("points",
+                         "float32 typed fields of points that follow the image's crop, flip and translate: [N,2] (x, y) or "
+                         "[N,3] (x, y, v; v set to 0 for a point that leaves the output), variable or fixed arrays",
+                         [](O& o) -> std::vector<std::string>& { return o.points; }, "keypoints"));
   // Remote workers (docs/remote.md).
   {
     OptionRow r = MakeRow("remote", OptionType::kTexts, "auxiliary workers (dsc serve) HOST:PORT[,HOST:PORT...] that decode beside the local threads");
