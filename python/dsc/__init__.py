@@ -432,7 +432,7 @@ class Loader:
     def classes(self):
         """The class names of the first label field (dsc.info(path)['classes']), indexed by label."""
         if self._classes is None:
-            self._classes = info(self._path)["classes"]
+            self._classes = info(self._path).get("classes", [])  # FFCV files name no classes
         return self._classes
 
     def dataset(self):

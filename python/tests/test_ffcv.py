@@ -28,6 +28,7 @@ def ffcv_samples(tmp_path_factory):
 def _epoch(path, **options):
     loader = dsc.Loader(str(path), preset="cifar-test", batch_size=100, dtype="uint8", layout="NHWC", normalize=False,
                         copy=True, **options)
+    assert loader.classes == []  # FFCV files name no classes (dsc.info has no 'classes' for them)
     images, labels, order = [], [], []
     for x, y, idx, _ in loader.epoch(0, with_indices=True):
         images.append(np.asarray(x))
