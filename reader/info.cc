@@ -93,7 +93,8 @@ DatasetSummary Summarize(const Dataset& ds) {
     const auto& seen = s.label_values[f];
     const size_t classes = m.fields[f + 1].classes.size();
     const int32_t top = seen.empty() ? -1 : seen.rbegin()->first;
-    if (top < DatasetSummary::kDenseLabels || size_t(top) < classes) {
+    const bool nonnegative = seen.empty() || seen.begin()->first >= 0;  // dense counts index by value
+    if (nonnegative && (top < DatasetSummary::kDenseLabels || size_t(top) < classes)) {
       s.label_counts[f].assign(std::max(classes, size_t(top + 1)), 0);
       for (const auto& [v, n] : seen) s.label_counts[f][size_t(v)] = n;
     }
