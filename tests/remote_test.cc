@@ -250,6 +250,29 @@ TEST(Remote, TypedFieldsAndMasksEqualLocal) {
   EXPECT_EQ(RemoteSamples(l1), 2u * 4 * 32);  // 100 samples: 4 batches of 32 (the last padded), all remote
 }
 
+// FFCV's own files (written by FFCV's writer) through a worker: its classification file and the one
+// with every field type give the local loader's batches, typed fields included.
+TEST(Remote, FfcvFilesEqualLocal) {
+  const std::string d = ScratchDir("-remote-ffcv");
+  ASSERT_EQ(std::system(("zstd -dc " + std::string(DSC_FFCV_SAMPLES) + " | tar -x -C " + d).c_str()), 0);
+  for (const char* name : {"cifar-test-smart.beton", "allfields.beton"}) {
+    const std::string path = d + "/ffcv-samples/" + name;
+    auto opts = [](LoaderOptions o) {
+      o.augment.crop = kernels::CropMode::kRandomResized;
+      o.augment.out_w = o.augment.out_h = 24;
+      return o;
+    };
+    LoaderOptions local = opts(Base());
+    local.remote = RemoteOptions();
+    Loader l0(path, local);
+    const auto want = Digests(l0, 2);
+    Worker a({path, "--threads", "1"});
+    Loader l1(path, opts(Remote({&a}, 0)));
+    EXPECT_EQ(Digests(l1, 2), want) << name;
+    EXPECT_EQ(RemoteSamples(l1), 2 * l1.batches_per_epoch() * 32) << name;  // every sample decoded remotely
+  }
+}
+
 // `dsc bench` with remote-only workers: the workers did every sample (the padded last batch's too, so
 // the share is 1, not 416/400), and the verdict names them instead of the idle local stages.
 TEST(Remote, BenchNamesRemoteWorkersAsTheBound) {
