@@ -55,6 +55,7 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
   const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
   const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
   Writer w(out, std::move(schema), wo);
+  if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, all);
   for (size_t i = begin; i < end; ++i) {
     const CocoImage& img = set.images[i];
     const std::string file = (std::filesystem::path(o.images_dir) / img.file_name).string();

@@ -107,9 +107,27 @@ bool SameFields(const format::Meta& a, const format::Meta& b) {
   if (a.fields.size() != b.fields.size()) return false;
   for (size_t i = 0; i < a.fields.size(); ++i)
     if (a.fields[i].type != b.fields[i].type || a.fields[i].name != b.fields[i].name ||
-        a.fields[i].classes != b.fields[i].classes)
+        a.fields[i].classes != b.fields[i].classes || a.fields[i].dtype != b.fields[i].dtype ||
+        a.fields[i].dims != b.fields[i].dims)
       return false;
   return true;
+}
+
+// Sample s's typed-field values as the writer gave them to the builder: the fixed fields' row in
+// schema order, then each variable field's bytes (read from the block the caller checked).
+void ReadRow(const format::FileView& v, const format::FieldLayout& layout, uint64_t s, TypedRow* row) {
+  row->fixed.clear();
+  std::vector<uint8_t> scratch;
+  for (int f : layout.fixed) {
+    const uint8_t* p = v.FixedValue(size_t(f), s, &scratch);
+    row->fixed.insert(row->fixed.end(), p, p + layout.width[size_t(f)]);
+  }
+  row->var.resize(layout.var.size());
+  for (size_t k = 0; k < layout.var.size(); ++k) {
+    const format::FileView::VarRef r = v.VarValue(size_t(layout.var[k]), s);
+    const uint8_t* p = r.size ? v.source().Read(r.offset, r.size, &scratch) : nullptr;
+    row->var[k].assign(p, p + r.size);
+  }
 }
 
 // Sums the parts' restart sections into the one a whole build writes (mode, target and min_mcus come
@@ -147,9 +165,6 @@ MergeReport Merge(const std::vector<std::string>& paths, const std::string& out,
       throw Error(out + ": is one of the parts; name another output file");
     parts[k].src = std::make_unique<PartSource>(paths[k]);
     parts[k].view = format::FileView::Open(parts[k].src.get());
-    if (parts[k].view->header().incompat_flags != 0)
-      throw Error(paths[k] + ": has feature flags " + std::to_string(parts[k].view->header().incompat_flags) +
-                  " (typed fields), which merge does not join yet");
     ReadShard(&parts[k]);
   }
   std::sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.index < b.index; });
@@ -196,6 +211,12 @@ MergeReport Merge(const std::vector<std::string>& paths, const std::string& out,
   uint64_t skipped = 0, total = 0, done = 0;
   for (const Part& p : parts) total += p.view->sample_count();
   builder.Reserve(total);
+  // Typed parts (format 1.2): each sample's columns row and variable values go back through the
+  // builder with its payload, which lays them out as a one-machine build does.
+  const bool typed = first.view->typed();
+  const format::FieldLayout layout = format::FieldLayout::Of(first.view->meta());
+  if (typed) builder.SetTyped(layout);
+  TypedRow row;
   std::vector<uint8_t> block_bytes;
   Encoded enc;
   for (const Part& p : parts) {
@@ -226,7 +247,8 @@ MergeReport Merge(const std::vector<std::string>& paths, const std::string& out,
         enc.jpeg_prefix = e.encoding == uint8_t(format::Encoding::kJpeg)
                               ? kernels::JpegPrefixLength(enc.payload.data(), enc.payload.size())
                               : 0;
-        builder.Add(enc, e.label);
+        if (typed) ReadRow(v, layout, s, &row);
+        builder.Add(enc, e.label, typed ? &row : nullptr);
         rep.payload_bytes += enc.payload.size();
         ++done;
       }

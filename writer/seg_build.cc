@@ -79,6 +79,7 @@ BuildReport BuildSegmentation(const std::string& images_dir, const std::string& 
   const size_t all = pairs.size();
   const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
   const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, all);
   for (size_t i = begin; i < end; ++i) {
     Sample s;
     s.set_where(pairs[i].first.string());

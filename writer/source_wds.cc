@@ -241,6 +241,7 @@ BuildReport WdsSource::BuildTyped(const std::string& out, const BuildOptions& o)
   }
   const Schema schema = {dsc::ImageField("image"), dsc::LabelField("label"), dsc::TextField("json")};
   Writer w(out, schema, wo);
+  if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, all);
   SourceItem item;
   std::string text;
   for (size_t i = begin; i < end; ++i) {

@@ -12,6 +12,7 @@
 #include "format/optional.h"
 #include "kernels/cpu.h"
 #include "writer/atomic_file.h"
+#include "writer/build.h"
 #include "writer/encode_pool.h"
 #include "writer/file_builder.h"
 
@@ -346,6 +347,7 @@ struct Writer::Impl {
   std::vector<std::string> skipped;  // by the packer, for on_skip
   format::RestartStats restart;
   uint64_t added = 0, dropped = 0;
+  std::string shard_line;  // set_shard's build option, or empty
   bool failed = false, closed = false;
 };
 
@@ -394,7 +396,8 @@ uint64_t Writer::Close() {
   d.Wait();
   d.pool.reset();
   d.meta.build_options = writer::SortedLines("block_size=" + std::to_string(d.options.block_size) + "\n" + d.options.encode.Describe() +
-                                             "format=" + d.options.source_format + "\njpeg_tables=" + d.options.jpeg_tables + "\n");
+                                             "format=" + d.options.source_format + "\njpeg_tables=" + d.options.jpeg_tables + "\n" +
+                                             d.shard_line);
   if (d.restart.images > 0) d.builder.AddOptional(format::kRestartSection, format::EncodeRestartStats(d.restart));
   d.meta.skipped_count += d.dropped;
   const uint64_t size = d.builder.Finish(d.meta);
@@ -406,6 +409,10 @@ uint64_t Writer::samples() const { return impl_->added; }
 uint64_t Writer::written() const { return impl_->added - impl_->dropped; }
 bool Writer::failed() const { return impl_->failed; }
 void Writer::set_skipped(uint64_t n) { impl_->meta.skipped_count = n; }
+
+void Writer::set_shard(uint32_t index, uint32_t count, uint64_t source_samples) {
+  impl_->shard_line = writer::ShardLine(index, count, source_samples);
+}
 const Schema& Writer::schema() const { return impl_->meta.fields; }
 
 }  // namespace dsc

@@ -138,6 +138,9 @@ class Writer {
   const Schema& schema() const;
   // Records how many source samples the caller skipped as invalid (the meta section's skipped_count).
   void set_skipped(uint64_t n);
+  // Marks the file as part `index` of `count` of a source of `source_samples` samples (dsc build
+  // --shard: the build option `shard`, which dsc merge reads and drops).
+  void set_shard(uint32_t index, uint32_t count, uint64_t source_samples);
 
  private:
   struct Impl;

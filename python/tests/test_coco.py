@@ -75,3 +75,22 @@ def test_coco_masks_follow_the_crop(tmp_path, kind):
                         assert (img[y, x, 0] >= 200) == (mask[y, x] == want), (checked, y, x)
             checked += 1
     assert checked == 12
+
+
+def test_coco_parts_merge_into_the_whole_build(tmp_path):
+    """--shard I/N of a COCO file (columns: image_id; variable: boxes, ids, crowd flags, areas, a mask),
+    joined by dsc merge: byte for byte the one-machine build, for N = 1, 3 and 5."""
+    import os
+    import subprocess
+    _coco(tmp_path, 11)
+    dsc_bin = os.environ.get("DSC_BINARY", "dsc")
+    build = ["build", str(tmp_path / "instances.json"), "--images", str(tmp_path / "img"), "--coco-masks", "instance",
+             "--quiet"]
+    subprocess.run([dsc_bin, *build[:2], str(tmp_path / "whole.beton"), *build[2:]], check=True)
+    whole = (tmp_path / "whole.beton").read_bytes()
+    for n in (1, 3, 5):
+        parts = [str(tmp_path / f"p{n}-{i}.beton") for i in range(n)]
+        for i, p in enumerate(parts):
+            subprocess.run([dsc_bin, *build[:2], p, *build[2:], "--shard", f"{i}/{n}"], check=True)
+        subprocess.run([dsc_bin, "merge", *parts, str(tmp_path / f"m{n}.beton")], check=True, capture_output=True)
+        assert (tmp_path / f"m{n}.beton").read_bytes() == whole, n

@@ -172,6 +172,29 @@ def test_masks_take_the_builds_center_crop_and_max_resolution(tmp_path):
         assert diff.max() <= 2, (i, diff.max())
 
 
+def test_segmentation_parts_merge_into_the_whole_build(tmp_path):
+    """dsc build --masks --shard I/3 on three machines, then dsc merge: byte for byte the one-machine build."""
+    (tmp_path / "img").mkdir()
+    (tmp_path / "seg").mkdir()
+    for i in range(7):
+        img, mask = _scene(i)
+        Image.fromarray(img).save(tmp_path / "img" / f"{i:03d}.jpg", quality=90)
+        (tmp_path / "seg" / f"{i:03d}.png").write_bytes(_png(mask if i != 3 else
+                                                              np.random.default_rng(i).integers(0, 256, mask.shape, dtype=np.uint8), "P"))
+    dsc_bin = os.environ.get("DSC_BINARY", "dsc")
+    run = lambda *a: subprocess.run([dsc_bin, *map(str, a)], check=True, capture_output=True, text=True)
+    run("build", tmp_path / "img", tmp_path / "whole.beton", "--masks", tmp_path / "seg", "--quiet")
+    parts = []
+    for i in range(3):
+        parts.append(tmp_path / f"part{i}.beton")
+        run("build", tmp_path / "img", parts[-1], "--masks", tmp_path / "seg", "--shard", f"{i}/3", "--quiet")
+    run("merge", *reversed(parts), tmp_path / "merged.beton")
+    assert (tmp_path / "merged.beton").read_bytes() == (tmp_path / "whole.beton").read_bytes()
+    run("verify", tmp_path / "merged.beton")
+    r = subprocess.run([dsc_bin, "merge", parts[0], parts[2], tmp_path / "two.beton"], capture_output=True, text=True)
+    assert r.returncode != 0 and "missing part 1" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("cut", ["empty", "truncated", "corrupt"])
 def test_truncated_empty_and_corrupt_mask_pngs_are_named(tmp_path, cut):
     img, mask = _scene(0)
