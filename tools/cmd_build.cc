@@ -123,8 +123,6 @@ int CmdBuild(int argc, char** argv) {
     if (!is_coco && !o.coco_masks.empty()) throw OptionError("--coco-masks applies to COCO instances files (.json, --format coco)");
     const bool is_seg = !o.masks_dir.empty();
     if (is_seg && (is_table || is_coco)) throw OptionError("--masks pairs a folder of images with a folder of masks");
-    if (is_table && o.shard_count > 0)
-      throw OptionError("--shard: tables (.jsonl, .csv) are built whole; COCO files, segmentation pairs and WebDataset shards split");
     auto rep = is_seg     ? writer::BuildSegmentation(src, out, o)
                : is_table ? writer::BuildTable(src, out, o, table)
                : is_coco ? writer::BuildCoco(src, out, o)

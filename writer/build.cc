@@ -46,6 +46,14 @@ std::string ShardLine(uint32_t index, uint32_t count, uint64_t source_samples) {
          std::to_string(source_samples) + "\n";
 }
 
+ShardRange ShardOf(const BuildOptions& o, size_t all) {
+  if (o.shard_count == 0) return {0, all};
+  if (o.shard_index >= o.shard_count)
+    throw OptionError("--shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
+                      ": the part number runs from 0 to " + std::to_string(o.shard_count - 1));
+  return {size_t(uint64_t(o.shard_index) * all / o.shard_count), size_t(uint64_t(o.shard_index + 1) * all / o.shard_count)};
+}
+
 BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   auto log = o.log ? o.log : [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
@@ -77,13 +85,9 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
   FileBuilder builder(&file, o.block_size, o.jpeg_tables == "shared");
   BuildReport rep;
   rep.format = src->format();
-  if (o.shard_count > 0 && o.shard_index >= o.shard_count)
-    throw OptionError("--shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
-                      ": the part number runs from 0 to " + std::to_string(o.shard_count - 1));
-  // The shard's range of the source, the same split every time: part i of n holds [i * N / n, (i + 1) * N / n).
   const size_t all = src->size();
-  const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
-  const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  const ShardRange range = ShardOf(o, all);
+  const size_t begin = range.begin, end = range.end;
   const size_t total = end - begin;
   // A window's encoded payloads are all held until it is packed, so the window is sized in bytes: as
   // many samples as kWindowBytes holds at the mean payload size seen so far (4 to 512 per thread;

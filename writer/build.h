@@ -50,6 +50,12 @@ struct BuildReport {
 // checks and drops it, so that the joined file equals a one-machine build.
 constexpr const char* kShardKey = "shard";
 std::string ShardLine(uint32_t index, uint32_t count, uint64_t source_samples);
+// The samples [begin, end) of a source of `all` that o's shard holds, the same split every time: part i
+// of n holds [i * all / n, (i + 1) * all / n); the whole source without --shard. OptionError for i >= n.
+struct ShardRange {
+  size_t begin = 0, end = 0;
+};
+ShardRange ShardOf(const BuildOptions& o, size_t all);
 
 // Throws dsc::Error naming the file or sample at fault; the target is then left untouched.
 BuildReport Build(const std::string& source, const std::string& out, const BuildOptions& options);

@@ -52,8 +52,8 @@ BuildReport BuildCoco(const std::string& path, const std::string& out, const Bui
       ++rep.skipped;
     };
   const size_t all = set.images.size();
-  const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
-  const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  const ShardRange range = ShardOf(o, all);
+  const size_t begin = range.begin, end = range.end;
   Writer w(out, std::move(schema), wo);
   if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, all);
   for (size_t i = begin; i < end; ++i) {

@@ -222,13 +222,9 @@ class WdsSource : public Source {
 
 BuildReport WdsSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.shard_count > 0 && o.shard_index >= o.shard_count)
-    throw OptionError("--shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
-                      ": the part number runs from 0 to " + std::to_string(o.shard_count - 1));
-  // The same split as Build's: part i of n holds samples [i * N / n, (i + 1) * N / n).
   const size_t all = samples_.size();
-  const size_t begin = o.shard_count ? size_t(uint64_t(o.shard_index) * all / o.shard_count) : 0;
-  const size_t end = o.shard_count ? size_t(uint64_t(o.shard_index + 1) * all / o.shard_count) : all;
+  const ShardRange range = ShardOf(o, all);
+  const size_t begin = range.begin, end = range.end;  // the same split as Build's
   BuildReport rep;
   rep.format = format();
   WriterOptions wo = TypedWriterOptions(o, format());

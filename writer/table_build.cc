@@ -331,7 +331,12 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
   BuildReport rep;
   rep.format = kind;
   const fs::path base = fs::path(source).parent_path();
-  for (const Row& r : rows) {
+  // Types come from every row above, so that each part of a sharded build has the same schema.
+  const ShardRange range = ShardOf(o, rows.size());
+  const size_t begin = range.begin, end = range.end;
+  if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, rows.size());
+  for (size_t i = begin; i < end; ++i) {
+    const Row& r = rows[i];
     const std::string where = source + ":" + std::to_string(r.line);
     Sample s;
     std::string error;
