@@ -268,8 +268,8 @@ void BlockReadahead::Loop() {
         resident -= blk.size;
       }
       // A URL's blocks past its cache budget would evict blocks fetched for the ring's other batches
-      // before their use, and fetch them twice (1.4-1.8x the file per epoch with a 64 MiB budget):
-      // there only the batch the consumer waits for goes past the budget; workers ahead of it wait.
+      // before their use, and fetch them twice: there only the batch the consumer waits for goes past
+      // the budget; workers ahead of it wait.
       const bool past_budget_ok = ds_.streamed() ? uses[next].first <= released : needed_now;
       if (!held.empty() && resident + size > budget_ && !past_budget_ok) break;
       const auto& blk = ds_.view().block(b);

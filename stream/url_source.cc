@@ -510,8 +510,8 @@ void UrlSource::FetchLoop(int id) {
   uint64_t seen_requests = 0, seen_bytes = 0;
   std::unique_lock<std::mutex> l(mu_);
   // A prefetch waits until the cache folder has room for it without evicting a block the plan still
-  // wants: evicting one (fetched ahead, not yet read) for another fetched it twice (1.4-1.8x the file
-  // per epoch with a budget below the ring's blocks). A block a reader waits for takes room from any.
+  // wants: evicting one (fetched ahead, not yet read) for another fetches it twice when the budget is
+  // below the ring's blocks. A block a reader waits for takes room from any.
   auto ahead_ready = [&] {
     while (!ahead_.empty()) {
       const Unit& x = units_[ahead_.front()];

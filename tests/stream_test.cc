@@ -168,8 +168,8 @@ TEST(Stream, CacheBudgetBelowFileSizeHolds) {
 // The bench's geometry shrunk: 5 samples a block (raw 32x32 in 16 KiB blocks), batches of 16 (up to
 // 16 blocks each), quasi_random windows of 64 samples (13 blocks), and a budget of 16 blocks: one
 // batch's blocks fit, the ring's (prefetch 3: four batches, across two windows) do not. Blocks fetched
-// for batches ahead were evicted before their use and fetched again (1.4-1.8x the file per epoch);
-// now prefetches wait for room and each block comes once.
+// for batches ahead must not be evicted before their use: prefetches wait for room, and each block
+// comes once.
 TEST(Stream, BudgetBelowTheRingFetchesEachBlockOnce) {
   SKIP_WITHOUT_NGINX();
   const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
