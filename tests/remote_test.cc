@@ -208,6 +208,23 @@ TEST(Remote, RemoteOnlyAndMixedEqualLocal) {
 
 // Typed fields travel too: a file with boxes and a mask, decoded by a worker, gives the batches (images,
 // boxes mapped through each crop, masks cropped with their image) the local loader gives.
+// Two epochs of `path` with RandomResizedCrop(24) on top of `o`: a loader whose only worker is a `dsc
+// serve` of the file gives the local loader's digests, every sample decoded by the worker.
+void ExpectRemoteRandomCropsEqualLocal(const std::string& path, LoaderOptions o) {
+  o.augment.crop = kernels::CropMode::kRandomResized;
+  o.augment.out_w = o.augment.out_h = 24;
+  LoaderOptions local = o;
+  local.remote = RemoteOptions();
+  Loader l0(path, local);
+  const auto want = Digests(l0, 2);
+  Worker a({path, "--threads", "1"});
+  LoaderOptions remote = o;
+  remote.remote = Remote({&a}, 0).remote;
+  Loader l1(path, remote);
+  EXPECT_EQ(Digests(l1, 2), want);
+  EXPECT_EQ(RemoteSamples(l1), 2 * l1.batches_per_epoch() * uint64_t(o.batch_size));
+}
+
 TEST(Remote, TypedFieldsAndMasksEqualLocal) {
   const std::string path = Built().dir + "/typed.beton";
   {
@@ -234,20 +251,9 @@ TEST(Remote, TypedFieldsAndMasksEqualLocal) {
     }
     w.Close();
   }
-  auto opts = [](LoaderOptions o) {
-    o.augment.crop = kernels::CropMode::kRandomResized;
-    o.augment.out_w = o.augment.out_h = 24;
-    o.boxes = {"boxes", "cls"};
-    return o;
-  };
-  LoaderOptions local = opts(Base());
-  local.remote = RemoteOptions();
-  Loader l0(path, local);
-  const auto want = Digests(l0, 2);
-  Worker a({path, "--threads", "1"});
-  Loader l1(path, opts(Remote({&a}, 0)));
-  EXPECT_EQ(Digests(l1, 2), want);
-  EXPECT_EQ(RemoteSamples(l1), 2u * 4 * 32);  // 100 samples: 4 batches of 32 (the last padded), all remote
+  LoaderOptions o = Base();
+  o.boxes = {"boxes", "cls"};
+  ExpectRemoteRandomCropsEqualLocal(path, o);  // 100 samples: 4 batches of 32 (the last padded), all remote
 }
 
 // FFCV's own files (written by FFCV's writer) through a worker: its classification file and the one
@@ -257,19 +263,8 @@ TEST(Remote, FfcvFilesEqualLocal) {
   ASSERT_EQ(std::system(("zstd -dc " + std::string(DSC_FFCV_SAMPLES) + " | tar -x -C " + d).c_str()), 0);
   for (const char* name : {"cifar-test-smart.beton", "allfields.beton"}) {
     const std::string path = d + "/ffcv-samples/" + name;
-    auto opts = [](LoaderOptions o) {
-      o.augment.crop = kernels::CropMode::kRandomResized;
-      o.augment.out_w = o.augment.out_h = 24;
-      return o;
-    };
-    LoaderOptions local = opts(Base());
-    local.remote = RemoteOptions();
-    Loader l0(path, local);
-    const auto want = Digests(l0, 2);
-    Worker a({path, "--threads", "1"});
-    Loader l1(path, opts(Remote({&a}, 0)));
-    EXPECT_EQ(Digests(l1, 2), want) << name;
-    EXPECT_EQ(RemoteSamples(l1), 2 * l1.batches_per_epoch() * 32) << name;  // every sample decoded remotely
+    SCOPED_TRACE(name);
+    ExpectRemoteRandomCropsEqualLocal(path, Base());
   }
 }
 
