@@ -198,11 +198,13 @@ void ApplyMaskGeometry(const format::FileView& v, const std::vector<size_t>& fie
     const uint8_t* value = png.data() + off[j];
     const size_t size = size_t(off[j + 1] - off[j]);
     uint32_t rw = 0, rh = 0;
-    // Runs are checked whole by their decode; a PNG's header first (its colour type against the channels).
-    const std::string why = format::MaskRunsSize(value, size, &rw, &rh)
-                                ? (rw == e.width && rh == e.height ? "" : format::MaskProblem(fd, value, size, e.width, e.height))
-                                : format::MaskProblem(fd, value, size, e.width, e.height);
-    if (!why.empty()) throw Error(at + ": " + why);
+    // Runs of the image's size are checked whole by their decode; anything else by MaskProblem first
+    // (a PNG's header against the channels, a size against the image's).
+    const bool runs_fit = format::MaskRunsSize(value, size, &rw, &rh) && rw == e.width && rh == e.height;
+    if (!runs_fit) {
+      const std::string why = format::MaskProblem(fd, value, size, e.width, e.height);
+      if (!why.empty()) throw Error(at + ": " + why);
+    }
     int w = 0, h = 0;
     std::string err;
     if (!kernels::DecodeMask(value, size, ch, uint64_t(e.width) * e.height, &px, &w, &h, &err)) throw Error(at + ": " + err);
