@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "format/bytes.h"
+#include "format/layout.h"
 #include "format/mask_runs.h"
 
 namespace dsc::format {
@@ -60,7 +61,7 @@ uint64_t RowWidth(DType t, const std::vector<uint32_t>& dims) {
 }
 }  // namespace
 
-std::string SchemaProblem(const Meta& m, bool typed) {
+std::string SchemaProblem(const Meta& m, bool typed, bool images) {
   const size_t n = m.fields.size();
   if (!typed) {
     if (n < 2 || n > 3) return "field count " + std::to_string(n) + " (expected 2 or 3)";
@@ -75,7 +76,9 @@ std::string SchemaProblem(const Meta& m, bool typed) {
     const std::string at = "field " + std::to_string(i) + " ('" + f.name + "')";
     const uint8_t t = uint8_t(f.type);
     if (t < 1 || t > (typed ? 8 : 2)) return at + " has unknown type " + std::to_string(t);
-    if ((i == 0) != (f.type == FieldType::kImage)) return at + ": the first field must be the only image field";
+    if (i == 0 && f.type != FieldType::kImage) return at + ": the first field must be an image";
+    if (i > 0 && f.type == FieldType::kImage && !(typed && images))
+      return at + ": the first field must be the only image field (further images are format 1.3's, incompat bit 1)";
     if (f.type == FieldType::kLabel) {
       if (others || ++labels > 2) return at + ": label fields (at most two) come right after the image";
     } else if (i > 0) {
@@ -109,7 +112,13 @@ FieldLayout FieldLayout::Of(const Meta& m) {
   l.width.assign(m.fields.size(), 0);
   for (size_t i = 0; i < m.fields.size(); ++i) {
     const Field& f = m.fields[i];
-    if (IsFixedField(f.type)) {
+    if (IsFurtherImage(m, i)) {  // descriptor column and payload both
+      l.fixed.push_back(int(i));
+      l.width[i] = kImageDescriptorSize;
+      l.row_bytes += kImageDescriptorSize;
+      l.slot[i] = int(l.var.size());
+      l.var.push_back(int(i));
+    } else if (IsFixedField(f.type)) {
       l.slot[i] = int(l.fixed.size());
       l.fixed.push_back(int(i));
       l.width[i] = RowWidth(f.dtype, f.dims);
@@ -198,6 +207,33 @@ std::string MaskProblem(const Field& f, const uint8_t* v, uint64_t size, uint32_
   if (f.dims.size() == 1 && f.dims[0] == 1 && rgb) return "an RGB PNG for a 1-channel mask";
   if (f.dims.size() == 1 && f.dims[0] == 3 && gray) return "a gray PNG for a 3-channel mask";
   return sized(w, h);
+}
+
+void EncodeImageDescriptor(const ImageDescriptor& d, uint8_t* out) {
+  le::put16(out, d.width);
+  le::put16(out + 2, d.height);
+  out[4] = d.encoding;
+  out[5] = d.channels;
+  out[6] = out[7] = 0;
+}
+
+ImageDescriptor DecodeImageDescriptor(const uint8_t* p) { return {le::get16(p), le::get16(p + 2), p[4], p[5]}; }
+
+std::string ImageDescriptorProblem(const uint8_t* p, uint64_t payload_size) {
+  const ImageDescriptor d = DecodeImageDescriptor(p);
+  if (p[6] || p[7]) return "image descriptor's reserved bytes not zero";
+  if (!IsKnownEncoding(d.encoding)) return "unknown image encoding " + std::to_string(d.encoding);
+  if (d.channels != 1 && d.channels != 3) return "bad channel count " + std::to_string(d.channels);
+  if (d.width == 0 || d.height == 0) return "empty image size " + std::to_string(d.width) + "x" + std::to_string(d.height);
+  if (payload_size == 0) return "an image without a payload";
+  if (Encoding(d.encoding) == Encoding::kRaw) {
+    if (d.channels != 3) return "raw image with " + std::to_string(d.channels) + " channels (raw is RGB)";
+    if (payload_size != uint64_t(d.width) * d.height * 3)
+      return "raw image payload has " + std::to_string(payload_size) + " bytes, " + std::to_string(d.width) + "x" +
+             std::to_string(d.height) + " RGB needs " + std::to_string(uint64_t(d.width) * d.height * 3);
+  }
+  if (Encoding(d.encoding) == Encoding::kRawZstd && d.channels != 3) return "raw image with " + std::to_string(d.channels) + " channels (raw is RGB)";
+  return "";
 }
 
 std::string ValueProblem(const Field& f, uint64_t width, const uint8_t* v, uint64_t size) {

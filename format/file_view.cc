@@ -53,11 +53,15 @@ class Inspector {
       return Fail({"header", -1, -1, "unsupported format version " + Num(hd.version_major) + "." +
                                          Num(hd.version_minor) + " (this build reads 1.x)"});
     if (HeaderChecksum(h) != hd.header_checksum) return Fail({"header", -1, -1, "header checksum mismatch"});
-    if (hd.incompat_flags & ~kTypedFieldsFlag)
+    if (hd.incompat_flags & ~(kTypedFieldsFlag | kFurtherImagesFlag))
       return Fail({"header", -1, -1, "unsupported feature flags " + Num(hd.incompat_flags)});
     const bool typed = (hd.incompat_flags & kTypedFieldsFlag) != 0;
+    const bool images = (hd.incompat_flags & kFurtherImagesFlag) != 0;
     if (typed && hd.version_minor < kTypedMinor)
       Add({"header", -1, -1, "typed fields (incompat bit 0) in a version 1." + Num(hd.version_minor) + " file"});
+    if (images && (!typed || hd.version_minor < kImagesMinor))
+      Add({"header", -1, -1, "further images (incompat bit 1) in a version 1." + Num(hd.version_minor) + " file" +
+                                 (typed ? "" : " without typed fields (bit 0)")});
     if (hd.page_size != kPageSize) return Fail({"header", -1, -1, "unsupported page size " + Num(hd.page_size)});
     if (hd.block_size < kPageSize || (hd.block_size & (hd.block_size - 1)) || hd.block_size > (uint64_t(1) << 31))
       return Fail({"header", -1, -1, "block size " + Num(hd.block_size) + " is not a power of two from " + Num(kPageSize) + " to 2^31"});
@@ -143,7 +147,7 @@ class Inspector {
     v->header_ = hd;
     const SectionRef& ms = hd.sections[kMeta];
     try {
-      v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size, typed);
+      v->meta_ = DecodeMeta(src_.Read(ms.offset, ms.size, &scratch_), ms.size, typed, images);
     } catch (const Error& e) {
       std::string why = e.what();
       if (why.rfind("meta: ", 0) == 0) why.erase(0, 6);  // the section is named once
@@ -260,7 +264,7 @@ class Inspector {
         const uint32_t len = v->varsizes_[i * vars + k];
         extra += len;  // at most 64 × (2^32 - 1): no wrap
         const int f = v->layout_.var[k];
-        const uint64_t w = v->layout_.width[size_t(f)];
+        const uint64_t w = IsFurtherImage(m, size_t(f)) ? 1 : v->layout_.width[size_t(f)];  // an image: any bytes
         if (var_why.empty() && len % w != 0)
           var_why = "field '" + m.fields[size_t(f)].name + "': " + Num(len) + " bytes, not a whole number of " + Num(w) + "-byte rows";
       }
@@ -326,6 +330,14 @@ class Inspector {
     for (int f : l.fixed) {
       v->fixed_[size_t(f)] = {v->columns_.data() + l.ColumnStart(size_t(f), n), l.width[size_t(f)], false};
       const Field& fd = m.fields[size_t(f)];
+      if (IsFurtherImage(m, size_t(f))) {  // its descriptor against its payload's length, as an index entry's
+        const size_t k = size_t(l.slot[size_t(f)]), vars = l.var.size();
+        for (uint64_t i = 0; i < n; ++i) {
+          const std::string why = ImageDescriptorProblem(v->FixedValue(size_t(f), i, nullptr), v->varsizes_[i * vars + k]);
+          if (!why.empty() && !Add({"columns", -1, int64_t(i), "field '" + fd.name + "': " + why})) return false;
+        }
+        continue;
+      }
       if (fd.dtype != DType::kBool && fd.classes.empty()) continue;
       const uint64_t w = l.width[size_t(f)];
       for (uint64_t i = 0; i < n; ++i) {
@@ -343,7 +355,8 @@ class Inspector {
     for (uint64_t i = 0; i < v.sample_count(); ++i) {
       for (int f : l.var) {
         const Field& fd = v.meta_.fields[size_t(f)];
-        if (fd.type == FieldType::kBytes || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool)) continue;
+        if (fd.type == FieldType::kBytes || fd.type == FieldType::kImage || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool))
+          continue;  // any bytes; an image's payload is checked as the first image's are (block checksums)
         const FileView::VarRef r = v.VarValue(size_t(f), i);
         const uint8_t* p = src_.Read(r.offset, r.size, &scratch_);
         const std::string why = fd.type == FieldType::kMask ? MaskProblem(fd, p, r.size, v.entry(i).width, v.entry(i).height)

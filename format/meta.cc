@@ -65,7 +65,7 @@ std::string EncodeMeta(const Meta& m) {
       text(m.fields[i].classes[k], "class name " + std::to_string(k) + " of field '" + m.fields[i].name + "'");
   }
   text(m.build_options, "the build options");
-  if (const std::string why = SchemaProblem(m, m.typed()); !why.empty()) throw Error("meta: " + why);
+  if (const std::string why = SchemaProblem(m, m.typed(), m.further_images()); !why.empty()) throw Error("meta: " + why);
   if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   le::Appender a;
   a.u32(uint32_t(m.fields.size()));
@@ -120,7 +120,7 @@ class Cursor {
 
 }  // namespace
 
-Meta DecodeMeta(const uint8_t* p, size_t n, bool typed) {
+Meta DecodeMeta(const uint8_t* p, size_t n, bool typed, bool images) {
   Cursor c(p, n);
   Meta m;
   uint32_t fields = c.u32("field count");
@@ -134,7 +134,8 @@ Meta DecodeMeta(const uint8_t* p, size_t n, bool typed) {
     uint8_t type = c.u8("field type");
     if (type < uint8_t(FieldType::kImage) || type > max_type)
       throw Error("meta: field " + std::to_string(i) + " has unknown type " + std::to_string(type));
-    if ((i == 0) != (type == uint8_t(FieldType::kImage)))
+    if (i == 0 && type != uint8_t(FieldType::kImage)) throw Error("meta: field 0: the first field must be an image");
+    if (i > 0 && type == uint8_t(FieldType::kImage) && !images)
       throw Error("meta: field " + std::to_string(i) + ": the first field must be the only image field");
     f.type = FieldType(type);
     const uint8_t dtype = c.u8("field"), ndim = c.u8("field");
@@ -150,7 +151,7 @@ Meta DecodeMeta(const uint8_t* p, size_t n, bool typed) {
     for (uint32_t k = 0; k < classes; ++k) f.classes.push_back(c.text("class name"));
     m.fields.push_back(std::move(f));
   }
-  if (const std::string why = SchemaProblem(m, typed); !why.empty()) throw Error("meta: " + why);
+  if (const std::string why = SchemaProblem(m, typed, images); !why.empty()) throw Error("meta: " + why);
   m.build_options = c.text("build options");
   if (const std::string why = BuildOptionsProblem(m.build_options); !why.empty()) throw Error("meta: build options: " + why);
   m.skipped_count = c.u64("skipped count");

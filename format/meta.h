@@ -8,7 +8,8 @@
 
 namespace dsc::format {
 
-// 1, 2: every version; 3..7: typed fields (format 1.2, incompat bit 0; format/fields.h).
+// 1, 2: every version; 3..8: typed fields (format 1.2, incompat bit 0; format/fields.h); an image
+// after the first: further images (format 1.3, incompat bit 1).
 enum class FieldType : uint8_t {
   kImage = 1, kLabel = 2, kScalar = 3, kArray = 4, kVarArray = 5, kBytes = 6, kText = 7,
   kMask = 8,  // a lossless image (PNG) of the primary image's size that follows its geometry
@@ -44,10 +45,16 @@ struct Meta {
     for (const Field& f : fields) n += f.type == FieldType::kLabel;
     return n;
   }
-  // Whether any field needs format 1.2's typed fields (incompat bit 0).
+  // Whether any field needs format 1.2's typed fields (incompat bit 0): further images do too.
   bool typed() const {
-    for (const Field& f : fields)
-      if (f.type != FieldType::kImage && f.type != FieldType::kLabel) return true;
+    for (size_t i = 0; i < fields.size(); ++i)
+      if (fields[i].type != FieldType::kLabel && (i > 0 || fields[i].type != FieldType::kImage)) return true;
+    return false;
+  }
+  // Whether an image field follows the first (format 1.3's further images, incompat bit 1).
+  bool further_images() const {
+    for (size_t i = 1; i < fields.size(); ++i)
+      if (fields[i].type == FieldType::kImage) return true;
     return false;
   }
 };
@@ -66,7 +73,8 @@ std::string BuildOptionsProblem(std::string_view s);
 // Throws dsc::Error for a text string that is not UTF-8 or build options out of form.
 std::string EncodeMeta(const Meta& m);
 // Throws dsc::Error with `what` describing the first inconsistency (the caller adds the file name).
-// `typed`: the header has incompat bit 0, so the field table follows format 1.2's rules.
-Meta DecodeMeta(const uint8_t* p, size_t n, bool typed = false);
+// `typed`: the header has incompat bit 0, so the field table follows format 1.2's rules; `images`: bit
+// 1 too, so image fields may follow the first (1.3).
+Meta DecodeMeta(const uint8_t* p, size_t n, bool typed = false, bool images = false);
 
 }  // namespace dsc::format

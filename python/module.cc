@@ -365,9 +365,12 @@ class PyLoader {
     d["readahead_bytes"] = o.readahead_bytes;
     // The image's and the label fields' names, as the file's schema gives them (an FFCV file's as
     // its view maps them): the keys of a typed file's dict batches.
+    // The image is the one this loader decodes (LoaderOptions::image: format 1.3 files hold several).
     py::list names;
-    for (const auto& f : l.dataset().meta().fields)
-      if (f.type == dsc::format::FieldType::kImage || f.type == dsc::format::FieldType::kLabel) names.append(f.name);
+    const auto& fields = l.dataset().meta().fields;
+    names.append(fields[l.dataset().ImageField(o.image)].name);
+    for (const auto& f : fields)
+      if (f.type == dsc::format::FieldType::kLabel) names.append(f.name);
     d["image_and_labels"] = names;
     return d;
   }

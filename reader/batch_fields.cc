@@ -10,12 +10,13 @@
 
 namespace dsc {
 
-std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names) {
+std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names, uint32_t image) {
   const auto& fs = v.meta().fields;
   std::vector<size_t> out;
   if (names.empty()) {
     for (size_t f = 0; f < fs.size(); ++f)
-      if (format::IsFixedField(fs[f].type) || format::IsVarField(fs[f].type)) out.push_back(f);
+      if ((format::IsFixedField(fs[f].type) || format::IsVarField(fs[f].type)) && (image == 0 || fs[f].type != format::FieldType::kMask))
+        out.push_back(f);
     return out;
   }
   for (const std::string& n : names) {
@@ -24,6 +25,12 @@ std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<st
     std::string have;
     for (const auto& x : fs)
       if (format::IsFixedField(x.type) || format::IsVarField(x.type)) have += (have.empty() ? "" : ", ") + x.name;
+    if (f < fs.size() && fs[f].type == format::FieldType::kImage)
+      throw OptionError("fields: '" + n + "' is an image field: a loader decodes one, chosen with image='" + n +
+                        "' (one loader per image field, or dsc.Views in Python)");
+    if (f < fs.size() && fs[f].type == format::FieldType::kMask && image != 0)
+      throw OptionError("fields: mask '" + n + "' follows the first image '" + fs[0].name + "' only; this loader decodes '" +
+                        fs[image].name + "'");
     if (f == fs.size() || !(format::IsFixedField(fs[f].type) || format::IsVarField(fs[f].type)))
       throw OptionError("fields: '" + n + "' is not a typed field of " + v.name() + " (it has: " + (have.empty() ? "none" : have) +
                         "; the image and labels come as Batch::images and ::labels)");

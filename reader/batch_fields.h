@@ -15,8 +15,10 @@
 namespace dsc {
 
 // The field indices for LoaderOptions::fields (`names`, in that order), or every typed field of the
-// file (not the image and labels) when `names` is empty. OptionError for a name the file lacks.
-std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names);
+// file (not the images and labels) when `names` is empty. OptionError for a name the file lacks or an
+// image field. `image`: the image field the loader decodes; masks follow the first image only, so
+// with another they are left out of the default and refused by name.
+std::vector<size_t> SelectFields(const format::FileView& v, const std::vector<std::string>& names, uint32_t image = 0);
 
 // Joint geometry: which delivered fields follow the image (LoaderOptions::boxes, and every mask), and
 // how it was drawn.

@@ -34,8 +34,34 @@ Error Dataset::Unreadable(uint64_t i) const {
                "use_pread option reads with pread instead of mapping the file");
 }
 
-Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch) const {
-  const format::IndexEntry e = Touch(i);
+format::IndexEntry Dataset::FurtherEntry(uint64_t i, uint32_t image) const {
+  format::IndexEntry e = view_->entry(i);
+  const format::FileView::VarRef v = view_->VarValue(image, i);
+  const format::ImageDescriptor d = format::DecodeImageDescriptor(view_->FixedValue(image, i));
+  e.offset = v.offset;
+  e.size = v.size;
+  e.width = d.width;
+  e.height = d.height;
+  e.encoding = d.encoding;
+  e.channels = d.channels;
+  e.jpeg_table = 0;
+  return e;
+}
+
+uint32_t Dataset::ImageField(const std::string& name) const {
+  const auto& fields = meta().fields;
+  if (name.empty()) return 0;
+  std::string images;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    if (fields[f].type != format::FieldType::kImage) continue;
+    if (fields[f].name == name) return uint32_t(f);
+    images += (images.empty() ? "'" : ", '") + fields[f].name + "'";
+  }
+  throw OptionError("image: " + path() + " has no image field '" + name + "'; its image fields: " + images);
+}
+
+Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch, uint32_t image) const {
+  const format::IndexEntry e = Touch(i, image);
   Parts parts;
   parts.entry = e;
   if (e.jpeg_table) {
@@ -53,9 +79,9 @@ Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scrat
   return parts;
 }
 
-format::IndexEntry Dataset::Touch(uint64_t i) const {
+format::IndexEntry Dataset::Touch(uint64_t i, uint32_t image) const {
   if (i >= size()) throw Error(path() + ": sample " + std::to_string(i) + " out of range (" + std::to_string(size()) + " samples)");
-  const format::IndexEntry e = view_->entry(i);
+  const format::IndexEntry e = entry(i, image);
   if (options_.verify) {
     bool readable = true;
     try {
@@ -69,8 +95,8 @@ format::IndexEntry Dataset::Touch(uint64_t i) const {
   return e;
 }
 
-Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const {
-  const format::IndexEntry e = Touch(i);
+Payload Dataset::ReadPayload(uint64_t i, std::vector<uint8_t>* scratch, uint32_t image) const {
+  const format::IndexEntry e = Touch(i, image);
   if (e.jpeg_table == 0) {
     return {source_->Read(e.offset, e.size, scratch), e.size};  // in place when mapped
   }

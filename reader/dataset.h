@@ -46,13 +46,20 @@ class Dataset {
   const format::ByteSource& source() const { return *source_; }
   bool streamed() const { return source_->remote(); }  // read from a URL through a local cache
   format::IndexEntry entry(uint64_t i) const { return view_->entry(i); }
+  // Sample i's entry for image field `image` (a field index): the index entry for the first image
+  // (0); for a further image (format 1.3), the same entry (block, labels) with its payload's place and
+  // its descriptor's size, encoding and channels, and no shared JPEG table. O(1); reads no payload.
+  format::IndexEntry entry(uint64_t i, uint32_t image) const { return image ? FurtherEntry(i, image) : view_->entry(i); }
+  // The field index of the image field named `name` ("" = the first); throws OptionError naming the
+  // file's image fields when there is none of that name.
+  uint32_t ImageField(const std::string& name) const;
   void PrefetchEntry(uint64_t i) const { view_->PrefetchEntry(i); }  // see FileView::PrefetchEntry
   int32_t label(uint64_t i, size_t field = 0) const { return view_->entry(i).label[field]; }
 
   // The payload of sample i. `scratch` receives the bytes when they cannot be handed out in place
   // (pread backend, or a JPEG stored without its shared tables). Throws dsc::Error naming the file
   // and sample on a checksum mismatch (verify) or an I/O error.
-  Payload ReadPayload(uint64_t i, std::vector<uint8_t>* scratch) const;
+  Payload ReadPayload(uint64_t i, std::vector<uint8_t>* scratch, uint32_t image = 0) const;
   // The payload as stored: `head` is the shared JPEG table set (empty when none), `body` the rest.
   // Together they are the exact bytes ReadPayload returns, without copying them together.
   struct Parts {
@@ -61,7 +68,8 @@ class Dataset {
   };
   // On a mapping the payload's pages are touched (faulted in) here, so storage time shows in the read
   // stage; `touch` = false skips that for a caller that has just read the same sample.
-  Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch = true) const;
+  // `image`: of that image field (see entry(i, image)).
+  Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch = true, uint32_t image = 0) const;
 
   // The error for sample i's bytes faulting under mmap (reader/mmap_guard.h): the file shrank while
   // open, or its storage failed.
@@ -69,7 +77,8 @@ class Dataset {
 
  private:
   void CheckBlockOnce(uint32_t b) const;
-  format::IndexEntry Touch(uint64_t i) const;  // bounds check, and the block's checksum when verifying
+  format::IndexEntry Touch(uint64_t i, uint32_t image) const;  // bounds check, and the block's checksum when verifying
+  format::IndexEntry FurtherEntry(uint64_t i, uint32_t image) const;
 
   std::unique_ptr<format::ByteSource> source_;
   std::unique_ptr<format::FileView> view_;

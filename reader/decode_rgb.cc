@@ -26,24 +26,25 @@ SampleDecoder::SampleDecoder(const Dataset& ds, DecodeOptions options)
 
 SampleDecoder::~SampleDecoder() = default;
 
-void SampleDecoder::Decode(uint64_t i, std::vector<uint8_t>* rgb) {
-  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, rgb); })) return;
+void SampleDecoder::Decode(uint64_t i, std::vector<uint8_t>* rgb, uint32_t image) {
+  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, rgb, image); })) return;
   // The fault may have left libjpeg mid-decode: start from a fresh decompressor.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
   throw ds_.Unreadable(i);
 }
 
-void SampleDecoder::CheckPayload(uint64_t i) {
-  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, nullptr); })) return;
+void SampleDecoder::CheckPayload(uint64_t i, uint32_t image) {
+  if (mmap_guard::RunGuarded([&] { DecodeUnguarded(i, nullptr, image); })) return;
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
   throw ds_.Unreadable(i);
 }
 
 // rgb == nullptr: the checks against the index only (CheckPayload).
-void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb) {
-  const Dataset::Parts parts = ds_.ReadPayloadParts(i, &scratch_);
+void SampleDecoder::DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb, uint32_t image) {
+  const Dataset::Parts parts = ds_.ReadPayloadParts(i, &scratch_, true, image);
   const format::IndexEntry& e = parts.entry;
-  auto fail = [&](const std::string& why) { return Error(ds_.path() + ": sample " + std::to_string(i) + ": " + why); };
+  const std::string field = image ? "image '" + ds_.meta().fields[image].name + "': " : std::string();
+  auto fail = [&](const std::string& why) { return Error(ds_.path() + ": sample " + std::to_string(i) + ": " + field + why); };
   if (rgb) CheckPixelLimit(ds_, i, e, options_.max_pixels);  // a large image is no damage, only too large to decode
   const size_t n = size_t(e.width) * e.height * 3;
   const Payload& p = parts.body;

@@ -31,13 +31,14 @@ class SampleDecoder {
   // Fills *rgb with height*width*3 bytes. Checks the pixel limit and the payload's own header against
   // the index entry before allocating. Throws dsc::Error naming the file and sample on bad data, or
   // when the file's bytes are no longer readable (a mapped file truncated while open).
-  void Decode(uint64_t i, std::vector<uint8_t>* rgb);
+  // `image`: of that image field (a field index; Dataset::entry(i, image)), the first by default.
+  void Decode(uint64_t i, std::vector<uint8_t>* rgb, uint32_t image = 0);
   // The same checks of the payload's header against the index entry (JPEG SOF size and components,
   // zstd frame content size, raw size), without decoding: throws what Decode would for them.
-  void CheckPayload(uint64_t i);
+  void CheckPayload(uint64_t i, uint32_t image = 0);
 
  private:
-  void DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb);
+  void DecodeUnguarded(uint64_t i, std::vector<uint8_t>* rgb, uint32_t image);
   const Dataset& ds_;
   DecodeOptions options_;
   std::unique_ptr<kernels::JpegDecoder> jpeg_;

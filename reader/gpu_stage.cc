@@ -46,7 +46,7 @@ struct TwinStageWorker::HeadCache {
   }
 };
 
-TwinStageWorker::TwinStageWorker(bool fancy) : heads_(std::make_unique<HeadCache>()), fancy_(fancy) {}
+TwinStageWorker::TwinStageWorker(bool fancy, uint32_t image) : heads_(std::make_unique<HeadCache>()), fancy_(fancy), image_(image) {}
 TwinStageWorker::~TwinStageWorker() = default;
 
 uint8_t TwinStageWorker::Check(const Dataset::Parts& parts, uint32_t width, uint32_t height,
@@ -116,7 +116,7 @@ size_t TwinStageWorker::StageBatch(const Dataset& ds, const uint32_t* indices, u
   for (uint32_t j = 0; j < n; ++j) {
     if (fallback[j]) continue;
     // Step 1 read this sample moments ago (its pages are in): no second touch.
-    const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_, /*touch=*/false);
+    const Dataset::Parts p = ds.ReadPayloadParts(indices[j], &scratch_, /*touch=*/false, image_);
     const bool cropped = crop && crop(j, &in);
     const kernels::TwinParseResult r = stager_->Add(p.head.data, p.head.size, p.body.data, p.body.size,
                                                     uint64_t(sample_bytes) * j, cropped ? &in : nullptr);

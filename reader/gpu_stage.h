@@ -36,7 +36,8 @@ std::string FallbackSummary(const StageStats& s);
 class TwinStageWorker {
  public:
   // `fancy`: the GPU decoder upsamples chroma with libjpeg's fancy filter (LoaderOptions::fancy_upsampling).
-  explicit TwinStageWorker(bool fancy = false);
+  // `image`: the image field staged (OutputFormat::image).
+  explicit TwinStageWorker(bool fancy = false, uint32_t image = 0);
   ~TwinStageWorker();
   TwinStageWorker(const TwinStageWorker&) = delete;
   TwinStageWorker& operator=(const TwinStageWorker&) = delete;
@@ -76,6 +77,7 @@ class TwinStageWorker {
   std::vector<uint8_t> scratch_;
   std::vector<uint32_t> cpu_;
   bool fancy_ = false;
+  uint32_t image_ = 0;  // the image field staged
 };
 
 // Bytes of a kGpu batch buffer's staging area for these options (LoaderOptions::gpu_staging_bytes).

@@ -42,7 +42,16 @@ void TypedStats(const format::FileView& v, DatasetSummary* s) {
   for (size_t f = 0; f < m.fields.size(); ++f) {
     auto& st = s->fields[f];
     const format::Field& fd = m.fields[f];
-    if (format::IsFixedField(fd.type)) {
+    if (format::IsFurtherImage(m, f)) {  // from its descriptors and payload lengths
+      for (uint64_t i = 0; i < v.sample_count(); ++i) {
+        const format::ImageDescriptor d = format::DecodeImageDescriptor(v.FixedValue(f, i));
+        st.bytes += v.VarValue(f, i).size;
+        st.min_w = i == 0 ? d.width : std::min<uint32_t>(st.min_w, d.width);
+        st.max_w = std::max<uint32_t>(st.max_w, d.width);
+        st.min_h = i == 0 ? d.height : std::min<uint32_t>(st.min_h, d.height);
+        st.max_h = std::max<uint32_t>(st.max_h, d.height);
+      }
+    } else if (format::IsFixedField(fd.type)) {
       const size_t es = format::DTypeSize(fd.dtype), w = size_t(l.width[f]);
       bool first = true;
       std::vector<uint8_t> scratch;
@@ -121,6 +130,13 @@ std::string InfoJson(const Dataset& ds, const DatasetSummary& s) {
     if (fd.type == format::FieldType::kLabel) {
       Strings(j.Key("classes"), fd.classes);
       LabelCounts(j, s, f - 1);
+    } else if (format::IsFurtherImage(m, f)) {  // format 1.3
+      if (f < s.fields.size()) {
+        const auto& st = s.fields[f];
+        j.Field("bytes", st.bytes);
+        j.Key("image_size").Object().Field("min_width", st.min_w).Field("max_width", st.max_w).Field("min_height", st.min_h)
+            .Field("max_height", st.max_h).End();
+      }
     } else if (fd.type != format::FieldType::kImage) {  // typed fields (format 1.2)
       if (fd.dtype != format::DType::kNone) j.Field("dtype", format::DTypeName(fd.dtype));
       j.Key("shape").Array();

@@ -30,6 +30,7 @@ struct DatasetSummary {
     uint64_t bytes = 0;
     double min = 0, max = 0;            // fixed numeric fields (NaN values skipped)
     uint64_t min_len = 0, max_len = 0;  // variable fields
+    uint32_t min_w = 0, max_w = 0, min_h = 0, max_h = 0;  // further images (format 1.3)
   };
   std::vector<FieldStats> fields;
 };

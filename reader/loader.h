@@ -180,6 +180,11 @@ struct LoaderOptions {
   std::function<void*(size_t)> allocate;
   std::function<void(void*)> release;
   RemoteOptions remote;               // auxiliary CPU workers (none by default)
+  // The image field this loader decodes, by name (format 1.3 files hold several: a second view, a
+  // depth map); empty: the first. Loaders that differ only in `image` read the same samples in the
+  // same order and draw the same crops and flips, so images of the same size come out aligned (a
+  // `view` of its own each: drawn independently). Boxes, points and masks follow the first image only.
+  std::string image;
   // Typed fields (format 1.2) to deliver as Batch::fields, by name, in this order; empty: every field
   // of the file but the image and the labels. A name the file lacks is an OptionError.
   std::vector<std::string> fields;

@@ -402,6 +402,15 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Bool("normalize", "(x - mean) / std", [](O& o) -> bool& { return o.augment.normalize; }, kAll));
   t.push_back(Floats("mean", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.mean; }, "1,2,3", kAll));
   t.push_back(Floats("std", "per channel, in 0..255 pixel units", 3, [](O& o) { return o.augment.std; }, "4,5,6", kAll));
+  {
+    // Which image field to decode (format 1.3): workers decode it too, so it travels.
+    OptionRow r = MakeRow("image", OptionType::kText, "the image field to decode (default: the file's first; a file may hold several)");
+    r.where = kAll;
+    r.example = "depth";
+    r.get = [](const O& o) { return o.image; };
+    r.set = [](O& o, std::string_view text) { o.image = std::string(text); };
+    t.push_back(std::move(r));
+  }
   // Typed fields (format 1.2): which of them batches carry (reader/batch_fields.h).
   t.push_back(FieldNames("fields", "typed fields to deliver, in this order (default: all but the image and labels)",
                          [](O& o) -> std::vector<std::string>& { return o.fields; }, "boxes,caption"));

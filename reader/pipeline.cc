@@ -32,15 +32,17 @@ uint64_t NowNs() {
 
 Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
     : opt_(Validated(o)), ds_(path, DatasetOptions{o.verify, o.use_pread, o.cache_dir, o.cache_budget}), queue_(size_t(o.prefetch) + 1, cancel_) {
+  const uint32_t image = ds_.ImageField(o.image);
   if (o.augment.crop != kernels::CropMode::kNone) {
     width_ = uint32_t(o.augment.out_w);
     height_ = uint32_t(o.augment.out_h);
   } else if (ds_.size() > 0) {
-    const auto e0 = ds_.entry(0);
+    const auto e0 = ds_.entry(0, image);
     for (uint64_t i = 1; i < ds_.size(); ++i) {
-      const auto e = ds_.entry(i);
+      const auto e = ds_.entry(i, image);
       if (e.width != e0.width || e.height != e0.height)
-        throw Error(path + ": sample " + std::to_string(i) + " is " + std::to_string(e.width) + "x" +
+        throw Error(path + ": sample " + std::to_string(i) + (image ? ": image '" + o.image + "'" : std::string()) + " is " +
+                    std::to_string(e.width) + "x" +
                     std::to_string(e.height) + " but sample 0 is " + std::to_string(e0.width) + "x" +
                     std::to_string(e0.height) + "; batches need one size: add RandomResizedCrop or CenterCrop");
     }
@@ -53,7 +55,10 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
                   std::to_string(o.max_pixels) + " pixels), and every batch would hold images of that size");
   }
   ValidateOptions(o, width_, height_);  // translate and cutout against the image size
-  field_ids_ = SelectFields(ds_.view(), o.fields);
+  field_ids_ = SelectFields(ds_.view(), o.fields, image);
+  if (image != 0 && (!o.boxes.empty() || !o.points.empty()))
+    throw OptionError(std::string(o.boxes.empty() ? "points" : "boxes") + " follow the first image '" + ds_.meta().fields[0].name +
+                      "' only; this loader decodes '" + o.image + "'");
   {
     kernels::AugmentSpec spec = o.augment;  // as SampleWork draws it (ApplyOutputSize follows set_output_size)
     if (spec.crop != kernels::CropMode::kNone) {

@@ -88,7 +88,7 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
   }
   row_.resize(size_t(out.width) * 3);
   mirrored_.resize(size_t(out.width) * 3);
-  if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling);
+  if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling, out.image);
   jpeg_->set_fast_idct(out.fast_idct);
 }
 
@@ -142,7 +142,7 @@ int SampleProcessor::DecodeGroup() {
   // faults, whatever the index says.
   if (const uint8_t* base = ds_.mapped()) {
     for (size_t i = 0; i < chunk_.size() && i < kMaxGroupImages; ++i) {
-      const format::IndexEntry e = ds_.entry(chunk_[i]);
+      const format::IndexEntry e = ds_.entry(chunk_[i], out_.image);
       for (uint32_t o = 0; o < e.size && o < 1024; o += 64) __builtin_prefetch(base + e.offset + o);
     }
   }
@@ -152,12 +152,12 @@ int SampleProcessor::DecodeGroup() {
     // or an inline header (FFCV's files, --jpeg-tables inline) equal to the first member's. Judged
     // from the index first: reading a payload that is not grouped copies it for nothing where the
     // source is not mapped (a URL: 10% of a cold epoch of raw samples).
-    const format::IndexEntry ie = ds_.entry(chunk_[i]);
+    const format::IndexEntry ie = ds_.entry(chunk_[i], out_.image);
     if (format::Encoding(ie.encoding) != format::Encoding::kJpeg || ie.width != out_.width ||
         ie.height != out_.height || uint64_t(ie.width) * ie.height > out_.max_pixels ||
         group_bytes_.size() + ie.size > kMaxGroupBytes)
       continue;
-    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_);
+    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_, true, out_.image);
     const format::IndexEntry& e = parts.entry;
     Payload head = parts.head, body = parts.body;
     if (!head.size) {
@@ -202,7 +202,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   }
   current_ = {index, seed, epoch};
   const uint64_t t0 = stats_ ? NowNs() : 0;
-  const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_);
+  const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_, true, out_.image);
   const format::IndexEntry& e = parts.entry;
   const Payload p = parts.head.size ? Payload{nullptr, parts.head.size + parts.body.size} : parts.body;
   const uint64_t t1 = stats_ ? NowNs() : 0;
@@ -386,7 +386,7 @@ void SampleProcessor::MakeTwinCropInput(const format::IndexEntry& e, const kerne
 
 bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t epoch, kernels::TwinCropInput* in) const {
   if (spec_.crop == kernels::CropMode::kNone) return false;
-  const format::IndexEntry e = ds_.entry(index);
+  const format::IndexEntry e = ds_.entry(index, out_.image);
   kernels::CropRect rect;
   kernels::SampleParams params;
   kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);
@@ -395,7 +395,7 @@ bool SampleProcessor::TwinCropInputFor(uint64_t index, uint64_t seed, uint64_t e
 }
 
 kernels::SampleParams SampleProcessor::DrawParams(uint64_t index, uint64_t seed, uint64_t epoch) const {
-  const format::IndexEntry e = ds_.entry(index);
+  const format::IndexEntry e = ds_.entry(index, out_.image);
   kernels::CropRect rect;
   kernels::SampleParams params;
   kernels::MakeParams(full_, e.width, e.height, seed, epoch, index, &rect, &params);

@@ -31,6 +31,7 @@ struct OutputFormat {
   bool dct_scaling = true;           // LoaderOptions::dct_scaling
   bool twin = false;                 // LoaderOptions::Decoder::kGpu (reader/gpu_stage.h)
   bool fast_idct = false;            // LoaderOptions::fast_idct (then fancy_upsampling too)
+  uint32_t image = 0;                // the image field decoded (LoaderOptions::image as a field index)
 };
 
 class TwinStageWorker;  // reader/gpu_stage.h

@@ -3,7 +3,8 @@
 namespace dsc {
 
 SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
-    : augment_(o.augment), transforms_(kernels::ParseTransforms(o.transforms)), defer_(o.defer_augment), verify_(o.verify) {
+    : augment_(o.augment), transforms_(kernels::ParseTransforms(o.transforms)), defer_(o.defer_augment), verify_(o.verify),
+      image_(o.image) {
   if (o.augment.crop != kernels::CropMode::kNone) {  // Loader::set_output_size may have changed it
     augment_.out_w = int(width);
     augment_.out_h = int(height);
@@ -26,7 +27,9 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
 
 std::unique_ptr<SampleProcessor> SampleWork::NewProcessor(const Dataset& ds, bool stats, Tracer* tracer,
                                                           uint32_t track) const {
-  auto p = std::make_unique<SampleProcessor>(ds, augment_, format_, stats, tracer, track, defer_);
+  OutputFormat out = format_;
+  out.image = ds.ImageField(image_);
+  auto p = std::make_unique<SampleProcessor>(ds, augment_, out, stats, tracer, track, defer_);
   if (!transforms_.empty()) p->set_transforms(&transforms_);
   return p;
 }

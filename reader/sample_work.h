@@ -19,7 +19,8 @@ class SampleWork {
   SampleWork(const SampleWork&) = delete;
   SampleWork& operator=(const SampleWork&) = delete;
 
-  // A processor for `ds` that must not outlive this object (it reads its tables).
+  // A processor for `ds` that must not outlive this object (it reads its tables). Throws OptionError
+  // when `ds` has no image field of LoaderOptions::image's name.
   std::unique_ptr<SampleProcessor> NewProcessor(const Dataset& ds, bool stats, class Tracer* tracer = nullptr,
                                                 uint32_t track = 0) const;
   size_t sample_bytes() const { return sample_bytes_; }  // one output image
@@ -37,6 +38,7 @@ class SampleWork {
   float table_[3 * 256];
   uint16_t half_[3 * 256];
   OutputFormat format_;
+  std::string image_;  // LoaderOptions::image, resolved per file by NewProcessor
   size_t sample_bytes_ = 0;
 };
 

@@ -225,11 +225,11 @@ void ExpectRemoteRandomCropsEqualLocal(const std::string& path, LoaderOptions o)
   EXPECT_EQ(RemoteSamples(l1), 2 * l1.batches_per_epoch() * uint64_t(o.batch_size));
 }
 
-TEST(Remote, TypedFieldsAndMasksEqualLocal) {
+TEST(Remote, TypedFieldsMasksAndFurtherImagesEqualLocal) {
   const std::string path = Built().dir + "/typed.beton";
   {
     Writer w(path, {ImageField("image"), LabelField("label"), VarArrayField("boxes", format::DType::kFloat32, {4}),
-                    VarArrayField("cls", format::DType::kInt32), MaskField("mask")});
+                    VarArrayField("cls", format::DType::kInt32), MaskField("mask"), ImageField("side")});
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::recursive_directory_iterator(SubsetTree(10)))
       if (e.is_regular_file()) files.push_back(e.path());
@@ -247,6 +247,9 @@ TEST(Remote, TypedFieldsAndMasksEqualLocal) {
       v.SetArray<float>("boxes", boxes, 8);
       v.SetArray<int32_t>("cls", cls, 2);
       v.SetMask("mask", std::move(mask), 32, 32);
+      std::vector<uint8_t> side(size_t(20 + i % 3) * 12 * 3, uint8_t(i));  // a further image of another size
+      for (size_t p = 0; p < side.size(); ++p) side[p] = uint8_t(p * 7 + i);
+      v.SetPixels("side", std::move(side), 20 + int(i % 3), 12);
       w.Add(std::move(v));
     }
     w.Close();
@@ -254,6 +257,9 @@ TEST(Remote, TypedFieldsAndMasksEqualLocal) {
   LoaderOptions o = Base();
   o.boxes = {"boxes", "cls"};
   ExpectRemoteRandomCropsEqualLocal(path, o);  // 100 samples: 4 batches of 32 (the last padded), all remote
+  o.boxes.clear();
+  o.image = "side";  // the option travels: the worker decodes the further image
+  ExpectRemoteRandomCropsEqualLocal(path, o);
 }
 
 // FFCV's own files (written by FFCV's writer) through a worker: its classification file and the one

@@ -58,6 +58,13 @@ std::string Base64(const uint8_t* p, size_t n) {
   return out;
 }
 
+// The PNG of sample i's further image f (format 1.3), in the export's folder.
+std::string FurtherImageName(uint64_t i, size_t f) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%08llu.%zu.png", (unsigned long long)i, f);
+  return name;
+}
+
 // Sample i's typed fields (format 1.2) as one JSON object: numbers and nested lists, text as a
 // string, bytes as base64, a mask as the name of its PNG (written into `dir`).
 std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string& file, const std::filesystem::path& dir) {
@@ -72,7 +79,9 @@ std::string FieldsJson(const format::FileView& v, uint64_t i, const std::string&
       if (const std::string why = v.ReadValueProblem(f, i, p, n); !why.empty())
         throw Error(v.name() + ": sample " + std::to_string(i) + ": field '" + fd.name + "': " + why);
     };
-    if (format::IsFixedField(fd.type)) {
+    if (format::IsFurtherImage(v.meta(), f)) {  // written beside the first image by the caller
+      j[fd.name] = FurtherImageName(i, f);
+    } else if (format::IsFixedField(fd.type)) {
       const uint8_t* p = v.FixedValue(f, i, &scratch);
       check(p, v.layout().width[f]);
       j[fd.name] = Nested(fd.dtype, fd.dims, 0, p);
@@ -265,7 +274,10 @@ int CmdExport(int argc, char** argv) {
       throw OptionError(file + ": --index " + std::to_string(first) + " --count " + std::to_string(count) +
                   " is out of range: the file has " + std::to_string(ds.size()) + " samples");
     // Over-limit images are refused before anything is written (the index is in memory: cheap).
-    for (uint64_t i = first; i < first + count; ++i) CheckPixelLimit(ds, i, ds.entry(i), decode.max_pixels);
+    const auto& fields = ds.meta().fields;
+    for (uint64_t i = first; i < first + count; ++i)
+      for (size_t f = 0; f < fields.size(); ++f)
+        if (f == 0 || format::IsFurtherImage(ds.meta(), f)) CheckPixelLimit(ds, i, ds.entry(i, uint32_t(f)), decode.max_pixels);
     ExportDir stage(out);
     std::ofstream labels(stage.path() / "labels.tsv");
     const auto& m = ds.meta();
@@ -275,8 +287,8 @@ int CmdExport(int argc, char** argv) {
     SampleDecoder decoder(ds, decode);
     std::vector<uint8_t> rgb;
     const bool typed = ds.view().typed();  // format 1.2: the other fields go to fields.jsonl
-    std::ofstream fields;
-    if (typed) fields.open(stage.path() / "fields.jsonl");
+    std::ofstream fields_out;
+    if (typed) fields_out.open(stage.path() / "fields.jsonl");
     for (uint64_t i = first; i < first + count; ++i) {
       decoder.Decode(i, &rgb);
       auto e = ds.entry(i);
@@ -290,13 +302,19 @@ int CmdExport(int argc, char** argv) {
         labels << "\t" << e.label[f - 1] << "\t" << (size_t(e.label[f - 1]) < cls.size() ? TsvField(cls[size_t(e.label[f - 1])]) : "");
       }
       labels << "\n";
-      if (typed) fields << FieldsJson(ds.view(), i, name, stage.path());
+      for (size_t f = 1; f < m.fields.size(); ++f) {  // further images (format 1.3): PNGs named in fields.jsonl
+        if (!format::IsFurtherImage(m, f)) continue;
+        decoder.Decode(i, &rgb, uint32_t(f));
+        const auto fe = ds.entry(i, uint32_t(f));
+        WritePng((stage.path() / FurtherImageName(i, f)).string(), rgb.data(), fe.width, fe.height);
+      }
+      if (typed) fields_out << FieldsJson(ds.view(), i, name, stage.path());
     }
     labels.close();
     if (!labels) throw Error(out + "/labels.tsv: write failed");
     if (typed) {
-      fields.close();
-      if (!fields) throw Error(out + "/fields.jsonl: write failed");
+      fields_out.close();
+      if (!fields_out) throw Error(out + "/fields.jsonl: write failed");
     }
     stage.Commit();
     std::printf("wrote %llu image(s) and labels.tsv%s to %s\n", (unsigned long long)count, typed ? " and fields.jsonl" : "", out.c_str());

@@ -38,7 +38,8 @@ void PrintTypedFields(const Dataset& ds, const DatasetSummary& s) {
     }
     const auto& st = s.fields[f];
     std::printf("field '%s' (%s): %.2f MiB", fd.name.c_str(), type.c_str(), st.bytes / 1048576.0);
-    if (format::IsFixedField(fd.type)) std::printf(", values %g .. %g", st.min, st.max);
+    if (fd.type == format::FieldType::kImage) std::printf(", %ux%u .. %ux%u", st.min_w, st.min_h, st.max_w, st.max_h);
+    else if (format::IsFixedField(fd.type)) std::printf(", values %g .. %g", st.min, st.max);
     else std::printf(", %s %llu .. %llu per sample", fd.type == format::FieldType::kVarArray ? "rows" : "bytes",
                      (unsigned long long)st.min_len, (unsigned long long)st.max_len);
     if (!fd.classes.empty()) std::printf(", %zu classes", fd.classes.size());

@@ -46,15 +46,20 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     SampleDecoder decoder(ds, options);
     std::vector<uint8_t> rgb;
     size_t bad = 0;
+    std::vector<uint32_t> images{0};  // the first image and format 1.3's further ones
+    for (size_t f = 1; f < ds.meta().fields.size(); ++f)
+      if (format::IsFurtherImage(ds.meta(), f)) images.push_back(uint32_t(f));
     for (uint64_t i = 0; i < ds.size(); ++i) {
-      try {
-        if (decode)
-          decoder.Decode(i, &rgb);
-        else
-          decoder.CheckPayload(i);
-      } catch (const Error& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        ++bad;
+      for (uint32_t image : images) {
+        try {
+          if (decode)
+            decoder.Decode(i, &rgb, image);
+          else
+            decoder.CheckPayload(i, image);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          ++bad;
+        }
       }
     }
     if (bad) {

@@ -29,6 +29,7 @@ namespace dsc::writer {
 struct Slot {
   Encoded enc;
   std::vector<std::vector<uint8_t>> masks;  // the item's masks as stored (writer/mask_store.h)
+  std::vector<Encoded> images;              // the item's further images as stored
   int32_t labels[2] = {0, 0};
   std::string error;    // non-empty: the sample failed
   bool machine = false;  // ... because of the machine (EnvironmentError, out of memory): never skipped
@@ -101,6 +102,17 @@ class WindowPool {
         src_.Load(first_ + i, &item);
         encoders_[size_t(t)]->Encode(item, &s.enc);
         if (!item.masks.empty()) StoreMasks(item, s.enc, opt_, &s.masks);
+        s.images.resize(item.images.size());
+        for (size_t k = 0; k < item.images.size(); ++k) {
+          ImageInput& in = item.images[k];
+          SourceItem one;
+          one.is_pixels = in.is_pixels;
+          one.width = in.width;
+          one.height = in.height;
+          one.bytes = std::move(in.bytes);
+          one.where = std::move(in.where);
+          encoders_[size_t(t)]->Encode(one, &s.images[k]);
+        }
         s.labels[0] = item.label[0];
         s.labels[1] = item.label[1];
       } catch (const EnvironmentError& e) {

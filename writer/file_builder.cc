@@ -166,14 +166,14 @@ uint64_t FileBuilder::Finish(Meta meta) {
     optional_.emplace_back(kColumnsSectionId, std::move(cols));
     optional_.emplace_back(kVarSizesSectionId, std::move(varsizes_));
     std::stable_sort(optional_.begin(), optional_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    h.incompat_flags = kTypedFieldsFlag;
+    h.incompat_flags = kTypedFieldsFlag | (meta.further_images() ? kFurtherImagesFlag : 0);
   }
   for (const auto& [id, content] : optional_) {
     SectionRef ref;
     WriteSection(content, &ref);
     h.optional.push_back({id, ref.offset, ref.size, ref.checksum});
   }
-  h.version_minor = typed_ ? kTypedMinor : optional_.empty() ? 0 : 1;
+  h.version_minor = typed_ ? (meta.further_images() ? kImagesMinor : kTypedMinor) : optional_.empty() ? 0 : 1;
   h.file_size = pos_ + kFooterSize;
   uint8_t page[kPageSize];
   Footer f;

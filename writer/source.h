@@ -25,6 +25,16 @@ struct MaskInput {
   std::string where;            // names the file it came from, when it did ("" otherwise)
 };
 
+// A further image (format 1.3) of a typed sample: encoded bytes, pixels, or a file read on the
+// encode thread; encoded as the sample's first image is.
+struct ImageInput {
+  bool is_pixels = false;       // true: `bytes` holds width*height*3 RGB pixels
+  int width = 0, height = 0;    // for pixels
+  std::vector<uint8_t> bytes;
+  std::string file;             // non-empty: `bytes` are this file's contents, read by the writer
+  std::string where;            // names the sample and field in messages
+};
+
 struct SourceItem {
   bool is_pixels = false;       // true: `bytes` holds width*height*3 RGB pixels; false: an encoded file
   int width = 0, height = 0;    // for pixels
@@ -32,6 +42,7 @@ struct SourceItem {
   int32_t label[2] = {0, 0};
   std::string where;            // names the sample in messages: a path, or "FILE record N"
   std::vector<MaskInput> masks;  // typed files only (dsc::Writer)
+  std::vector<ImageInput> images;  // further images, in field order (dsc::Writer)
 };
 
 class Source {

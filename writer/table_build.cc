@@ -272,12 +272,11 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
       given[name] = ParseType(name, item.substr(colon + 1));
     }
   }
+  // The first image: --image-column, else the first column typed image by --schema, else "image", else
+  // the first column of image paths. Other image columns become further images (format 1.3).
   std::string image = t.image_column;
-  for (const auto& [n, f] : given)
-    if (f.type == FieldType::kImage) {
-      if (!image.empty() && image != n) throw OptionError("--schema names image column '" + n + "', --image-column '" + image + "'");
-      image = n;
-    }
+  for (const auto& c : columns)
+    if (image.empty() && given.count(c) && given[c].type == FieldType::kImage) image = c;
   if (image.empty() && stats.count("image")) image = "image";
   if (image.empty())
     for (const auto& c : columns)
@@ -303,11 +302,14 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
   for (const auto& c : columns) {
     if (c == image || std::find(order.begin(), order.end(), c) != order.end()) continue;
     if (given.count(c)) {
-      if (given[c].type == FieldType::kImage) throw OptionError("--schema: a second image column '" + c + "' (one image field per file in format 1.2)");
       add(c, given[c]);
       continue;
     }
     const ColumnStats& s = stats[c];
+    if (s.any_string && s.all_image_paths && !s.any_bool && !s.any_int && !s.any_float && !s.any_array && !s.bad) {
+      add(c, ImageField(c));  // a further image
+      continue;
+    }
     const int kinds = int(s.any_string) + int(s.any_bool) + int(s.any_int || s.any_float) + int(s.any_array);
     if (s.bad || kinds != 1)
       throw Error(source + ": column '" + c + "' mixes kinds of values (or holds null/objects): give its type with --schema " + c + ":TYPE");
@@ -360,7 +362,7 @@ BuildReport BuildTable(const std::string& source, const std::string& out, const 
           if (p.is_relative()) p = base / p;
           try {
             s.SetImage(fd.name, ReadWholeFile(p.string(), o.max_file_size));
-            s.set_where(at + " (" + p.string() + ")");
+            if (f == 0) s.set_where(at + " (" + p.string() + ")");
           } catch (const EnvironmentError&) {
             throw;
           } catch (const Error& e) {

@@ -113,6 +113,16 @@ class WindowSource : public writer::Source {
   size_t size() const override { return w.items.size(); }
   void Load(size_t i, writer::SourceItem* out) const override {
     *out = std::move(w.items[i]);
+    for (writer::ImageInput& img : out->images) {
+      if (img.file.empty()) continue;
+      try {
+        img.bytes = writer::ReadWholeFile(img.file, max_file_size);
+      } catch (const writer::EnvironmentError& e) {
+        throw writer::EnvironmentError(img.where + ": " + e.what());
+      } catch (const Error& e) {
+        throw Error(img.where + ": " + e.what());
+      }
+    }
     if (w.files[i].empty()) return;
     try {
       out->bytes = writer::ReadWholeFile(w.files[i], max_file_size);
@@ -140,8 +150,12 @@ struct Writer::Impl {
     threads = options.threads > 0 ? options.threads : kernels::UsableCores();
     window = size_t(64) * size_t(threads);
     if (typed) builder.SetTyped(layout);
-    for (size_t f = 0; f < meta.fields.size(); ++f)
+    uint64_t fixed_at = 0;
+    for (size_t f = 0; f < meta.fields.size(); ++f) {
       if (meta.fields[f].type == FieldType::kMask) mask_slots.push_back(size_t(layout.slot[f]));
+      if (format::IsFurtherImage(meta, f)) image_slots.push_back({size_t(layout.slot[f]), fixed_at});
+      if (format::IsFixedField(meta.fields[f].type) || format::IsFurtherImage(meta, f)) fixed_at += layout.width[f];
+    }
     if (options.encode.restart_enabled()) {
       const auto rp = options.encode.restart_policy();
       restart.mode = rp.fixed ? format::RestartStats::kFixed : format::RestartStats::kAuto;
@@ -206,6 +220,27 @@ struct Writer::Impl {
         } catch (const Error& e) {
           throw Error(At(i, fd) + ": " + e.what());
         }
+      }
+      if (format::IsFurtherImage(meta, f)) {  // encoded by the encode threads; its descriptor is packed then
+        writer::ImageInput img;
+        img.where = At(i, fd);
+        if (!v.file.empty()) {
+          CheckFile(v.file, At(i, fd));
+          img.file = v.file;
+          img.where += " (" + v.file + ")";
+        } else {
+          expect(v.dtype == DType::kNone && !v.text && !v.bytes.empty(), "an image (encoded bytes or pixels)");
+          if (v.pixels && (v.width < 1 || v.height < 1 || v.bytes.size() != size_t(v.width) * size_t(v.height) * 3))
+            throw Error(At(i, fd) + ": " + std::to_string(v.bytes.size()) + " pixel bytes for " + std::to_string(v.width) +
+                        "x" + std::to_string(v.height) + " RGB");
+          img.is_pixels = v.pixels;
+          img.width = v.width;
+          img.height = v.height;
+          img.bytes = std::move(v.bytes);
+        }
+        item->images.push_back(std::move(img));
+        fixed_at += width;
+        continue;
       }
       switch (fd.type) {
         case FieldType::kImage:
@@ -321,6 +356,11 @@ struct Writer::Impl {
         continue;
       }
       for (size_t k = 0; k < mask_slots.size(); ++k) w.rows[i].var[mask_slots[k]] = std::move(slots[i].masks[k]);
+      for (size_t k = 0; k < image_slots.size(); ++k) {
+        writer::Encoded& e = slots[i].images[k];
+        format::EncodeImageDescriptor({e.width, e.height, e.encoding, e.channels}, w.rows[i].fixed.data() + image_slots[k].fixed_at);
+        w.rows[i].var[image_slots[k].var] = std::move(e.payload);
+      }
       builder.Add(slots[i].enc, slots[i].labels, typed ? &w.rows[i] : nullptr);
       writer::CountRestart(slots[i].enc, &restart);
     }
@@ -341,6 +381,11 @@ struct Writer::Impl {
   Window filling;     // the window Add fills
   std::unique_ptr<writer::WindowPool> pool;
   std::vector<size_t> mask_slots;  // the var slot of each mask field, in field order
+  struct ImageSlot {
+    size_t var;         // its payload's var slot
+    uint64_t fixed_at;  // its descriptor's offset in a fixed row
+  };
+  std::vector<ImageSlot> image_slots;  // each further image field, in field order
   std::vector<writer::Slot> slots;
   std::thread packer;
   std::exception_ptr packer_error;
@@ -361,7 +406,7 @@ Writer::Writer(const std::string& path, Schema schema, WriterOptions options) {
     throw OptionError("source_format must be a word (it is recorded as a build option)");
   format::Meta m;
   m.fields = schema;
-  if (const std::string why = format::SchemaProblem(m, m.typed()); !why.empty()) throw Error(path + ": schema: " + why);
+  if (const std::string why = format::SchemaProblem(m, m.typed(), m.further_images()); !why.empty()) throw Error(path + ": schema: " + why);
   impl_ = std::make_unique<Impl>(path, std::move(schema), std::move(options));
 }
 

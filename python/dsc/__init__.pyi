@@ -55,7 +55,7 @@ IndexedBatch = Tuple[Any, Any, Any, Any]
 
 class Views:
     def __init__(self, path: PathLike, views: Union[int, Sequence[Dict[str, Any]]] = ..., *, threads: Optional[int] = ...,
-                 **options: Any) -> None: ...
+                 aligned: bool = ..., **options: Any) -> None: ...
     @property
     def loaders(self) -> List["Loader"]: ...
     def __len__(self) -> int: ...
@@ -110,6 +110,7 @@ class Loader:
         max_pixels: int = ...,
         defer_augment: bool = ...,
         autotune: bool = ...,
+        image: str = ...,
         fields: Union[str, Sequence[str]] = ...,
         boxes: Union[str, Sequence[str]] = ...,
         points: Union[str, Sequence[str]] = ...,

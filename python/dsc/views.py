@@ -13,15 +13,27 @@ Every view reads the same samples in the same order (LoaderOptions::view changes
 draw only), so view k of batch i is always the same image under its own crop and transforms, for any
 thread count. Each view decodes its own copy of the sample (N decodes per sample). A file with typed
 fields yields a list of N dicts instead, one per view (masks and boxes follow their own view's crop).
+
+A file with several image fields (format 1.3: a photo and its depth map, two camera angles): a view
+takes `image=NAME` to decode that field. With `aligned=True` every view draws view 0's crops and
+flips, so images of the same size come out cropped and flipped alike:
+
+    for b in dsc.Views("rgbd.beton", batch_size=32, crop="random_resized", out_size=224, flip=True,
+                       aligned=True, views=[dict(image="image"), dict(image="depth")]):
+        b["image"], b["depth"], b["label"]   # one dict: each view's image under its field's name
+
+Views of distinct image fields of a typed file yield that one dict (the other fields once, from view
+0); other views of a typed file yield a list of dicts.
 """
 import os as _os
 
 
 class Views:
     """`views`: N (N views with the same options) or a list of dicts, each overriding the shared
-    `options` for its view. `threads` (default: all cores) is split between the views."""
+    `options` for its view. `threads` (default: all cores) is split between the views. `aligned`:
+    every view draws the same crops and flips (view 0's), for views of different image fields."""
 
-    def __init__(self, path, views=2, *, threads=None, **options):
+    def __init__(self, path, views=2, *, threads=None, aligned=False, **options):
         from . import Loader  # the package's Loader (this module is imported by it)
         if isinstance(views, int):
             if views < 1:
@@ -37,7 +49,11 @@ class Views:
                     raise ValueError(f"views[{k}]: {name!r} must be the same for every view (give it once, outside views)")
         cores = len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") else (_os.cpu_count() or 1)
         per = max(1, (threads or cores) // len(specs))
-        self._loaders = [Loader(path, **dict(options, **spec, view=k, threads=per)) for k, spec in enumerate(specs)]
+        self._loaders = [Loader(path, **dict(options, **spec, view=0 if aligned else k, threads=per))
+                         for k, spec in enumerate(specs)]
+        # Views of distinct image fields merge into one dict per batch (typed files).
+        images = [spec.get("image", options.get("image")) for spec in specs]
+        self._merge = len(specs) > 1 and None not in images and len(set(images)) == len(images)
 
     @property
     def loaders(self):
@@ -75,6 +91,12 @@ class Views:
                         raise RuntimeError("views out of step (different samples)")
                 for p in parts:
                     p.pop("indices"), p.pop("padding")
+                if self._merge:  # each view's image under its field's name, the rest from view 0
+                    merged = dict(parts[0])
+                    for p in parts[1:]:
+                        merged.update((k, v) for k, v in p.items() if k not in merged)
+                    yield merged
+                    continue
                 yield parts
                 continue
             images = [p[0] for p in parts]

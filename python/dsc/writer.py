@@ -6,8 +6,9 @@
         w.add({"image": jpeg_bytes_or_PIL_image, "label": 1, "boxes": np.zeros((3, 4), "float32"),
                "embedding": emb, "score": 0.5, "caption": "a cat", "raw": b"..."})
 
-Types: "image" (the first field; JPEG/PNG bytes, a pathlib.Path (or any os.PathLike) of such a file,
-read by the writer's encode threads, a PIL image or an H x W x 3 uint8 array), "mask" or "mask[3]" (a
+Types: "image" (JPEG/PNG bytes, a pathlib.Path (or any os.PathLike) of such a file, read by the
+writer's encode threads, a PIL image or an H x W x 3 uint8 array; the first field, and any later ones
+for further images of any size, format 1.3, each loaded with dsc.Loader(..., image=NAME)), "mask" or "mask[3]" (a
 1- or 3-channel map of the image's size: an H x W (x 3) uint8 array, a PIL image of mode L or P
 (palette indices are kept) or PNG bytes; stored losslessly, it follows the image's crops and flips
 when loaded, nearest-neighbour), "label"

@@ -35,6 +35,10 @@ ls "$out"/tmp/tree/a/*.jpg | head -3 | {
 } > "$out/tmp/typed.jsonl"
 "$dsc" build "$out/tmp/typed.jsonl" "$out/open/typed.beton" --block-size 4096 --quiet >/dev/null
 cp "$out/open/typed.beton" "$out/load/typed.beton"
+# A format 1.3 file (further images): a second column of image paths, a descriptor column to mutate.
+ls "$out"/tmp/tree/a/*.jpg | head -3 | while read -r f; do printf '{"image": "%s", "side": "%s"}\n' "$f" "$f"; done > "$out/tmp/images.jsonl"
+"$dsc" build "$out/tmp/images.jsonl" "$out/open/images.beton" --block-size 4096 --quiet >/dev/null
+cp "$out/open/images.beton" "$out/load/images.beton"
 # A typed file with masks (field type 8) in both stored encodings, which the loader decodes and moves
 # with the image: runs (a smooth mask) and PNG (a noisy one, whose runs would be bigger).
 mkdir -p "$out/tmp/seg/img" "$out/tmp/seg/mask"
