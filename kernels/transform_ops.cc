@@ -321,6 +321,41 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
   std::copy(r, r + 6, m);
 }
 
+namespace {
+
+// grid_sample (align_corners = False, zero padding) at unnormalised source position (ix, iy) of a
+// w x h RGB image, into d: nearest or bilinear; with `fill`, F_t._apply_grid_transform's mask blend.
+inline void GridSampleAt(const uint8_t* src, int w, int h, float ix, float iy, Interp interp, const float* fill, uint8_t* d) {
+  const float fw = float(w), fh = float(h);
+  if (interp == Interp::kNearest) {
+    const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
+    const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
+    for (int c = 0; c < 3; ++c) d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
+    return;
+  }
+  if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
+    for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
+    return;
+  }
+  const float x0f = std::floor(ix), y0f = std::floor(iy);
+  const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
+  const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se
+  const int x0 = int(x0f), y0 = int(y0f);
+  const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
+  float v[3] = {0.f, 0.f, 0.f}, mask = 0.f;
+  for (int k = 0; k < 4; ++k) {
+    const bool in = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
+    for (int c = 0; c < 3; ++c) {
+      const float val = in ? float(src[(size_t(ty[k]) * size_t(w) + size_t(tx[k])) * 3 + size_t(c)]) : 0.f;
+      v[c] = k == 0 ? val * wts[k] : v[c] + val * wts[k];
+    }
+    mask = k == 0 ? (in ? wts[k] : 0.f) : mask + (in ? wts[k] : 0.f);
+  }
+  for (int c = 0; c < 3; ++c) d[c] = RoundU8(fill ? v[c] * mask + (1.f - mask) * fill[c] : v[c]);
+}
+
+}  // namespace
+
 DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
   const int w = img.width, h = img.height;
   const size_t bytes = Pixels(img) * 3;
@@ -343,33 +378,59 @@ DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp,
       const float gy = xb * r01 + yb * r11 + r21;
       const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
       const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
-      uint8_t* d = img.data + (size_t(y) * size_t(w) + size_t(x)) * 3;
-      if (interp == Interp::kNearest) {
-        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
-        const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
-        for (int c = 0; c < 3; ++c)
-          d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
-        continue;
-      }
-      if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
-        for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
-        continue;
-      }
-      const float x0f = std::floor(ix), y0f = std::floor(iy);
-      const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
-      const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se
-      const int x0 = int(x0f), y0 = int(y0f);
-      const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
-      float v[3] = {0.f, 0.f, 0.f}, mask = 0.f;
-      for (int k = 0; k < 4; ++k) {
-        const bool in = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
-        for (int c = 0; c < 3; ++c) {
-          const float val = in ? float(src[(size_t(ty[k]) * size_t(w) + size_t(tx[k])) * 3 + size_t(c)]) : 0.f;
-          v[c] = k == 0 ? val * wts[k] : v[c] + val * wts[k];
-        }
-        mask = k == 0 ? (in ? wts[k] : 0.f) : mask + (in ? wts[k] : 0.f);
-      }
-      for (int c = 0; c < 3; ++c) d[c] = RoundU8(fill ? v[c] * mask + (1.f - mask) * fill[c] : v[c]);
+      GridSampleAt(src, w, h, ix, iy, interp, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
+    }
+  }
+}
+
+bool PerspectiveCoefficients(const int start[8], const int end[8], float c[8]) {
+  // Rows as _get_perspective_coeffs builds them: for each corner, p1 = end, p2 = start,
+  // [p1x, p1y, 1, 0, 0, 0, -p2x p1x, -p2x p1y] = p2x and [0, 0, 0, p1x, p1y, 1, -p2y p1x, -p2y p1y] = p2y.
+  double a[8][9];
+  for (int i = 0; i < 4; ++i) {
+    const double x = end[2 * i], y = end[2 * i + 1], u = start[2 * i], v = start[2 * i + 1];
+    const double r0[9] = {x, y, 1, 0, 0, 0, -u * x, -u * y, u}, r1[9] = {0, 0, 0, x, y, 1, -v * x, -v * y, v};
+    std::copy(r0, r0 + 9, a[2 * i]);
+    std::copy(r1, r1 + 9, a[2 * i + 1]);
+  }
+  for (int col = 0; col < 8; ++col) {  // Gaussian elimination with partial pivoting
+    int piv = col;
+    for (int r = col + 1; r < 8; ++r)
+      if (std::fabs(a[r][col]) > std::fabs(a[piv][col])) piv = r;
+    if (!(std::fabs(a[piv][col]) > 1e-12)) return false;
+    if (piv != col) std::swap(a[piv], a[col]);
+    for (int r = 0; r < 8; ++r) {
+      if (r == col) continue;
+      const double f = a[r][col] / a[col][col];
+      for (int k = col; k < 9; ++k) a[r][k] -= f * a[col][k];
+    }
+  }
+  for (int k = 0; k < 8; ++k) c[k] = float(a[k][8] / a[k][k]);
+  return true;
+}
+
+DSC_VECTOR_CLONES void PerspectiveWarp(ImageU8 img, const float c[8], Interp interp, const float* fill, TransformScratch& s) {
+  const int w = img.width, h = img.height;
+  s.bytes.assign(img.data, img.data + Pixels(img) * 3);
+  const uint8_t* src = s.bytes.data();
+  // _perspective_grid: base (x, y, 1) at pixel centres (linspace(0.5, size - 0.5)); grid1 = base @
+  // (theta1^T / (0.5 w, 0.5 h)), grid2 = base @ theta2^T = c6 x + c7 y + 1; grid = grid1 / grid2 - 1.
+  const float hw = 0.5f * float(w), hh = 0.5f * float(h);
+  const float a0 = c[0] / hw, a1 = c[1] / hw, a2 = c[2] / hw, b0 = c[3] / hh, b1 = c[4] / hh, b2 = c[5] / hh;
+  const float fw = float(w), fh = float(h);
+  s.floats.resize(size_t(w));
+  float* xbs = s.floats.data();
+  for (int x = 0; x < w; ++x) xbs[x] = LinspaceF32(0.5f, float(w) + 0.5f - 1.f, w, x);
+  for (int y = 0; y < h; ++y) {
+    const float yb = LinspaceF32(0.5f, float(h) + 0.5f - 1.f, h, y);
+    for (int x = 0; x < w; ++x) {
+      const float xb = xbs[x];
+      const float den = xb * c[6] + yb * c[7] + 1.f;
+      const float gx = (xb * a0 + yb * a1 + a2) / den - 1.f;
+      const float gy = (xb * b0 + yb * b1 + b2) / den - 1.f;
+      const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
+      const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
+      GridSampleAt(src, w, h, ix, iy, interp, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
     }
   }
 }

@@ -387,6 +387,44 @@ class RandomAffine final : public Transform {
   Fill fill_;
 };
 
+// RandomPerspective.get_params draws each corner's end point (torch.randint: x then y, top-left,
+// top-right, bottom-right, bottom-left) within distortion_scale of half the size from its corner.
+class RandomPerspective final : public Transform {
+ public:
+  explicit RandomPerspective(const TransformArgs& a) {
+    scale_ = a.Num(0, "distortion_scale", 0.5);
+    if (!(scale_ >= 0 && scale_ <= 1)) throw Error("transform random_perspective: distortion_scale is in [0, 1]");
+    p_ = Probability(a, 1, 0.5);
+    interp_ = a.Has(2, "interpolation") ? ParseInterp(a, 2) : Interp::kBilinear;  // torchvision's default here
+    fill_ = ParseFill(a, 3, false);
+  }
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+    const bool on = Chance(rng, p_);
+    Log(log, "applied", on);
+    if (!on) return;
+    const int w = img.width, h = img.height;
+    const int dw = int(scale_ * (w / 2)), dh = int(scale_ * (h / 2));
+    auto near = [&](int lo) { return lo + int(rng.Below(uint64_t(dw + 1))); };  // x in [lo, lo + dw]
+    auto near_y = [&](int lo) { return lo + int(rng.Below(uint64_t(dh + 1))); };
+    int end[8];
+    end[0] = near(0), end[1] = near_y(0);                  // top-left
+    end[2] = near(w - dw - 1), end[3] = near_y(0);         // top-right
+    end[4] = near(w - dw - 1), end[5] = near_y(h - dh - 1);  // bottom-right
+    end[6] = near(0), end[7] = near_y(h - dh - 1);         // bottom-left
+    static const char* const kNames[8] = {"x0", "y0", "x1", "y1", "x2", "y2", "x3", "y3"};
+    for (int k = 0; k < 8; ++k) Log(log, kNames[k], end[k]);
+    const int start[8] = {0, 0, w - 1, 0, w - 1, h - 1, 0, h - 1};
+    float c[8];
+    if (!PerspectiveCoefficients(start, end, c)) return;  // a 1-pixel side: the corners coincide, nothing moves
+    PerspectiveWarp(img, c, interp_, fill_.ptr(), s);
+  }
+
+ private:
+  double scale_ = 0.5, p_ = 0.5;
+  Interp interp_ = Interp::kBilinear;
+  Fill fill_;
+};
+
 class RandomErasing final : public Transform {
  public:
   explicit RandomErasing(const TransformArgs& a) {
@@ -495,6 +533,8 @@ std::map<std::string, Entry>& Registry() {
         "RandomRotation(degrees, interpolation='nearest', expand=False, center=None, fill=0)");
     add("random_affine", [](const TransformArgs& a) { return std::make_unique<RandomAffine>(a, false); },
         "RandomAffine(degrees, translate=None, scale=None, shear=None, interpolation='nearest', fill=0, center=None)");
+    add("random_perspective", [](const TransformArgs& a) { return std::make_unique<RandomPerspective>(a); },
+        "RandomPerspective(distortion_scale=0.5, p=0.5, interpolation='bilinear', fill=0)");
     add("random_erasing", [](const TransformArgs& a) { return std::make_unique<RandomErasing>(a); },
         "RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)");
     add("rand_augment", MakeRandAugment,

@@ -153,6 +153,13 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
 // F_t.affine / F_t.rotate (expand = false) with the inverse matrix m: grid_sample's float32 grid,
 // zero padding; `fill` nullptr is torchvision's fill=None, else the mask blend it does for a fill.
 void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s);
+// torchvision's _get_perspective_coeffs: the 8 coefficients mapping output pixels to input ones for
+// the quadrilateral `start` (x, y of 4 corners) moved to `end`, solved in double and kept as float32
+// (torch solves in float32). False when the corners give no unique solution (collinear).
+bool PerspectiveCoefficients(const int start[8], const int end[8], float c[8]);
+// F_t.perspective with those coefficients: _perspective_grid in float32, then grid_sample as for
+// AffineWarp (zero padding; `fill` nullptr is fill=None, else its mask blend).
+void PerspectiveWarp(ImageU8 img, const float c[8], Interp interp, const float* fill, TransformScratch& s);
 
 // torch.linspace(start, end, steps) in float32, element i (the two-sided formula torch uses).
 float LinspaceF32(float start, float end, int steps, int i);

@@ -37,6 +37,7 @@ const char* kLists[] = {
     "random_rotation(180,interpolation=bilinear,fill=(9,8,7))", "random_rotation((10,20),center=(0,0))",
     "random_affine(45,translate=(0.5,0.5),scale=(0.2,3),shear=(-30,30,-20,20))",
     "random_affine(0,interpolation=bilinear,scale=(0.5,0.5))", "random_erasing(p=1,value=(1,2,3))",
+    "random_perspective(1,p=1,fill=(9,8,7))", "random_perspective(0.3,p=1,interpolation=nearest)",
     "rand_augment(4,30)", "rand_augment(2,9,interpolation=bilinear,fill=128)", "trivial_augment_wide",
     "auto_augment(interpolation=bilinear)"};
 

@@ -104,6 +104,18 @@ def replay_affine(mode):
     return f
 
 
+def replay_perspective(mode):
+    def f(img, log):
+        d = dict(log)
+        if not d["applied"]:
+            return img
+        h, w = img.shape[-2:]
+        start = [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
+        end = [[int(d[f"x{k}"]), int(d[f"y{k}"])] for k in range(4)]
+        return F.perspective(img, start, end, interpolation=mode, fill=[0.0, 0.0, 0.0])
+    return f
+
+
 def replay_erasing(img, log):
     d = dict(log)
     if not d["applied"]:
@@ -163,6 +175,8 @@ CASES = [
     ("random_rotation(30,interpolation=bilinear)", replay_rotation(IM.BILINEAR), 1),
     ("random_affine(15,translate=(0.1,0.1),scale=(0.8,1.2),shear=10)", replay_affine(IM.NEAREST), 0, 0.002),
     ("random_affine(15,translate=(0.1,0.1),scale=(0.8,1.2),shear=10,interpolation=bilinear)", replay_affine(IM.BILINEAR), 1),
+    ("random_perspective(0.5,p=0.5)", replay_perspective(IM.BILINEAR), 1),
+    ("random_perspective(0.6,p=1,interpolation=nearest)", replay_perspective(IM.NEAREST), 0, 0.01),
     ("random_erasing(p=0.5)", replay_erasing, 0),
     ("rand_augment(2,9)", replay_ops(IM.NEAREST), 1, 0.002),
     ("rand_augment(2,9,interpolation=bilinear)", replay_ops(IM.BILINEAR), 1),
@@ -296,6 +310,12 @@ def test_distributions_match_torchvision():
     check("random_affine shear", dsc_draws(spec, "shear_x"), [p[3][0] for p in tv_aff], np.linspace(-10, 10, 21))
     check("random_rotation angle", dsc_draws("random_rotation(30)", "angle"),
           [T.RandomRotation.get_params([-30.0, 30.0]) for _ in range(N)], np.linspace(-30, 30, 21))
+    # RandomPerspective's end points (each corner's x and y).
+    tv_per = [T.RandomPerspective.get_params(32, 32, 0.5)[1] for _ in range(N)]
+    per = [dict(log) for log in _dsc._transform_draws("random_perspective(0.5,p=1)", 32, 32, 11, N)]
+    for k in range(4):
+        check(f"random_perspective x{k}", [e[f"x{k}"] for e in per], [p[k][0] for p in tv_per])
+        check(f"random_perspective y{k}", [e[f"y{k}"] for e in per], [p[k][1] for p in tv_per])
     # RandomErasing's rectangle (over the samples where it applies).
     img = torch.zeros(3, 32, 32, dtype=torch.uint8)
     tv_er = [T.RandomErasing.get_params(img, (0.02, 0.33), (0.3, 3.3), [0]) for _ in range(N)]
