@@ -185,6 +185,10 @@ struct LoaderOptions {
   // same order and draw the same crops and flips, so images of the same size come out aligned (a
   // `view` of its own each: drawn independently). Boxes, points and masks follow the first image only.
   std::string image;
+  // Output channels: 0 = the images' own (1 when every image of the field is grayscale, else 3), 1 or
+  // 3. 1 from colour images is torchvision's Grayscale(1); a grayscale image gives its own values.
+  // With 1, normalisation takes mean[0] and std[0].
+  uint8_t channels = 0;
   // Typed fields (format 1.2) to deliver as Batch::fields, by name, in this order; empty: every field
   // of the file but the image and the labels. A name the file lacks is an OptionError.
   std::vector<std::string> fields;

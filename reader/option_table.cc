@@ -411,6 +411,10 @@ std::vector<OptionRow> MakeTable() {
     r.set = [](O& o, std::string_view text) { o.image = std::string(text); };
     t.push_back(std::move(r));
   }
+  t.push_back(Int<uint8_t>("channels",
+                           "output channels: 0 = the images' own (1 when every image is grayscale, else 3), 1 (torchvision's "
+                           "Grayscale(1) of colour images) or 3",
+                           0, 3, [](O& o) -> uint8_t& { return o.channels; }, "1", "4", kAll));
   // Typed fields (format 1.2): which of them batches carry (reader/batch_fields.h).
   t.push_back(FieldNames("fields", "typed fields to deliver, in this order (default: all but the image and labels)",
                          [](O& o) -> std::vector<std::string>& { return o.fields; }, "boxes,caption"));

@@ -69,6 +69,8 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
   if (o.dtype == DType::kUint8 && o.augment.normalize && !o.defer_augment)
     Bad("augment.normalize", "true", "uint8 output is unnormalised (normalise on the GPU, or use defer_augment)");
   if (o.defer_augment && o.dtype != DType::kUint8) Bad("defer_augment", "true", "needs uint8 NHWC output");
+  if (o.channels == 2) Bad("channels", "2", "is 0 (the images' own), 1 or 3");
+  if (o.defer_augment && o.channels == 1) Bad("channels", "1", "is not deferred yet (the GPU path writes 3 channels); use channels=3");
   if (o.decoder == LoaderOptions::Decoder::kGpu) {
     if (!o.defer_augment) Bad("decoder", "gpu", "needs defer_augment (the GPU finishes the batch)");
     if (!o.remote.addresses.empty()) Bad("decoder", "gpu", "cannot be combined with remote workers");

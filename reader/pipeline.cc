@@ -54,7 +54,12 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
       throw Error(path + ": sample 0 is " + std::to_string(width_) + "x" + std::to_string(height_) + ", more than max_pixels (" +
                   std::to_string(o.max_pixels) + " pixels), and every batch would hold images of that size");
   }
-  ValidateOptions(o, width_, height_);  // translate and cutout against the image size
+  if (opt_.channels == 0) {  // auto: the images' own, 1 only when every one is grayscale
+    opt_.channels = ds_.size() > 0 && !ds_.view().ffcv() ? 1 : 3;
+    for (uint64_t i = 0; i < ds_.size() && opt_.channels == 1; ++i)
+      if (ds_.entry(i, image).channels != 1) opt_.channels = 3;
+  }
+  ValidateOptions(opt_, width_, height_);  // translate and cutout against the image size
   field_ids_ = SelectFields(ds_.view(), o.fields, image);
   if (image != 0 && (!o.boxes.empty() || !o.points.empty()))
     throw OptionError(std::string(o.boxes.empty() ? "points" : "boxes") + " follow the first image '" + ds_.meta().fields[0].name +
@@ -70,7 +75,7 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
     // The list's geometric ops move pixels the boxes and masks do not follow yet: refused rather than misplaced.
     if (boxes_.moves_fields())
       for (const char* op : {"random_crop", "flip", "random_horizontal_flip", "random_vertical_flip", "random_rotation",
-                             "random_affine", "rand_augment", "trivial_augment", "auto_augment"})
+                             "random_affine", "random_perspective", "rand_augment", "trivial_augment", "auto_augment"})
         if (o.transforms.find(op) != std::string::npos) {
           const std::string what = boxes_.active() ? "boxes" : !boxes_.points.empty() ? "points" : "masks";
           throw OptionError(what + ": the transform list's '" + op + "' moves pixels the " + what +
@@ -141,7 +146,7 @@ void Pipeline::SetOutputSize(uint32_t w, uint32_t h) {
   o.augment.out_w = int(std::min<uint32_t>(w, INT32_MAX));
   o.augment.out_h = int(std::min<uint32_t>(h, INT32_MAX));
   ValidateOptions(o, w, h);
-  CheckBufferMemory(o, uint64_t(o.batch_size) * w * h * 3 * DTypeSize(o.dtype) + staging_);
+  CheckBufferMemory(o, uint64_t(o.batch_size) * w * h * opt_.channels * DTypeSize(o.dtype) + staging_);
   std::lock_guard<std::mutex> l(mu_);
   pending_w_ = w;
   pending_h_ = h;
@@ -236,6 +241,7 @@ const Batch* Pipeline::Next(uint64_t job) {
   b.dtype = opt_.dtype;
   b.layout = opt_.layout;
   b.height = height_;
+  b.channels = opt_.channels;
   b.width = width_;
   b.label_fields = ds_.meta().label_field_count();
   b.labels[0] = buf->labels[0].data();

@@ -71,7 +71,8 @@ void Pipeline::StartRemote() {
   if (!r.connect)
     throw OptionError("remote: LoaderOptions::remote.connect is not set (link dsc::remote and set it to dsc::remote::Connector())");
   if (r.transport.in_flight == 0 || r.transport.in_flight > 64) throw OptionError("remote.transport.in_flight must be 1 to 64, not " + std::to_string(r.transport.in_flight));
-  wire_uint8_ = r.transport.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8;
+  // One channel travels finished (fewer bytes than uint8 RGB already).
+  wire_uint8_ = r.transport.ship_uint8 && !opt_.defer_augment && opt_.dtype != DType::kUint8 && opt_.channels != 1;
   // About 4 MiB on the wire per request, sized by what travels (uint8 when the drivers finish the
   // samples): float32 CIFAR sized by its output took two requests per 512-batch, 11% more client CPU.
   const size_t wire_sample = wire_uint8_ ? size_t(3) * width_ * height_ : sample_bytes_;

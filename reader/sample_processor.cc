@@ -13,6 +13,7 @@
 #include "kernels/color.h"
 #include "kernels/crop_resize.h"
 #include "kernels/normalize_row.h"
+#include "kernels/transform_ops.h"
 #include "reader/decode_rgb.h"
 #include "reader/gpu_stage.h"
 #include "reader/mmap_guard.h"
@@ -86,6 +87,14 @@ SampleProcessor::SampleProcessor(const Dataset& ds, const kernels::AugmentSpec& 
     spec_.translate = spec_.cutout = 0;
     spec_.normalize = false;
   }
+  if (out.channels == 1) {  // everything below writes RGB; WriteGray makes the one channel
+    gray_ = true;
+    gray_out_ = out;
+    out_.dtype = DType::kUint8;
+    out_.layout = Layout::kNHWC;
+    out_.channels = 3;
+    gray_rgb_.resize(size_t(out.width) * out.height * 3);
+  }
   row_.resize(size_t(out.width) * 3);
   mirrored_.resize(size_t(out.width) * 3);
   if (out.twin) twin_ = std::make_unique<TwinStageWorker>(out.fancy_upsampling, out.image);
@@ -100,12 +109,39 @@ void SampleProcessor::Process(uint64_t index, uint64_t seed, uint64_t epoch, uin
     if (!WritesForms(defer_, out_)) throw Error("internal: planes asked of a processor that does not write finished uint8 NHWC");
     *form = SampleForm::kRgb;
   }
-  if (mmap_guard::RunGuarded([&] { ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form); })) return;
+  if (mmap_guard::RunGuarded([&] {
+        if (!gray_) return ProcessUnguarded(index, seed, epoch, dst, st, applied, fallback, form);
+        ProcessUnguarded(index, seed, epoch, gray_rgb_.data(), st, applied, fallback, nullptr);
+        WriteGray(index, dst);
+      }))
+    return;
   // A SIGBUS jumped out of the middle of a decode: libjpeg's and zstd's state is unknown, start afresh.
   jpeg_ = std::make_unique<kernels::JpegDecoder>();
   jpeg_->set_fast_idct(out_.fast_idct);
   ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(zstd_), ZSTD_reset_session_and_parameters);
   throw ds_.Unreadable(index);
+}
+
+void SampleProcessor::WriteGray(uint64_t index, uint8_t* dst) {
+  const size_t n = size_t(gray_out_.width) * gray_out_.height;
+  const uint8_t* rgb = gray_rgb_.data();
+  const bool own = ds_.entry(index, gray_out_.image).channels == 1;  // decoded to R = G = B: exact
+  auto value = [&](size_t i) { return own ? rgb[3 * i] : kernels::Gray(rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2]); };
+  switch (gray_out_.dtype) {
+    case DType::kUint8:
+      for (size_t i = 0; i < n; ++i) dst[i] = value(i);
+      return;
+    case DType::kFloat32: {
+      float* o = reinterpret_cast<float*>(dst);
+      for (size_t i = 0; i < n; ++i) o[i] = gray_out_.table[value(i)];  // channel 0's normalisation
+      return;
+    }
+    case DType::kFloat16: {
+      uint16_t* o = reinterpret_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) o[i] = gray_out_.half[value(i)];
+      return;
+    }
+  }
 }
 
 void SampleProcessor::PrepareChunk(const uint32_t* samples, size_t n, StageStats* st) {
@@ -403,7 +439,7 @@ kernels::SampleParams SampleProcessor::DrawParams(uint64_t index, uint64_t seed,
 }
 
 void SampleProcessor::FinishRgb(const BytePiece* pieces, size_t n, uint8_t* dst) {
-  if (defer_) throw Error("internal: FinishRgb on a deferring processor");
+  if (defer_ || gray_) throw Error("internal: FinishRgb on a deferring or one-channel processor");
   const size_t total = size_t(out_.width) * out_.height;
   size_t at = 0;  // pixels written
   uint8_t split[3];

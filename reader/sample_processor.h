@@ -32,6 +32,7 @@ struct OutputFormat {
   bool twin = false;                 // LoaderOptions::Decoder::kGpu (reader/gpu_stage.h)
   bool fast_idct = false;            // LoaderOptions::fast_idct (then fancy_upsampling too)
   uint32_t image = 0;                // the image field decoded (LoaderOptions::image as a field index)
+  uint8_t channels = 3;              // LoaderOptions::channels, resolved: 1 or 3
 };
 
 class TwinStageWorker;  // reader/gpu_stage.h
@@ -65,7 +66,7 @@ class SampleProcessor {
   // sample's own stream; `t` must outlive the processor. Not with `defer`.
   void set_transforms(const kernels::TransformList* t);
   static bool WritesForms(bool defer, const OutputFormat& out) {
-    return !defer && out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
+    return !defer && out.dtype == DType::kUint8 && out.layout == Layout::kNHWC && out.channels == 3;
   }
   // Called before Process of a batch chunk's samples, with them in the order Process will take them:
   // decodes together the small JPEGs among them that share the file's JPEG header (no crop, box
@@ -98,6 +99,9 @@ class SampleProcessor {
   kernels::SampleParams DrawParams(uint64_t index, uint64_t seed, uint64_t epoch) const;
   void ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t epoch, uint8_t* dst, StageStats* stats,
                         kernels::SampleParams* applied, uint8_t* fallback, SampleForm* form);
+  // One channel (OutputFormat::channels 1): the sample's finished uint8 RGB in gray_rgb_ to `dst` in
+  // gray_out_'s dtype: a grayscale image's own values, a colour one's kernels::Gray.
+  void WriteGray(uint64_t index, uint8_t* dst);
   // PrepareChunk's work, in a guarded region: the group's members; 0 when there is no group.
   int DecodeGroup();
   void WriteRows(const kernels::SampleParams& p, const uint8_t* src, int sw, int sh, int stride, uint8_t* dst);
@@ -144,7 +148,10 @@ class SampleProcessor {
   kernels::AugmentSpec spec_;  // the transforms this processor applies
   kernels::AugmentSpec full_;  // every transform asked for (differs from spec_ when deferring)
   bool defer_;
-  OutputFormat out_;
+  OutputFormat out_;  // with one output channel: uint8 NHWC RGB into gray_rgb_, then WriteGray
+  bool gray_ = false;
+  OutputFormat gray_out_;
+  std::vector<uint8_t> gray_rgb_;
   bool stats_;
   class Tracer* tracer_;
   uint32_t track_;

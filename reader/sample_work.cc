@@ -22,7 +22,8 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
     kernels::MakeNormalizeTable(plain, table_);
   }
   kernels::NormalizeCoefficients(o.augment, format_.scale, format_.bias);
-  sample_bytes_ = size_t(3) * width * height * DTypeSize(o.dtype);
+  format_.channels = o.channels == 1 ? 1 : 3;
+  sample_bytes_ = size_t(format_.channels) * width * height * DTypeSize(o.dtype);
 }
 
 std::unique_ptr<SampleProcessor> SampleWork::NewProcessor(const Dataset& ds, bool stats, Tracer* tracer,

@@ -30,6 +30,7 @@ class SampleWork {
   bool verify() const { return verify_; }  // LoaderOptions::verify: payload blocks are checked on first touch
   // Its processors can write samples as planes (SampleProcessor::Process's `form`): finished uint8 NHWC.
   bool writes_forms() const { return SampleProcessor::WritesForms(defer_, format_); }
+  uint32_t channels() const { return format_.channels; }
 
  private:
   kernels::AugmentSpec augment_;

@@ -24,9 +24,9 @@ at::Tensor View(void* data, at::IntArrayRef sizes, at::IntArrayRef strides, at::
   return torch::from_blob(data, sizes, strides, torch::TensorOptions().dtype(t).device(dev));
 }
 
-at::Tensor ImagesOn(void* data, int64_t n, int64_t h, int64_t w, Layout layout, DType dtype, at::Device dev) {
-  if (layout == Layout::kNCHW) return View(data, {n, 3, h, w}, {3 * h * w, h * w, w, 1}, ScalarOf(dtype), dev);
-  return View(data, {n, 3, h, w}, {3 * h * w, 1, 3 * w, 3}, ScalarOf(dtype), dev);  // channels_last
+at::Tensor ImagesOn(void* data, int64_t n, int64_t c, int64_t h, int64_t w, Layout layout, DType dtype, at::Device dev) {
+  if (layout == Layout::kNCHW) return View(data, {n, c, h, w}, {c * h * w, h * w, w, 1}, ScalarOf(dtype), dev);
+  return View(data, {n, c, h, w}, {c * h * w, 1, c * w, c}, ScalarOf(dtype), dev);  // channels_last
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ at::Tensor Images(const Batch& b) {
     throw Error("batch " + std::to_string(b.index) + " of epoch " + std::to_string(b.epoch) +
                 " carries staged JPEG payloads (Decoder::kGpu): its images exist only after gpu::Augmenter::Process "
                 "(use DeviceImages on the result)");
-  return ImagesOn(const_cast<void*>(b.images), b.size, b.height, b.width, b.layout, b.dtype, at::kCPU);
+  return ImagesOn(const_cast<void*>(b.images), b.size, b.channels, b.height, b.width, b.layout, b.dtype, at::kCPU);
 }
 
 at::Tensor Labels(const Batch& b, size_t field) {
@@ -66,7 +66,7 @@ at::Tensor DeviceImages(const gpu::DeviceBatch& d) {
   if (!TorchHasCuda())
     throw Error("this libtorch has no usable CUDA (Debian's libtorch is CPU-only): use DeviceBatch::images, a raw "
                 "device pointer, instead");
-  return ImagesOn(d.images, d.size, d.height, d.width, d.layout, d.dtype, at::Device(at::kCUDA, int8_t(d.device)));
+  return ImagesOn(d.images, d.size, 3, d.height, d.width, d.layout, d.dtype, at::Device(at::kCUDA, int8_t(d.device)));
 }
 
 int ShareCores(int loader_threads) {

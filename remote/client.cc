@@ -363,10 +363,13 @@ class GrpcExecutor : public RemoteExecutor {
   uint64_t wire_bytes() const override { return wire_bytes_.load(); }
 
  private:
+  // The output's channels (LoaderOptions::channels, resolved by the loader).
+  uint32_t Channels() const { return ctx_.options.channels == 1 ? 1 : 3; }
+
   // The largest reply a request of `samples` samples of w x h can bring: the images (zstd's bound,
   // when compressed), their parameters, a sample error and the message's framing.
   int ReplyLimit(uint64_t samples, uint32_t w, uint32_t h) const {
-    const uint64_t images = samples * 3 * w * h * DTypeSize(ctx_.options.dtype);
+    const uint64_t images = samples * Channels() * w * h * DTypeSize(ctx_.options.dtype);
     const uint64_t bound = uint64_t(ZSTD_compressBound(size_t(images))) + samples * kParamBytes + (256u << 10);
     return int(std::min<uint64_t>(bound, uint64_t(INT32_MAX)));
   }
@@ -381,7 +384,7 @@ class GrpcExecutor : public RemoteExecutor {
     };
     ReplyView& v = View();
     if (const std::string e = ParseReply(pieces.data(), pieces.size(), &v); !e.empty()) return bad(e);
-    const size_t sample_bytes = size_t(3) * t.width * t.height * DTypeSize(ctx_.options.dtype);
+    const size_t sample_bytes = size_t(Channels()) * t.width * t.height * DTypeSize(ctx_.options.dtype);
     size_t want = sample_bytes * t.count;
     std::vector<uint8_t>& forms = Forms();  // each sample's SampleForm when the reply has them
     forms.clear();

@@ -322,5 +322,118 @@ TEST(FurtherImages, TableBuildShardsMergeAndExport) {
   RemoveScratch(dir);
 }
 
+// Output channels (LoaderOptions::channels): a grayscale file comes as one channel by default, its
+// values those TurboJPEG decodes from the stored bytes, normalised with mean[0] and std[0]; asked for
+// 3 it comes as R = G = B; a colour file asked for 1 gives torchvision's Grayscale(1) formula of what
+// TurboJPEG decodes; the same batches for any thread count; refused where it cannot hold yet.
+TEST(Channels, GrayStaysOneChannelAndColourTurnsGrayOnRequest) {
+  const auto files = CifarJpegs(24);
+  const std::string dir = ScratchDir("-channels");
+  {
+    WriterOptions wo;
+    wo.encode.subsampling = "gray";
+    wo.encode.reencode = true;
+    wo.encode.encoding = "jpeg";
+    Writer w(dir + "/gray.beton", {ImageField("image"), LabelField("label")}, wo);
+    for (size_t i = 0; i < files.size(); ++i) {
+      Sample s;
+      s.SetImage("image", ReadFile(files[i]));
+      s.SetLabel("label", int32_t(i % 2));
+      w.Add(std::move(s));
+    }
+    w.Close();
+  }
+  Dataset gray(dir + "/gray.beton");
+  ASSERT_EQ(gray.entry(0).channels, 1);
+  auto stored = [&](uint64_t i) {  // TurboJPEG's decode of the stored bytes: R = G = B for a gray JPEG
+    std::vector<uint8_t> scratch;
+    const Payload p = gray.ReadPayload(i, &scratch);
+    return ReferenceDecode(std::vector<uint8_t>(p.data, p.data + p.size), nullptr, nullptr, TJFLAG_FASTUPSAMPLE);
+  };
+  const size_t px = 32 * 32;
+  {
+    LoaderOptions o = Plain("");
+    Loader l(dir + "/gray.beton", o);
+    size_t seen = 0;
+    for (const Batch& b : l.epoch(0)) {
+      ASSERT_EQ(b.channels, 1u);
+      for (uint32_t j = 0; j < b.size; ++j, ++seen) {
+        const auto rgb = stored(seen);
+        for (size_t p = 0; p < px; ++p) ASSERT_EQ(b.images_as<uint8_t>()[j * px + p], rgb[3 * p]) << seen << " " << p;
+      }
+    }
+    EXPECT_EQ(seen, files.size());
+    o.channels = 3;
+    Loader l3(dir + "/gray.beton", o);
+    seen = 0;
+    for (const Batch& b : l3.epoch(0))
+      for (uint32_t j = 0; j < b.size; ++j, ++seen)
+        ASSERT_EQ(std::vector<uint8_t>(b.images_as<uint8_t>() + j * 3 * px, b.images_as<uint8_t>() + (j + 1) * 3 * px), stored(seen));
+  }
+  {
+    LoaderOptions o = Plain("");  // float32, normalised with channel 0's mean and std
+    o.dtype = dsc::DType::kFloat32;
+    o.layout = Layout::kNCHW;
+    o.augment.normalize = true;
+    o.augment.mean[0] = 100, o.augment.std[0] = 50;
+    o.augment.mean[1] = o.augment.mean[2] = 7;  // unused with one channel
+    Loader l(dir + "/gray.beton", o);
+    for (const Batch& b : l.epoch(0)) {
+      ASSERT_EQ(b.channels, 1u);
+      const auto rgb = stored(0);
+      for (size_t p = 0; p < px; ++p) EXPECT_NEAR(b.images_as<float>()[p], (rgb[3 * p] - 100.f) / 50.f, 1e-5) << p;
+      break;
+    }
+  }
+  {
+    // Colour CIFAR asked for one channel: torchvision's rgb_to_grayscale, (0.2989 r + 0.587 g + 0.114 b) in
+    // float32, truncated to uint8, of what TurboJPEG decodes.
+    Writer w(dir + "/colour.beton", {ImageField("image"), LabelField("label")});
+    for (const auto& f : files) {
+      Sample s;
+      s.SetImage("image", ReadFile(f));
+      s.SetLabel("label", 0);
+      w.Add(std::move(s));
+    }
+    w.Close();
+    LoaderOptions o = Plain("");
+    o.channels = 1;
+    Loader l(dir + "/colour.beton", o);
+    size_t seen = 0;
+    for (const Batch& b : l.epoch(0)) {
+      ASSERT_EQ(b.channels, 1u);
+      for (uint32_t j = 0; j < b.size; ++j, ++seen) {
+        const auto rgb = ReferenceDecode(ReadFile(files[seen]), nullptr, nullptr, TJFLAG_FASTUPSAMPLE);
+        for (size_t p = 0; p < px; ++p) {
+          const float v = 0.2989f * float(rgb[3 * p]) + 0.587f * float(rgb[3 * p + 1]) + 0.114f * float(rgb[3 * p + 2]);
+          ASSERT_EQ(b.images_as<uint8_t>()[j * px + p], uint8_t(v)) << seen << " " << p;
+        }
+      }
+    }
+    Loader auto_colour(dir + "/colour.beton", Plain(""));
+    for (const Batch& b : auto_colour.epoch(0)) EXPECT_EQ(b.channels, 3u);
+  }
+  auto digest = [&](int threads) {
+    LoaderOptions o = Plain("");
+    o.channels = 1;
+    o.order = Order::kRandom;
+    o.seed = 2;
+    o.threads = threads;
+    o.augment.crop = kernels::CropMode::kRandomResized;
+    o.augment.out_w = o.augment.out_h = 20;
+    o.augment.flip = true;
+    Loader l(dir + "/colour.beton", o);
+    BatchDigest d;
+    for (const Batch& b : l.epoch(1)) d.Add(b);
+    return d.Hex();
+  };
+  EXPECT_EQ(digest(1), digest(3));
+  LoaderOptions o = Plain("");
+  o.channels = 1;
+  o.defer_augment = true;
+  EXPECT_THROW(Loader(dir + "/colour.beton", o), OptionError);
+  RemoveScratch(dir);
+}
+
 }  // namespace
 }  // namespace dsc::test

@@ -526,6 +526,7 @@ TEST(Loader, GrayscaleJpegsEqualAnIndependentDecode) {
     LoaderOptions o = Uint8(LoaderOptions::CifarTest());
     o.batch_size = 8;
     o.fancy_upsampling = fancy;
+    o.channels = 3;  // a gray file comes as one channel unless asked for 3 (images_test: Channels.*)
     Loader l(file, o);
     uint64_t n = 0;
     for (const Batch& b : l.epoch(0))
@@ -540,6 +541,7 @@ TEST(Loader, GrayscaleJpegsEqualAnIndependentDecode) {
   // Flip + translate + cutout on gray sources, against the naive reference.
   LoaderOptions o = Uint8(LoaderOptions::CifarTrain());
   o.batch_size = 8;
+  o.channels = 3;
   o.seed = 23;
   Loader l(file, o);
   for (const Batch& b : l.epoch(1))

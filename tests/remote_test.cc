@@ -260,6 +260,9 @@ TEST(Remote, TypedFieldsMasksAndFurtherImagesEqualLocal) {
   o.boxes.clear();
   o.image = "side";  // the option travels: the worker decodes the further image
   ExpectRemoteRandomCropsEqualLocal(path, o);
+  o.image.clear();
+  o.channels = 1;  // one channel travels finished
+  ExpectRemoteRandomCropsEqualLocal(path, o);
 }
 
 // FFCV's own files (written by FFCV's writer) through a worker: its classification file and the one

@@ -135,6 +135,57 @@ TEST(WebDataset, ShardsBuildInShardAndMemberOrder) {
   ExpectHolds(dir + "/folder.beton", ex);
 }
 
+// KEY.NAME.jpg members are further images (format 1.3) named NAME, byte for byte; without a .json
+// the file is typed for them alone; a sample that lacks one is named.
+TEST(WebDataset, NamedImageMembersBecomeFurtherImages) {
+  const std::string dir = ScratchDir();
+  const std::string root = CifarJpegRoot() + "/test";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  const std::string stage = dir + "/stage";
+  fs::create_directories(stage);
+  std::string members;
+  const int n = 12;
+  for (int k = 0; k < n; ++k) {
+    const std::string key = "img" + std::to_string(10 + k);
+    fs::copy_file(files[size_t(k)], stage + "/" + key + ".jpg");
+    fs::copy_file(files[size_t(n + k)], stage + "/" + key + ".depth.jpg");
+    fs::copy_file(files[size_t(2 * n + k)], stage + "/" + key + ".left.jpeg");
+    WriteFile(stage + "/" + key + ".cls", "3\n", 2);
+    members += " " + key + ".left.jpeg " + key + ".cls " + key + ".jpg " + key + ".depth.jpg";
+  }
+  ASSERT_EQ(RunShell("tar -cf " + dir + "/shard.tar -C " + stage + members), 0);
+  writer::Build(dir + "/shard.tar", dir + "/wds.beton", PassThrough());
+  Dataset ds(dir + "/wds.beton");
+  const auto& f = ds.meta().fields;
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[2].name, "depth");  // in name order
+  EXPECT_EQ(f[3].name, "left");
+  EXPECT_EQ(f[3].type, format::FieldType::kImage);
+  std::vector<uint8_t> scratch;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    for (uint32_t image : {0u, 2u, 3u}) {
+      const Payload p = ds.ReadPayload(i, &scratch, image);
+      ASSERT_EQ(std::vector<uint8_t>(p.data, p.data + p.size), ReadFile(files[size_t(i + (image == 0 ? 0 : image == 2 ? n : 2 * n))].string()))
+          << "sample " << i << " image " << image;
+    }
+    EXPECT_EQ(ds.label(i), 3);
+  }
+  // A sample without the depth member every other sample has: named.
+  fs::remove(stage + "/img15.depth.jpg");
+  const std::string less = members.substr(0, members.find(" img15.depth.jpg")) + members.substr(members.find(" img15.depth.jpg") + 16);
+  ASSERT_EQ(RunShell("tar -cf " + dir + "/less.tar -C " + stage + less), 0);
+  try {
+    writer::Build(dir + "/less.tar", dir + "/less.beton", PassThrough());
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("img15: no .depth.jpg/.jpeg/.png member"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/less.beton"));
+}
+
 TEST(WebDataset, CompressedShardsAndShardedBuilds) {
   const std::string dir = ScratchDir();
   const Expected ex = WriteShards(dir, 2, 30, false, ".tar.gz");

@@ -2,7 +2,8 @@
 // source, read with libarchive (plain or compressed tar). The shards are listed once at open (headers
 // only); a sample is then read on demand by a per-thread reader that moves forward through its shard,
 // so memory stays at one member and random order within a window costs at most a re-read. Shards
-// whose samples carry KEY.json are written with typed fields (BuildWdsTyped): the JSON as text.
+// whose samples carry KEY.json or further images (KEY.NAME.jpg) are written with typed fields
+// (BuildWdsTyped): the JSON as text, each NAME an image field.
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -58,10 +60,19 @@ void SplitKey(const std::string& path, std::string* key, std::string* ext) {
   std::transform(ext->begin(), ext->end(), ext->begin(), [](unsigned char c) { return char(std::tolower(c)); });
 }
 
+// "NAME.jpg", "NAME.jpeg", "NAME.png" (NAME not empty): a further image's member extension.
+bool IsFurtherImageExt(const std::string& ext) {
+  const size_t dot = ext.rfind('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  const std::string last = ext.substr(dot + 1);
+  return last == "jpg" || last == "jpeg" || last == "png";
+}
+
 struct WdsSample {
   uint32_t shard = 0;
   uint32_t image_member = 0, label_member = 0;  // member ordinals in the shard
   uint32_t text_member = UINT32_MAX;            // KEY.json, if any
+  std::map<std::string, uint32_t> images;       // KEY.NAME.jpg/.jpeg/.png: further images by NAME
   std::string key;
 };
 
@@ -89,6 +100,14 @@ class WdsSource : public Source {
         if (x.text_member == UINT32_MAX)
           throw Error(shards_[x.shard] + ": " + x.key + ": no .json member, while other samples have one (their JSON is stored as "
                       "the text field 'json', which every sample needs)");
+    // Further images (KEY.NAME.jpg): a field each, which every sample needs too.
+    for (const WdsSample& x : samples_)
+      for (const auto& kv : x.images) image_names_.insert(kv.first);
+    for (const WdsSample& x : samples_)
+      for (const std::string& n : image_names_)
+        if (!x.images.count(n))
+          throw Error(shards_[x.shard] + ": " + x.key + ": no ." + n + ".jpg/.jpeg/.png member, while other samples have one (stored "
+                      "as the image field '" + n + "', which every sample needs)");
     labels_.push_back({"label", {}});
   }
   ~WdsSource() override {
@@ -102,11 +121,13 @@ class WdsSource : public Source {
 
   void Load(size_t i, SourceItem* out) const override { Read(i, out, nullptr); }
   bool has_text() const { return has_text_; }
+  bool has_images() const { return !image_names_.empty(); }
   BuildReport BuildTyped(const std::string& out, const BuildOptions& o) const;
 
  private:
-  // The sample's image and class, and with `text` its .json member's bytes.
-  void Read(size_t i, SourceItem* out, std::string* text) const {
+  // The sample's image and class, with `text` its .json member's bytes, with `images` its further
+  // images' bytes (in image_names_ order).
+  void Read(size_t i, SourceItem* out, std::string* text, std::vector<std::vector<uint8_t>>* images = nullptr) const {
     const WdsSample& s = samples_[i];
     out->where = shards_[s.shard] + ": " + s.key;
     out->is_pixels = false;
@@ -120,7 +141,11 @@ class WdsSource : public Source {
     }
     std::string label_text;
     const bool want_text = text && s.text_member != UINT32_MAX;
-    const uint32_t last = std::max({s.image_member, s.label_member, want_text ? s.text_member : 0u});
+    uint32_t last = std::max({s.image_member, s.label_member, want_text ? s.text_member : 0u});
+    if (images) {
+      images->assign(s.images.size(), {});
+      for (const auto& kv : s.images) last = std::max(last, kv.second);
+    }
     while (c.next_member <= last) {
       archive_entry* e = nullptr;
       const int r = archive_read_next_header(c.a.get(), &e);
@@ -130,7 +155,14 @@ class WdsSource : public Source {
                     archive_error_string(c.a.get()));
       }
       const uint32_t m = c.next_member++;
-      if (m != s.image_member && m != s.label_member && !(want_text && m == s.text_member)) continue;  // libarchive skips the data
+      size_t further = SIZE_MAX;  // the further image this member is, if any (s.images is sorted by name)
+      if (images) {
+        size_t k = 0;
+        for (auto it = s.images.begin(); it != s.images.end(); ++it, ++k)
+          if (it->second == m) further = k;
+      }
+      if (m != s.image_member && m != s.label_member && !(want_text && m == s.text_member) && further == SIZE_MAX)
+        continue;  // libarchive skips the data
       const int64_t n = archive_entry_size(e);
       if (n < 0 || uint64_t(n) > max_)
         throw Error(out->where + ": member " + archive_entry_pathname(e) + " has " + std::to_string(n) +
@@ -143,6 +175,7 @@ class WdsSource : public Source {
       }
       if (m == s.image_member) out->bytes = std::move(buf);
       else if (m == s.label_member) label_text.assign(buf.begin(), buf.end());
+      else if (further != SIZE_MAX) (*images)[further] = std::move(buf);
       else text->assign(buf.begin(), buf.end());
     }
     // A .cls member holds the class as decimal text (WebDataset's convention), maybe with a newline.
@@ -200,6 +233,9 @@ class WdsSource : public Source {
       } else if (ext == "cls") {
         cur.label_member = member;
         has_label = true;
+      } else if (IsFurtherImageExt(ext)) {  // KEY.NAME.jpg: a further image named NAME
+        const std::string n = ext.substr(0, ext.rfind('.'));
+        if (!cur.images.emplace(n, member).second) throw Error(path + ": " + key + ": two ." + n + " image members; one per sample");
       } else if (ext == "json") {
         if (cur.text_member != UINT32_MAX) throw Error(path + ": " + key + ": two .json members; one per sample");
         cur.text_member = member;
@@ -218,6 +254,7 @@ class WdsSource : public Source {
   std::vector<LabelField> labels_;
   std::vector<std::string> ignored_;
   bool has_text_ = false;
+  std::set<std::string> image_names_;  // further images' names, sorted (each sample's map has them all)
 };
 
 BuildReport WdsSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
@@ -235,22 +272,31 @@ BuildReport WdsSource::BuildTyped(const std::string& out, const BuildOptions& o)
       ++rep.skipped;
     };
   }
-  const Schema schema = {dsc::ImageField("image"), dsc::LabelField("label"), dsc::TextField("json")};
+  Schema schema = {dsc::ImageField("image"), dsc::LabelField("label")};
+  if (has_text_) schema.push_back(dsc::TextField("json"));
+  for (const std::string& n : image_names_) {
+    if (n == "image" || n == "label" || n == "json") throw Error(shards_.front() + ": further image members ." + n + ".* take a name the build uses");
+    schema.push_back(dsc::ImageField(n));
+  }
   Writer w(out, schema, wo);
   if (o.shard_count) w.set_shard(o.shard_index, o.shard_count, all);
   SourceItem item;
   std::string text;
+  std::vector<std::vector<uint8_t>> images;
   for (size_t i = begin; i < end; ++i) {
-    Read(i, &item, &text);
+    Read(i, &item, has_text_ ? &text : nullptr, &images);
     // Checked here, so that the message names the shard and key (Add would name the output's sample).
-    if (const std::string why = format::ValueProblem(schema[2], 0, reinterpret_cast<const uint8_t*>(text.data()), text.size());
-        !why.empty())
-      throw Error(item.where + ".json: field 'json': " + why);
+    if (has_text_)
+      if (const std::string why = format::ValueProblem(schema[2], 0, reinterpret_cast<const uint8_t*>(text.data()), text.size());
+          !why.empty())
+        throw Error(item.where + ".json: field 'json': " + why);
     Sample s;
     s.set_where(item.where);
     s.SetImage("image", std::move(item.bytes));
     s.SetLabel("label", item.label[0]);
-    s.SetText("json", std::move(text));
+    if (has_text_) s.SetText("json", std::move(text));
+    size_t k = 0;
+    for (const std::string& n : image_names_) s.SetImage(n, std::move(images[k++]));
     text.clear();
     w.Add(std::move(s));
     if (o.progress && ((i - begin) % 1024 == 0 || i + 1 == end))
@@ -296,7 +342,7 @@ bool LooksLikeWebDataset(const std::string& path) {
 
 bool WdsNeedsTypedFields(const Source& src) {
   const auto* w = dynamic_cast<const WdsSource*>(&src);
-  return w && w->has_text();
+  return w && (w->has_text() || w->has_images());
 }
 
 BuildReport BuildWdsTyped(const Source& src, const std::string& out, const BuildOptions& options) {

@@ -111,6 +111,7 @@ class Loader:
         defer_augment: bool = ...,
         autotune: bool = ...,
         image: str = ...,
+        channels: Literal[0, 1, 3] = ...,
         fields: Union[str, Sequence[str]] = ...,
         boxes: Union[str, Sequence[str]] = ...,
         points: Union[str, Sequence[str]] = ...,

@@ -60,3 +60,33 @@ def test_image_options_are_refused_naming_the_field(rgbd):
         dsc.Loader(path, image="nope")
     with pytest.raises(ValueError, match="'depth' is an image field"):
         dsc.Loader(path, fields=["depth"])
+
+
+def test_channels_one_is_torchvisions_grayscale(rgbd):
+    import torch
+    from torchvision.transforms import functional as F
+    path, photos, _ = rgbd
+    seen = 0
+    for b in dsc.Loader(path, channels=1, **PLAIN):
+        assert b["image"].shape[1:] == (32, 32, 1)
+        for j in range(len(b["label"])):
+            want = F.rgb_to_grayscale(torch.from_numpy(photos[seen]).permute(2, 0, 1))  # [1, 32, 32] uint8
+            assert torch.equal(b["image"][j].permute(2, 0, 1), want), seen
+            seen += 1
+    assert seen == N
+
+
+def test_a_grayscale_file_loads_as_one_channel(tmp_path):
+    import os
+    src = os.path.join(os.environ.get("DSC_TESTDATA", "build/testdata"), "cifar10", "test")
+    out = tmp_path / "gray.beton"
+    dsc.build(src, out, subsampling="gray", reencode=True, encoding="jpeg")
+    one = next(iter(dsc.Loader(out, batch_size=50, order="sequential", dtype="uint8", layout="NHWC", normalize=False)))[0]
+    three = next(iter(dsc.Loader(out, batch_size=50, order="sequential", dtype="uint8", layout="NHWC", normalize=False,
+                                 channels=3)))[0]
+    assert one.shape == (50, 32, 32, 1) and three.shape == (50, 32, 32, 3)
+    for c in range(3):  # a gray image's own values, not a weighted sum of them
+        assert np.array_equal(three[..., c].numpy(), one[..., 0].numpy())
+    f = next(iter(dsc.Loader(out, batch_size=50, order="sequential", normalize=True, mean=(100, 0, 0), std=(50, 1, 1))))[0]
+    assert f.shape == (50, 1, 32, 32)
+    assert np.allclose(f[:, 0].numpy(), (one[..., 0].numpy().astype(np.float32) - 100) / 50, atol=1e-5)
