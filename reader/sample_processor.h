@@ -1,6 +1,7 @@
 // Turns one stored sample into its slot of a batch: read payload, decode, augment, normalise, write
 // in the output dtype and layout. One per worker thread; all scratch memory is reused across
-// samples, so the hot path does not allocate.
+// samples, so the hot path does not allocate. Its output writers (planes, rows, one channel) are in
+// reader/sample_output.cc.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -27,17 +27,6 @@ namespace {
 using format::DType;
 using format::FieldType;
 
-bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::vector<std::string> CifarJpegs(size_t n) {
-  std::vector<std::string> files;
-  for (const auto& f : std::filesystem::recursive_directory_iterator(CifarJpegRoot() + "/test"))
-    if (f.is_regular_file()) files.push_back(f.path());
-  std::sort(files.begin(), files.end());
-  files.resize(std::min(n, files.size()));
-  return files;
-}
-
 // One sample's values as the test made them (the independent reference).
 struct Values {
   std::vector<uint8_t> jpeg;
@@ -75,7 +64,7 @@ Schema TestSchema() {
 std::vector<Values> MakeValues(size_t n) {
   std::mt19937_64 rng(7);
   std::vector<Values> out;
-  const auto files = CifarJpegs(n);
+  const auto files = CifarTestJpegs(n);
   for (size_t i = 0; i < files.size(); ++i) {
     Values v;
     v.jpeg = ReadFile(files[i]);
@@ -210,7 +199,7 @@ TEST(Fields, SameFileForAnyThreadCount) {
 }
 
 TEST(Fields, ClassificationSchemaWritesAVersion10File) {
-  const auto files = CifarJpegs(5);
+  const auto files = CifarTestJpegs(5);
   const std::string dir = ScratchDir("-fields-cls");
   Writer w(dir + "/c.beton", {ImageField("image"), LabelField("label")});
   for (const auto& f : files) {
@@ -485,7 +474,7 @@ TEST(Fields, UndecodableImagesAreSkippedWhenAsked) {
 // at Add fails that Add (naming sample and file) and leaves the writer usable; one gone before its
 // read fails the writer at Close, naming its sample, and leaves no file.
 TEST(Fields, FilesGivenByPathWriteTheSameFile) {
-  const auto files = CifarJpegs(300);  // more than one window at 1 and 2 threads
+  const auto files = CifarTestJpegs(300);  // more than one window at 1 and 2 threads
   const std::string dir = ScratchDir("-fields-files");
   const Schema schema = {ImageField("image"), LabelField("label"), BytesField("raw")};
   auto write = [&](const std::string& out, int threads, bool by_path) {

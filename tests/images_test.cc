@@ -29,17 +29,6 @@ namespace {
 
 using format::DType;
 
-bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::vector<std::string> CifarJpegs(size_t n) {
-  std::vector<std::string> files;
-  for (const auto& f : std::filesystem::recursive_directory_iterator(CifarJpegRoot() + "/test"))
-    if (f.is_regular_file()) files.push_back(f.path());
-  std::sort(files.begin(), files.end());
-  files.resize(std::min(n, files.size()));
-  return files;
-}
-
 // One sample as the test made it: the references the loader is compared with.
 struct Values {
   std::vector<uint8_t> image, depth;  // JPEG files' bytes
@@ -51,7 +40,7 @@ struct Values {
 constexpr int kThumbW = 16, kThumbH = 8;
 
 std::vector<Values> MakeValues(size_t n) {
-  const auto files = CifarJpegs(2 * n);
+  const auto files = CifarTestJpegs(2 * n);
   std::mt19937 rng(11);
   std::vector<Values> out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -288,7 +277,7 @@ TEST(FurtherImages, DamagedDescriptorsAreNamed) {
 // shards and merged it is the one-machine build byte for byte; `dsc export` writes the further image
 // as a PNG of the pixels libjpeg-turbo decodes; `dsc info` lists it.
 TEST(FurtherImages, TableBuildShardsMergeAndExport) {
-  const auto files = CifarJpegs(30);
+  const auto files = CifarTestJpegs(30);
   const std::string dir = ScratchDir("-images-table");
   {
     std::ofstream t(dir + "/t.jsonl");
@@ -327,7 +316,7 @@ TEST(FurtherImages, TableBuildShardsMergeAndExport) {
 // 3 it comes as R = G = B; a colour file asked for 1 gives torchvision's Grayscale(1) formula of what
 // TurboJPEG decodes; the same batches for any thread count; refused where it cannot hold yet.
 TEST(Channels, GrayStaysOneChannelAndColourTurnsGrayOnRequest) {
-  const auto files = CifarJpegs(24);
+  const auto files = CifarTestJpegs(24);
   const std::string dir = ScratchDir("-channels");
   {
     WriterOptions wo;

@@ -35,7 +35,6 @@ RunProfile Profile(double wait_share, double cpu_cores, uint64_t read, uint64_t 
   return p;
 }
 
-bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(Verdict, BelowTheThresholdIsComputeBound) {
   // Up to 5% data wait is compute-bound, whatever the loader's stages look like.

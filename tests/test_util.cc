@@ -26,6 +26,15 @@ namespace fs = std::filesystem;
 
 std::string CifarJpegRoot() { return std::string(DSC_TESTDATA) + "/cifar10"; }
 
+std::vector<std::string> CifarTestJpegs(size_t n) {
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(CifarJpegRoot() + "/test"))
+    if (f.is_regular_file()) files.push_back(f.path());
+  std::sort(files.begin(), files.end());
+  files.resize(std::min(n, files.size()));
+  return files;
+}
+
 CifarFiles BuildCifarFiles(const std::string& tag) {
   const std::string dir = ScratchDir(tag);
   writer::BuildOptions o;

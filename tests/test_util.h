@@ -10,6 +10,10 @@ namespace dsc::test {
 
 // Root of the unpacked real CIFAR-10 ("<root>/train/<class>/NNNN.jpg", "<root>/test/...").
 std::string CifarJpegRoot();
+// The first n CIFAR-10 test JPEGs by path (sorted), real bytes for writer and loader tests.
+std::vector<std::string> CifarTestJpegs(size_t n);
+// Whether `text` contains `part` (error messages).
+inline bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 // The real CIFAR-10 train and test splits, built with dsc build's defaults into a new scratch folder.
 struct CifarFiles {
   std::string train, test;
