@@ -278,6 +278,9 @@ TEST(Train, ATestFileOfAnotherTaskIsRefusedAndAnyClassCountTrains) {
   EXPECT_EQ(RunDsc("train " + dir + "/g12-train.beton --test " + dir + "/g3-test.beton" + small + " --max-steps 1", &out), 0) << out;
   EXPECT_EQ(RunDsc("train " + dir + "/g3-train.beton --test " + dir + "/g3-test.beton" + small + " --max-steps 1", &out), 0) << out;
   EXPECT_NE(out.find("training ResNet-9 (10 outputs)"), std::string::npos) << out;
+  // A grayscale file trains the RGB model (dsc train asks the loader for three channels).
+  ASSERT_EQ(RunDsc("build " + dir + "/g3/train " + dir + "/g3-gray.beton --subsampling gray --reencode", &out), 0) << out;
+  EXPECT_EQ(RunDsc("train " + dir + "/g3-gray.beton --test " + dir + "/g3-test.beton" + small + " --max-steps 1", &out), 0) << out;
   EXPECT_EQ(RunDsc("train " + dir + "/g3-train.beton --test " + dir + "/g12-test.beton" + small, &out), 1) << out;
   EXPECT_NE(out.find("names its classes class_000, class_001, class_002, class_003"), std::string::npos) << out;
   ASSERT_EQ(RunDsc("train " + f.train + " --test " + f.test + small + " --max-steps 1 --checkpoint " + dir + "/ck", &out), 0) << out;

@@ -158,6 +158,7 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
   to.threads = c.loader_threads;
   to.autotune = c.loader_autotune;
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
+  to.channels = 3;            // the model takes RGB: a grayscale file's values come in all three
   to.remote = c.remote;
   const kernels::AugmentSpec train_aug = to.augment;
   gpu_decode = hw.cuda && c.decoder == "gpu";
@@ -174,6 +175,7 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
   eo.world_size = uint32_t(dist.world_size());
   eo.threads = c.loader_threads;
   eo.layout = Layout::kNHWC;
+  eo.channels = 3;
   {
     Dataset probe(c.train);
     train_samples = probe.size();
