@@ -20,6 +20,7 @@
 #include "tests/device_twin.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
+#include "writer/writer.h"
 
 namespace dsc::test {
 namespace {
@@ -186,6 +187,33 @@ TEST(GpuDecode, MixedCifarFileEqualsCpuDecoderAndProgressiveFallsBack) {
   Counts f;
   ExpectGpuEqualsCpu(file, fancy, 2, &f);
   EXPECT_GE(f.staged, ds.size() - progressive);
+}
+
+// A typed file (format 1.3: a text field and a further JPEG image): the GPU staging path, finished by
+// the host twin, gives the CPU decoder's batches for its first image and for its further one.
+TEST(GpuDecode, TypedFileAndItsFurtherImageEqualTheCpuDecoder) {
+  const std::string path = ScratchDir("-gpudec-typed") + "/typed.beton";
+  {
+    const auto files = CifarTestJpegs(200);
+    Writer w(path, {ImageField("image"), LabelField("label"), TextField("caption"), ImageField("side")});
+    for (size_t i = 0; i < 100; ++i) {
+      Sample s;
+      s.SetImage("image", ReadFile(files[i]));
+      s.SetLabel("label", int32_t(i % 10));
+      s.SetText("caption", std::to_string(i));
+      s.SetImage("side", ReadFile(files[100 + i]));
+      w.Add(std::move(s));
+    }
+    w.Close();
+  }
+  for (const char* image : {"image", "side"}) {
+    SCOPED_TRACE(image);
+    LoaderOptions o = LoaderOptions::CifarTrain();
+    o.image = image;
+    Counts c;
+    ExpectGpuEqualsCpu(path, o, 2, &c);
+    EXPECT_EQ(c.staged, 100u);  // every payload a baseline JPEG the GPU decoder takes
+  }
 }
 
 TEST(GpuDecode, StagingAreaFullFallsBackAsTooLarge) {
