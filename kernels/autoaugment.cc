@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "format/error.h"
+#include "kernels/transform_ops.h"
 #include "kernels/transforms_internal.h"
 
 namespace dsc::kernels {
@@ -17,36 +18,41 @@ namespace {
 enum Op : int { kIdentity, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor, kContrast,
                 kSharpness, kPosterize, kSolarize, kAutoContrast, kEqualize, kInvert };
 
-// _apply_op.
-void ApplyOp(ImageU8 img, Op op, double mag, Interp interp, const Fill& fill, TransformScratch& s) {
+// _apply_op, as a step on a w x h image (kStepNone for the identity).
+TransformStep PlanOp(int w, int h, Op op, double mag, Interp interp, const Fill& fill) {
   const double pi = 3.14159265358979323846;
   double m[6];
   switch (op) {
-    case kIdentity: return;
+    case kIdentity: return Step(kStepNone);
     case kShearX:
     case kShearY: {
       const double deg = std::atan(mag) * 180 / pi;
       // center=[0, 0]: relative to the image centre that is (-w/2, -h/2).
-      InverseAffineMatrix(-img.width * 0.5, -img.height * 0.5, 0, 0, 0, 1, op == kShearX ? deg : 0, op == kShearY ? deg : 0, m);
-      return AffineWarp(img, m, interp, fill.ptr(), s);
+      InverseAffineMatrix(-w * 0.5, -h * 0.5, 0, 0, 0, 1, op == kShearX ? deg : 0, op == kShearY ? deg : 0, m);
+      return AffineStep(m, w, h, interp, fill);
     }
     case kTranslateX:
     case kTranslateY:
       InverseAffineMatrix(0, 0, 0, op == kTranslateX ? double(int(mag)) : 0, op == kTranslateY ? double(int(mag)) : 0, 1, 0, 0, m);
-      return AffineWarp(img, m, interp, fill.ptr(), s);
+      return AffineStep(m, w, h, interp, fill);
     case kRotate:
       InverseAffineMatrix(0, 0, -mag, 0, 0, 1, 0, 0, m);
-      return AffineWarp(img, m, interp, fill.ptr(), s);
-    case kBrightness: return AdjustBrightness(img, 1.0 + mag);
-    case kColor: return AdjustSaturation(img, 1.0 + mag);
-    case kContrast: return AdjustContrast(img, 1.0 + mag);
-    case kSharpness: return AdjustSharpness(img, 1.0 + mag, s);
-    case kPosterize: return Posterize(img, int(mag));
-    case kSolarize: return Solarize(img, mag);
-    case kAutoContrast: return Autocontrast(img);
-    case kEqualize: return Equalize(img);
-    case kInvert: return Invert(img);
+      return AffineStep(m, w, h, interp, fill);
+    case kBrightness: return Step(kStepBrightness, 1.0 + mag);
+    case kColor: return Step(kStepSaturation, 1.0 + mag);
+    case kContrast: return Step(kStepContrast, 1.0 + mag);
+    case kSharpness: return Step(kStepSharpness, 1.0 + mag);
+    case kPosterize: {
+      TransformStep st = Step(kStepPosterize);
+      st.i[0] = int(mag);
+      return st;
+    }
+    case kSolarize: return Step(kStepSolarize, mag);
+    case kAutoContrast: return Step(kStepAutocontrast);
+    case kEqualize: return Step(kStepEqualize);
+    case kInvert: return Step(kStepInvert);
   }
+  return Step(kStepNone);
 }
 
 // An op's magnitude table: bins over [0, top] (top may depend on the image), or the posterize bins
@@ -100,7 +106,7 @@ const std::vector<Space>& TrivialSpace() {
   return s;
 }
 
-class RandAugment final : public Transform {
+class RandAugment final : public StepTransform {
  public:
   explicit RandAugment(const TransformArgs& a) {
     num_ops_ = IntIn(a, a.Num(0, "num_ops", 2), "num_ops", 0, 64);
@@ -111,15 +117,16 @@ class RandAugment final : public Transform {
     if (num_ops_ < 0 || bins_ < 2 || magnitude_ < 0 || magnitude_ >= bins_)
       throw Error("transform rand_augment: needs num_ops >= 0, num_magnitude_bins >= 2 and 0 <= magnitude < num_magnitude_bins");
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  int MaxSteps() const override { return num_ops_; }
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const std::vector<Space>& space = RandAugmentSpace();
     for (int k = 0; k < num_ops_; ++k) {
       const Space& sp = space[rng.Below(space.size())];
-      double mag = Magnitude(sp, bins_, magnitude_, img.width, img.height);
+      double mag = Magnitude(sp, bins_, magnitude_, w, h);
       if (sp.signed_ && rng.Below(2)) mag = -mag;  // torch.randint(2, (1,)) true: negative
       Log(log, "op", sp.op);
       Log(log, "magnitude", mag);
-      ApplyOp(img, sp.op, mag, interp_, fill_, s);
+      steps->push_back(PlanOp(w, h, sp.op, mag, interp_, fill_));
     }
   }
 
@@ -129,7 +136,7 @@ class RandAugment final : public Transform {
   Fill fill_;
 };
 
-class TrivialAugmentWide final : public Transform {
+class TrivialAugmentWide final : public StepTransform {
  public:
   explicit TrivialAugmentWide(const TransformArgs& a) {
     bins_ = IntIn(a, a.Num(0, "num_magnitude_bins", 31), "num_magnitude_bins", 2, 1 << 16);
@@ -137,15 +144,15 @@ class TrivialAugmentWide final : public Transform {
     fill_ = ParseFill(a, 2, true);
     if (bins_ < 2) throw Error("transform trivial_augment_wide: num_magnitude_bins must be at least 2");
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const std::vector<Space>& space = TrivialSpace();
     const Space& sp = space[rng.Below(space.size())];
     double mag = 0;
-    if (sp.kind != Space::kNone) mag = Magnitude(sp, bins_, int(rng.Below(uint64_t(bins_))), img.width, img.height);
+    if (sp.kind != Space::kNone) mag = Magnitude(sp, bins_, int(rng.Below(uint64_t(bins_))), w, h);
     if (sp.signed_ && rng.Below(2)) mag = -mag;
     Log(log, "op", sp.op);
     Log(log, "magnitude", mag);
-    ApplyOp(img, sp.op, mag, interp_, fill_, s);
+    steps->push_back(PlanOp(w, h, sp.op, mag, interp_, fill_));
   }
 
  private:
@@ -175,7 +182,7 @@ const PolicyStep kImageNetPolicy[25][2] = {
     {{kInvert, 0.6f, -1}, {kEqualize, 1.0f, -1}},    {{kColor, 0.6f, 4}, {kContrast, 1.0f, 8}},
     {{kEqualize, 0.8f, -1}, {kEqualize, 0.6f, -1}}};
 
-class AutoAugment final : public Transform {
+class AutoAugment final : public StepTransform {
  public:
   explicit AutoAugment(const TransformArgs& a) {
     const std::string policy = a.Word(0, "policy", "imagenet");
@@ -184,7 +191,8 @@ class AutoAugment final : public Transform {
     interp_ = ParseInterp(a, 1);
     fill_ = ParseFill(a, 2, true);
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  int MaxSteps() const override { return 2; }
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     // get_params: policy id, two probabilities, two signs; magnitudes from the 10-bin space.
     const int id = int(rng.Below(25));
     const double probs[2] = {double(float(rng.Uniform())), double(float(rng.Uniform()))};
@@ -200,10 +208,10 @@ class AutoAugment final : public Transform {
         if (x.op == st.op) sp = &x;
       static const Space invert{kInvert, Space::kNone, 0, 0, false};
       if (!sp) sp = &invert;
-      double mag = st.bin >= 0 ? Magnitude(*sp, 10, st.bin, img.width, img.height) : 0.0;
+      double mag = st.bin >= 0 ? Magnitude(*sp, 10, st.bin, w, h) : 0.0;
       if (sp->signed_ && signs[i] == 0) mag = -mag;
       Log(log, "magnitude", mag);
-      ApplyOp(img, st.op, mag, interp_, fill_, s);
+      steps->push_back(PlanOp(w, h, st.op, mag, interp_, fill_));
     }
   }
 

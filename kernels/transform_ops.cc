@@ -14,12 +14,6 @@ namespace {
 size_t Pixels(const ImageU8& img) { return size_t(img.width) * size_t(img.height); }
 }  // namespace
 
-float LinspaceF32(float start, float end, int steps, int i) {
-  if (steps <= 1) return start;
-  const float step = (end - start) / float(steps - 1);
-  return i < steps / 2 ? start + step * float(i) : end - step * float(steps - i - 1);
-}
-
 // Plain float loops the compiler vectorises (an AVX2 clone where the CPU has it): the same float32
 // operations in the same order, lane by lane.
 // Not under TSan: its instrumentation of the clone resolver runs before the runtime is up (a crash at
@@ -195,35 +189,6 @@ DSC_VECTOR_CLONES void AdjustSharpness(ImageU8 img, double factor, TransformScra
   for (size_t i = 0; i < bytes; ++i) img.data[i] = TruncU8(f.r * float(img.data[i]) + f.rc * float(deg[i]));
 }
 
-namespace {
-// Reflect (no edge repeat) of coordinate i into [0, n): torch's "reflect" padding.
-int ReflectIndex(int i, int n) {
-  if (n == 1) return 0;
-  const int period = 2 * (n - 1);
-  i %= period;
-  if (i < 0) i += period;
-  return i < n ? i : period - i;
-}
-int SymmetricIndex(int i, int n) {
-  const int period = 2 * n;
-  i %= period;
-  if (i < 0) i += period;
-  return i < n ? i : period - 1 - i;
-}
-// torchvision's _get_gaussian_kernel1d in float32.
-void GaussianKernel1d(int k, double sigma, float* out) {
-  const float half = float((k - 1) * 0.5);
-  const float sg = float(sigma);
-  float sum = 0.f;
-  for (int i = 0; i < k; ++i) {
-    const float x = LinspaceF32(-half, half, k, i) / sg;
-    out[i] = std::exp(-0.5f * (x * x));
-    sum += out[i];
-  }
-  for (int i = 0; i < k; ++i) out[i] /= sum;
-}
-}  // namespace
-
 void GaussianBlur(ImageU8 img, int kx, int ky, double sigma_x, double sigma_y, TransformScratch& s) {
   if (kx <= 0 || ky <= 0 || kx % 2 == 0 || ky % 2 == 0) throw Error("gaussian_blur: kernel sizes must be odd and positive");
   if (!(sigma_x > 0) || !(sigma_y > 0)) throw Error("gaussian_blur: sigma must be positive");
@@ -321,66 +286,44 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
   std::copy(r, r + 6, m);
 }
 
-namespace {
-
-// grid_sample (align_corners = False, zero padding) at unnormalised source position (ix, iy) of a
-// w x h RGB image, into d: nearest or bilinear; with `fill`, F_t._apply_grid_transform's mask blend.
-inline void GridSampleAt(const uint8_t* src, int w, int h, float ix, float iy, Interp interp, const float* fill, uint8_t* d) {
-  const float fw = float(w), fh = float(h);
-  if (interp == Interp::kNearest) {
-    const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
-    const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
-    for (int c = 0; c < 3; ++c) d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
-    return;
-  }
-  if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
-    for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
-    return;
-  }
-  const float x0f = std::floor(ix), y0f = std::floor(iy);
-  const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
-  const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se
-  const int x0 = int(x0f), y0 = int(y0f);
-  const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
-  float v[3] = {0.f, 0.f, 0.f}, mask = 0.f;
-  for (int k = 0; k < 4; ++k) {
-    const bool in = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
-    for (int c = 0; c < 3; ++c) {
-      const float val = in ? float(src[(size_t(ty[k]) * size_t(w) + size_t(tx[k])) * 3 + size_t(c)]) : 0.f;
-      v[c] = k == 0 ? val * wts[k] : v[c] + val * wts[k];
-    }
-    mask = k == 0 ? (in ? wts[k] : 0.f) : mask + (in ? wts[k] : 0.f);
-  }
-  for (int c = 0; c < 3; ++c) d[c] = RoundU8(fill ? v[c] * mask + (1.f - mask) * fill[c] : v[c]);
+void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
+  float g[6];
+  AffineGridOf(m, img.width, img.height, g);
+  AffineWarpGrid(img, g, interp, fill, s);
 }
 
-}  // namespace
-
-DSC_VECTOR_CLONES void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s) {
+DSC_VECTOR_CLONES void AffineWarpGrid(ImageU8 img, const float g[6], Interp interp, const float* fill, TransformScratch& s) {
   const int w = img.width, h = img.height;
   const size_t bytes = Pixels(img) * 3;
   s.bytes.assign(img.data, img.data + bytes);
   const uint8_t* src = s.bytes.data();
   // _gen_affine_grid: base (x, y, 1) at pixel centres relative to the image centre, times theta^T
-  // scaled by (0.5 w, 0.5 h); then grid_sample's unnormalisation ((g + 1) * size - 1) / 2.
-  const float hw = float(0.5 * w), hh = float(0.5 * h);
-  const float r00 = float(m[0]) / hw, r10 = float(m[1]) / hw, r20 = float(m[2]) / hw;
-  const float r01 = float(m[3]) / hh, r11 = float(m[4]) / hh, r21 = float(m[5]) / hh;
+  // scaled by (0.5 w, 0.5 h) (kernels/transform_ops.h's AffineSource).
   const float fw = float(w), fh = float(h);
   s.floats.resize(size_t(w));
   float* xbs = s.floats.data();
-  for (int x = 0; x < w; ++x) xbs[x] = LinspaceF32(float(-w * 0.5 + 0.5), float(w * 0.5 + 0.5 - 1), w, x);
+  for (int x = 0; x < w; ++x) xbs[x] = AffineBase(w, x);
+  const int bilinear = interp == Interp::kBilinear;
   for (int y = 0; y < h; ++y) {
-    const float yb = LinspaceF32(float(-h * 0.5 + 0.5), float(h * 0.5 + 0.5 - 1), h, y);
+    const float yb = AffineBase(h, y);
     for (int x = 0; x < w; ++x) {
-      const float xb = xbs[x];
-      const float gx = xb * r00 + yb * r10 + r20;
-      const float gy = xb * r01 + yb * r11 + r21;
-      const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
-      const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
-      GridSampleAt(src, w, h, ix, iy, interp, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
+      float ix, iy;
+      AffineSource(g, xbs[x], yb, fw, fh, &ix, &iy);
+      GridSampleAt(src, w, h, ix, iy, bilinear, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
     }
   }
+}
+
+void AffineGridOf(const double m[6], int w, int h, float g[6]) {
+  const float hw = float(0.5 * w), hh = float(0.5 * h);
+  g[0] = float(m[0]) / hw, g[1] = float(m[1]) / hw, g[2] = float(m[2]) / hw;
+  g[3] = float(m[3]) / hh, g[4] = float(m[4]) / hh, g[5] = float(m[5]) / hh;
+}
+
+void PerspectiveGridOf(const float c[8], int w, int h, float g[8]) {
+  const float hw = 0.5f * float(w), hh = 0.5f * float(h);
+  g[0] = c[0] / hw, g[1] = c[1] / hw, g[2] = c[2] / hw, g[3] = c[3] / hh, g[4] = c[4] / hh, g[5] = c[5] / hh;
+  g[6] = c[6], g[7] = c[7];
 }
 
 bool PerspectiveCoefficients(const int start[8], const int end[8], float c[8]) {
@@ -409,29 +352,67 @@ bool PerspectiveCoefficients(const int start[8], const int end[8], float c[8]) {
   return true;
 }
 
-DSC_VECTOR_CLONES void PerspectiveWarp(ImageU8 img, const float c[8], Interp interp, const float* fill, TransformScratch& s) {
+void PerspectiveWarp(ImageU8 img, const float c[8], Interp interp, const float* fill, TransformScratch& s) {
+  float g[8];
+  PerspectiveGridOf(c, img.width, img.height, g);
+  PerspectiveWarpGrid(img, g, interp, fill, s);
+}
+
+DSC_VECTOR_CLONES void PerspectiveWarpGrid(ImageU8 img, const float g[8], Interp interp, const float* fill, TransformScratch& s) {
   const int w = img.width, h = img.height;
   s.bytes.assign(img.data, img.data + Pixels(img) * 3);
   const uint8_t* src = s.bytes.data();
   // _perspective_grid: base (x, y, 1) at pixel centres (linspace(0.5, size - 0.5)); grid1 = base @
   // (theta1^T / (0.5 w, 0.5 h)), grid2 = base @ theta2^T = c6 x + c7 y + 1; grid = grid1 / grid2 - 1.
-  const float hw = 0.5f * float(w), hh = 0.5f * float(h);
-  const float a0 = c[0] / hw, a1 = c[1] / hw, a2 = c[2] / hw, b0 = c[3] / hh, b1 = c[4] / hh, b2 = c[5] / hh;
   const float fw = float(w), fh = float(h);
   s.floats.resize(size_t(w));
   float* xbs = s.floats.data();
-  for (int x = 0; x < w; ++x) xbs[x] = LinspaceF32(0.5f, float(w) + 0.5f - 1.f, w, x);
+  for (int x = 0; x < w; ++x) xbs[x] = PerspectiveBase(w, x);
+  const int bilinear = interp == Interp::kBilinear;
   for (int y = 0; y < h; ++y) {
-    const float yb = LinspaceF32(0.5f, float(h) + 0.5f - 1.f, h, y);
+    const float yb = PerspectiveBase(h, y);
     for (int x = 0; x < w; ++x) {
-      const float xb = xbs[x];
-      const float den = xb * c[6] + yb * c[7] + 1.f;
-      const float gx = (xb * a0 + yb * a1 + a2) / den - 1.f;
-      const float gy = (xb * b0 + yb * b1 + b2) / den - 1.f;
-      const float ix = ((gx + 1.f) * fw - 1.f) / 2.f;
-      const float iy = ((gy + 1.f) * fh - 1.f) / 2.f;
-      GridSampleAt(src, w, h, ix, iy, interp, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
+      float ix, iy;
+      PerspectiveSource(g, xbs[x], yb, fw, fh, &ix, &iy);
+      GridSampleAt(src, w, h, ix, iy, bilinear, fill, img.data + (size_t(y) * size_t(w) + size_t(x)) * 3);
     }
+  }
+}
+
+void RunStep(ImageU8 img, const TransformStep& st, TransformScratch& s) {
+  const Interp interp = st.mode ? Interp::kBilinear : Interp::kNearest;
+  const float* fill = st.has_fill ? st.fill : nullptr;
+  switch (st.kind) {
+    case kStepNone: return;
+    case kStepPadCrop: {
+      const uint8_t f[3] = {uint8_t(st.fill[0]), uint8_t(st.fill[1]), uint8_t(st.fill[2])};
+      s.bytes.resize(Pixels(img) * 3);
+      // Right and bottom padding only bound the draw (done): the window stays inside.
+      PadCrop(img, st.i[0], st.i[1], 0, 0, PadMode(st.mode), f, st.i[2], st.i[3], s.bytes.data(), img.width, img.height);
+      std::memcpy(img.data, s.bytes.data(), Pixels(img) * 3);
+      return;
+    }
+    case kStepFlipH: return HorizontalFlip(img);
+    case kStepFlipV: return VerticalFlip(img);
+    case kStepBrightness: return AdjustBrightness(img, st.a);
+    case kStepContrast: return AdjustContrast(img, st.a);
+    case kStepSaturation: return AdjustSaturation(img, st.a);
+    case kStepHue: return AdjustHue(img, st.a);
+    case kStepGray: return RgbToGrayscale(img);
+    case kStepSolarize: return Solarize(img, st.a);
+    case kStepPosterize: return Posterize(img, st.i[0]);
+    case kStepAutocontrast: return Autocontrast(img);
+    case kStepEqualize: return Equalize(img);
+    case kStepInvert: return Invert(img);
+    case kStepSharpness: return AdjustSharpness(img, st.a, s);
+    case kStepBlur: return GaussianBlur(img, st.i[0], st.i[1], st.a, st.b, s);
+    case kStepAffine: return AffineWarpGrid(img, st.g, interp, fill, s);
+    case kStepPerspective: return PerspectiveWarpGrid(img, st.g, interp, fill, s);
+    case kStepErase: {
+      const uint8_t v[3] = {uint8_t(st.fill[0]), uint8_t(st.fill[1]), uint8_t(st.fill[2])};
+      return Erase(img, st.i[0], st.i[1], st.i[2], st.i[3], v);
+    }
+    default: throw Error("internal: transform step kind " + std::to_string(st.kind));
   }
 }
 

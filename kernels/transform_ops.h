@@ -5,6 +5,7 @@
 // path runs the same expressions.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/hd.h"
@@ -16,7 +17,7 @@ namespace dsc::kernels {
 DSC_HD uint8_t TruncU8(float v) { return uint8_t(int(v < 0.f ? 0.f : (v > 255.f ? 255.f : v))); }
 // torch.round (half to even) then the cast, as _cast_squeeze_out does for uint8.
 DSC_HD uint8_t RoundU8(float v) {
-  v = std::nearbyint(v);
+  v = nearbyintf(v);
   return uint8_t(v < 0.f ? 0.f : (v > 255.f ? 255.f : v));
 }
 
@@ -25,7 +26,7 @@ DSC_HD uint8_t RoundU8(float v) {
 struct BlendFactors {
   float r, rc;
 };
-inline BlendFactors MakeBlend(double ratio) { return {float(ratio), float(1.0 - ratio)}; }
+DSC_HD BlendFactors MakeBlend(double ratio) { return {float(ratio), float(1.0 - ratio)}; }
 DSC_HD uint8_t Blend(uint8_t a, float b, BlendFactors f) { return TruncU8(f.r * float(a) + f.rc * b); }
 
 // rgb_to_grayscale: (0.2989 r + 0.587 g + 0.114 b).to(uint8), summed left to right in float32.
@@ -70,6 +71,95 @@ DSC_HD void HuePixel(const uint8_t in[3], float factor, uint8_t out[3]) {
   out[0] = uint8_t(o0 * 255.f);
   out[1] = uint8_t(o1 * 255.f);
   out[2] = uint8_t(o2 * 255.f);
+}
+
+// torch.linspace(start, end, steps) in float32, element i (the two-sided formula torch uses).
+DSC_HD float LinspaceF32(float start, float end, int steps, int i) {
+  if (steps <= 1) return start;
+  const float step = (end - start) / float(steps - 1);
+  return i < steps / 2 ? start + step * float(i) : end - step * float(steps - i - 1);
+}
+
+// Reflect (no edge repeat) of coordinate i into [0, n): torch's "reflect" padding.
+DSC_HD int ReflectIndex(int i, int n) {
+  if (n == 1) return 0;
+  const int period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - i;
+}
+// Symmetric (edge repeated) of coordinate i into [0, n).
+DSC_HD int SymmetricIndex(int i, int n) {
+  const int period = 2 * n;
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - 1 - i;
+}
+
+// torchvision's _get_gaussian_kernel1d in float32 (k <= kMaxBlurTaps on the device path). The
+// exponential is taken in double and rounded once, so the host and a GPU agree on every weight.
+DSC_HD void GaussianKernel1d(int k, double sigma, float* out) {
+  const float half = float((k - 1) * 0.5);
+  const float sg = float(sigma);
+  float sum = 0.f;
+  for (int i = 0; i < k; ++i) {
+    const float x = LinspaceF32(-half, half, k, i) / sg;
+    out[i] = float(exp(double(-0.5f * (x * x))));
+    sum += out[i];
+  }
+  for (int i = 0; i < k; ++i) out[i] /= sum;
+}
+
+// The sampling grids of F_t.affine and F_t.perspective: the source position (ix, iy) that output pixel
+// (x, y) of a w x h image reads, as torchvision computes it in float32 (then grid_sample's
+// unnormalisation ((g + 1) * size - 1) / 2). AffineGrid's g: theta^T scaled by (0.5 w, 0.5 h);
+// PerspectiveGrid's: the coefficients c0..c5 so scaled, then c6 and c7.
+DSC_HD float AffineBase(int n, int i) { return LinspaceF32(float(-n * 0.5 + 0.5), float(n * 0.5 + 0.5 - 1), n, i); }
+DSC_HD float PerspectiveBase(int n, int i) { return LinspaceF32(0.5f, float(n) + 0.5f - 1.f, n, i); }
+DSC_HD void AffineSource(const float g[6], float xb, float yb, float fw, float fh, float* ix, float* iy) {
+  const float gx = xb * g[0] + yb * g[1] + g[2];
+  const float gy = xb * g[3] + yb * g[4] + g[5];
+  *ix = ((gx + 1.f) * fw - 1.f) / 2.f;
+  *iy = ((gy + 1.f) * fh - 1.f) / 2.f;
+}
+DSC_HD void PerspectiveSource(const float g[8], float xb, float yb, float fw, float fh, float* ix, float* iy) {
+  const float den = xb * g[6] + yb * g[7] + 1.f;
+  const float gx = (xb * g[0] + yb * g[1] + g[2]) / den - 1.f;
+  const float gy = (xb * g[3] + yb * g[4] + g[5]) / den - 1.f;
+  *ix = ((gx + 1.f) * fw - 1.f) / 2.f;
+  *iy = ((gy + 1.f) * fh - 1.f) / 2.f;
+}
+
+// grid_sample (align_corners = False, zero padding) at unnormalised source position (ix, iy) of a
+// w x h RGB image, into d: nearest or bilinear (interp 0 / 1); with `fill`, F_t._apply_grid_transform's
+// mask blend.
+DSC_HD void GridSampleAt(const uint8_t* src, int w, int h, float ix, float iy, int bilinear, const float* fill, uint8_t* d) {
+  const float fw = float(w), fh = float(h);
+  if (!bilinear) {
+    const float nx = nearbyintf(ix), ny = nearbyintf(iy);
+    const bool in = nx >= 0 && nx <= fw - 1 && ny >= 0 && ny <= fh - 1;
+    for (int c = 0; c < 3; ++c) d[c] = in ? src[(size_t(ny) * size_t(w) + size_t(nx)) * 3 + size_t(c)] : (fill ? RoundU8(fill[c]) : 0);
+    return;
+  }
+  if (!(ix > -2.f && ix < fw + 1.f && iy > -2.f && iy < fh + 1.f)) {  // every tap outside (also NaN)
+    for (int c = 0; c < 3; ++c) d[c] = fill ? RoundU8(fill[c]) : 0;
+    return;
+  }
+  const float x0f = floorf(ix), y0f = floorf(iy);
+  const float wx = ix - x0f, ex = 1.f - wx, ny_ = iy - y0f, sy_ = 1.f - ny_;
+  const float wts[4] = {sy_ * ex, sy_ * wx, ny_ * ex, ny_ * wx};  // nw, ne, sw, se
+  const int x0 = int(x0f), y0 = int(y0f);
+  const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
+  float v[3] = {0.f, 0.f, 0.f}, mask = 0.f;
+  for (int k = 0; k < 4; ++k) {
+    const bool in = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
+    for (int c = 0; c < 3; ++c) {
+      const float val = in ? float(src[(size_t(ty[k]) * size_t(w) + size_t(tx[k])) * 3 + size_t(c)]) : 0.f;
+      v[c] = k == 0 ? val * wts[k] : v[c] + val * wts[k];
+    }
+    mask = k == 0 ? (in ? wts[k] : 0.f) : mask + (in ? wts[k] : 0.f);
+  }
+  for (int c = 0; c < 3; ++c) d[c] = RoundU8(fill ? v[c] * mask + (1.f - mask) * fill[c] : v[c]);
 }
 
 // solarize: torch.where(img >= threshold, 255 - img, img), the comparison in float32.

@@ -157,6 +157,35 @@ double Probability(const TransformArgs& a, size_t pos, double def) {
   return p;
 }
 
+void StepTransform::Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const {
+  std::vector<TransformStep> steps;  // RunStep may use the scratch's other buffers
+  steps.swap(s.steps);
+  steps.clear();
+  Plan(img.width, img.height, rng, log, &steps);
+  for (const TransformStep& st : steps) RunStep(img, st, s);
+  steps.swap(s.steps);
+}
+
+TransformStep Step(int32_t kind, double a) {
+  TransformStep st;
+  st.kind = kind;
+  st.a = a;
+  return st;
+}
+
+void SetWarp(Interp interp, const Fill& fill, TransformStep* st) {
+  st->mode = interp == Interp::kBilinear ? 1 : 0;
+  st->has_fill = !fill.none;
+  for (int c = 0; c < 3; ++c) st->fill[c] = fill.v[c];
+}
+
+TransformStep AffineStep(const double m[6], int w, int h, Interp interp, const Fill& fill) {
+  TransformStep st = Step(kStepAffine);
+  AffineGridOf(m, w, h, st.g);
+  SetWarp(interp, fill, &st);
+  return st;
+}
+
 }  // namespace detail
 
 namespace {
@@ -164,7 +193,7 @@ using namespace detail;
 
 // --- the transforms -----------------------------------------------------------------------------
 
-class RandomCrop final : public Transform {
+class RandomCrop final : public StepTransform {
  public:
   explicit RandomCrop(const TransformArgs& a) {
     std::vector<double> size = a.Nums(0, "size", {});
@@ -191,22 +220,26 @@ class RandomCrop final : public Transform {
     else throw Error("transform random_crop: padding_mode '" + m + "' is not constant, edge, reflect or symmetric");
     if (w_ <= 0 || h_ <= 0) throw Error("transform random_crop: size must be positive");
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
-    if (img.width != w_ || img.height != h_)
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
+    if (w != w_ || h != h_)
       throw Error("transform random_crop(" + std::to_string(h_) + "," + std::to_string(w_) + "): the image is " +
-                  std::to_string(img.width) + "x" + std::to_string(img.height) +
+                  std::to_string(w) + "x" + std::to_string(h) +
                   "; list transforms keep the output size (crop with the loader's crop options first)");
-    int pl = pad_[0], pt = pad_[1], pr = pad_[2], pb = pad_[3];
-    const int pw = img.width + pl + pr, ph = img.height + pt + pb;
+    const int pl = pad_[0], pt = pad_[1], pr = pad_[2], pb = pad_[3];
+    if (mode_ == PadMode::kReflect && (pl >= w || pr >= w || pt >= h || pb >= h))
+      throw Error("random_crop: reflect padding must be smaller than the image (" + std::to_string(w) + "x" + std::to_string(h) + ")");
+    const int pw = w + pl + pr, ph = h + pt + pb;
     (void)pad_if_needed_;  // the image is the crop's size, so nothing is ever needed
     const int top = int(rng.Below(uint64_t(ph - h_ + 1)));
     const int left = int(rng.Below(uint64_t(pw - w_ + 1)));
     Log(log, "top", top);
     Log(log, "left", left);
-    std::vector<uint8_t>& out = s.bytes;
-    out.resize(size_t(w_) * size_t(h_) * 3);
-    PadCrop(img, pl, pt, pr, pb, mode_, fill_, left, top, out.data(), w_, h_);
-    std::memcpy(img.data, out.data(), out.size());
+    TransformStep st;
+    st.kind = kStepPadCrop;
+    st.i[0] = pl, st.i[1] = pt, st.i[2] = left, st.i[3] = top;
+    st.mode = int32_t(mode_);
+    for (int c = 0; c < 3; ++c) st.fill[c] = fill_[c];
+    steps->push_back(st);
   }
 
  private:
@@ -216,15 +249,13 @@ class RandomCrop final : public Transform {
   PadMode mode_ = PadMode::kConstant;
 };
 
-class RandomFlip final : public Transform {
+class RandomFlip final : public StepTransform {
  public:
   RandomFlip(const TransformArgs& a, bool vertical) : vertical_(vertical), p_(Probability(a, 0, 0.5)) {}
-  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+  void Plan(int, int, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool f = Chance(rng, p_);
     Log(log, "flip", f);
-    if (!f) return;
-    if (vertical_) VerticalFlip(img);
-    else HorizontalFlip(img);
+    if (f) steps->push_back(Step(vertical_ ? kStepFlipV : kStepFlipH));
   }
 
  private:
@@ -248,6 +279,13 @@ class ColorJitter final : public Transform {
   }
   void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
     ColorJitterRgb(img, Draw(rng, log), s);
+  }
+  bool OnDevice() const override { return true; }
+  int MaxSteps() const override { return 4; }
+  void Plan(int, int, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
+    static const int32_t kinds[4] = {kStepBrightness, kStepContrast, kStepSaturation, kStepHue};
+    const JitterOps ops = Draw(rng, log);
+    for (int k = 0; k < ops.n; ++k) steps->push_back(Step(kinds[ops.id[k]], ops.factor[k]));
   }
   bool HasPlanes() const override { return true; }
   void ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
@@ -279,21 +317,21 @@ class ColorJitter final : public Transform {
 };
 
 // A deterministic op applied with probability p (RandomSolarize, RandomInvert, ...): p > rand().
-class RandomApply final : public Transform {
+class RandomApply final : public StepTransform {
  public:
-  RandomApply(double p, std::function<void(ImageU8, TransformScratch&)> op) : p_(p), op_(std::move(op)) {}
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  RandomApply(double p, TransformStep op) : p_(p), op_(op) {}
+  void Plan(int, int, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool on = Chance(rng, p_);
     Log(log, "applied", on);
-    if (on) op_(img, s);
+    if (on) steps->push_back(op_);
   }
 
  private:
   double p_;
-  std::function<void(ImageU8, TransformScratch&)> op_;
+  TransformStep op_;
 };
 
-class Blur final : public Transform {
+class Blur final : public StepTransform {
  public:
   explicit Blur(const TransformArgs& a) {
     std::vector<double> k = a.Nums(0, "kernel_size", {});
@@ -307,10 +345,15 @@ class Blur final : public Transform {
     if (s.size() != 2 || !(s[0] > 0) || s[0] > s[1]) throw Error("transform gaussian_blur: sigma is x > 0 or (min, max)");
     lo_ = s[0], hi_ = s[1];
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  bool OnDevice() const override { return kx_ <= kMaxBlurTaps && ky_ <= kMaxBlurTaps; }
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
+    if (kx_ / 2 >= w || ky_ / 2 >= h) throw Error("gaussian_blur: kernel larger than the image (reflect padding needs pad < size)");
     const double sigma = UniformIn(rng, lo_, hi_);
     Log(log, "sigma", sigma);
-    GaussianBlur(img, kx_, ky_, sigma, sigma, s);
+    TransformStep st = Step(kStepBlur, sigma);
+    st.b = sigma;
+    st.i[0] = kx_, st.i[1] = ky_;
+    steps->push_back(st);
   }
 
  private:
@@ -318,7 +361,7 @@ class Blur final : public Transform {
   double lo_ = 0.1, hi_ = 2.0;
 };
 
-class RandomAffine final : public Transform {
+class RandomAffine final : public StepTransform {
  public:
   RandomAffine(const TransformArgs& a, bool rotation_only) : rotation_(rotation_only) {
     deg_ = Degrees(a, 0, "degrees");
@@ -349,13 +392,13 @@ class RandomAffine final : public Transform {
     }
     if (!center_.empty() && center_.size() != 2) throw Error("transform " + a.name() + ": center is (x, y)");
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     // RandomAffine.get_params draws angle, translation, scale, shear in that order.
     const double angle = UniformIn(rng, deg_.first, deg_.second);
     double tx = 0, ty = 0, scale = 1, shx = 0, shy = 0;
     if (!rotation_) {
       if (!translate_.empty()) {
-        const double mx = translate_[0] * img.width, my = translate_[1] * img.height;
+        const double mx = translate_[0] * w, my = translate_[1] * h;
         tx = std::nearbyint(UniformIn(rng, -mx, mx));  // int(round(...)): half to even
         ty = std::nearbyint(UniformIn(rng, -my, my));
       }
@@ -372,11 +415,11 @@ class RandomAffine final : public Transform {
     Log(log, "shear_x", shx);
     Log(log, "shear_y", shy);
     double cx = 0, cy = 0;
-    if (!center_.empty()) cx = center_[0] - img.width * 0.5, cy = center_[1] - img.height * 0.5;
+    if (!center_.empty()) cx = center_[0] - w * 0.5, cy = center_[1] - h * 0.5;
     double m[6];
     // F.rotate passes -angle; F.affine passes angle (and the rotation's sense differs accordingly).
     InverseAffineMatrix(cx, cy, rotation_ ? -angle : angle, tx, ty, scale, shx, shy, m);
-    AffineWarp(img, m, interp_, fill_.ptr(), s);
+    steps->push_back(AffineStep(m, w, h, interp_, fill_));
   }
 
  private:
@@ -389,7 +432,7 @@ class RandomAffine final : public Transform {
 
 // RandomPerspective.get_params draws each corner's end point (torch.randint: x then y, top-left,
 // top-right, bottom-right, bottom-left) within distortion_scale of half the size from its corner.
-class RandomPerspective final : public Transform {
+class RandomPerspective final : public StepTransform {
  public:
   explicit RandomPerspective(const TransformArgs& a) {
     scale_ = a.Num(0, "distortion_scale", 0.5);
@@ -398,11 +441,10 @@ class RandomPerspective final : public Transform {
     interp_ = a.Has(2, "interpolation") ? ParseInterp(a, 2) : Interp::kBilinear;  // torchvision's default here
     fill_ = ParseFill(a, 3, false);
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override {
+  void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool on = Chance(rng, p_);
     Log(log, "applied", on);
     if (!on) return;
-    const int w = img.width, h = img.height;
     const int dw = int(scale_ * (w / 2)), dh = int(scale_ * (h / 2));
     auto near = [&](int lo) { return lo + int(rng.Below(uint64_t(dw + 1))); };  // x in [lo, lo + dw]
     auto near_y = [&](int lo) { return lo + int(rng.Below(uint64_t(dh + 1))); };
@@ -416,7 +458,10 @@ class RandomPerspective final : public Transform {
     const int start[8] = {0, 0, w - 1, 0, w - 1, h - 1, 0, h - 1};
     float c[8];
     if (!PerspectiveCoefficients(start, end, c)) return;  // a 1-pixel side: the corners coincide, nothing moves
-    PerspectiveWarp(img, c, interp_, fill_.ptr(), s);
+    TransformStep st = Step(kStepPerspective);
+    PerspectiveGridOf(c, w, h, st.g);
+    SetWarp(interp_, fill_, &st);
+    steps->push_back(st);
   }
 
  private:
@@ -425,7 +470,7 @@ class RandomPerspective final : public Transform {
   Fill fill_;
 };
 
-class RandomErasing final : public Transform {
+class RandomErasing final : public StepTransform {
  public:
   explicit RandomErasing(const TransformArgs& a) {
     p_ = Probability(a, 0, 0.5);
@@ -443,11 +488,10 @@ class RandomErasing final : public Transform {
     // torch.log(torch.tensor(ratio)): float32 logs.
     log_ratio_ = {double(std::log(float(r[0]))), double(std::log(float(r[1])))};
   }
-  void Apply(ImageU8 img, Rng& rng, TransformScratch&, ParamLog* log) const override {
+  void Plan(int iw, int ih, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool on = Chance(rng, p_);
     Log(log, "applied", on);
     if (!on) return;
-    const int ih = img.height, iw = img.width;
     const double area = double(ih) * iw;
     for (int attempt = 0; attempt < 10; ++attempt) {
       const double erase = area * UniformIn(rng, scale_.first, scale_.second);
@@ -461,7 +505,10 @@ class RandomErasing final : public Transform {
       Log(log, "j", j);
       Log(log, "h", h);
       Log(log, "w", w);
-      Erase(img, i, j, h, w, value_);
+      TransformStep st = Step(kStepErase);
+      st.i[0] = i, st.i[1] = j, st.i[2] = h, st.i[3] = w;
+      for (int c = 0; c < 3; ++c) st.fill[c] = value_[c];
+      steps->push_back(st);
       return;
     }
   }
@@ -497,35 +544,37 @@ std::map<std::string, Entry>& Registry() {
         "ColorJitter(brightness=0, contrast=0, saturation=0, hue=0)");
     add("grayscale", [](const TransformArgs& a) {
           if (a.Num(0, "num_output_channels", 3) != 3) throw Error("transform grayscale: images stay RGB (num_output_channels=3)");
-          return std::make_unique<RandomApply>(1.0, [](ImageU8 i, TransformScratch&) { RgbToGrayscale(i); });
+          return std::make_unique<RandomApply>(1.0, Step(kStepGray));
         }, "Grayscale(num_output_channels=3)");
     add("random_grayscale", [](const TransformArgs& a) {
-          return std::make_unique<RandomApply>(Probability(a, 0, 0.1), [](ImageU8 i, TransformScratch&) { RgbToGrayscale(i); });
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.1), Step(kStepGray));
         }, "RandomGrayscale(p=0.1)");
     add("random_solarize", [](const TransformArgs& a) {
           if (!a.Has(0, "threshold")) throw Error("transform random_solarize: threshold is required");
           const double t = a.Num(0, "threshold", 128);
-          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [t](ImageU8 i, TransformScratch&) { Solarize(i, t); });
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), Step(kStepSolarize, t));
         }, "RandomSolarize(threshold, p=0.5)");
     add("random_posterize", [](const TransformArgs& a) {
           if (!a.Has(0, "bits")) throw Error("transform random_posterize: bits is required");
           const int b = IntIn(a, a.Num(0, "bits", 8), "bits", 0, 8);
-          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [b](ImageU8 i, TransformScratch&) { Posterize(i, b); });
+          TransformStep st = Step(kStepPosterize);
+          st.i[0] = b;
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), st);
         }, "RandomPosterize(bits, p=0.5)");
     add("random_autocontrast", [](const TransformArgs& a) {
-          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Autocontrast(i); });
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), Step(kStepAutocontrast));
         }, "RandomAutocontrast(p=0.5)");
     add("random_equalize", [](const TransformArgs& a) {
-          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Equalize(i); });
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), Step(kStepEqualize));
         }, "RandomEqualize(p=0.5)");
     add("random_invert", [](const TransformArgs& a) {
-          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), [](ImageU8 i, TransformScratch&) { Invert(i); });
+          return std::make_unique<RandomApply>(Probability(a, 0, 0.5), Step(kStepInvert));
         }, "RandomInvert(p=0.5)");
     add("random_adjust_sharpness", [](const TransformArgs& a) {
           if (!a.Has(0, "sharpness_factor")) throw Error("transform random_adjust_sharpness: sharpness_factor is required");
           const double f = a.Num(0, "sharpness_factor", 1);
           if (f < 0) throw Error("transform random_adjust_sharpness: sharpness_factor must be non-negative");
-          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), [f](ImageU8 i, TransformScratch& s) { AdjustSharpness(i, f, s); });
+          return std::make_unique<RandomApply>(Probability(a, 1, 0.5), Step(kStepSharpness, f));
         }, "RandomAdjustSharpness(sharpness_factor, p=0.5)");
     add("gaussian_blur", [](const TransformArgs& a) { return std::make_unique<Blur>(a); },
         "GaussianBlur(kernel_size, sigma=(0.1, 2.0))");
@@ -671,6 +720,30 @@ bool TransformList::OnDevice() const {
   for (const auto& op : ops_)
     if (!op->OnDevice()) return false;
   return true;
+}
+
+int TransformList::MaxSteps() const {
+  int n = 0;
+  for (const auto& op : ops_) n += op->MaxSteps();
+  return n;
+}
+
+void TransformList::Plan(int w, int h, uint64_t seed, uint64_t epoch, uint64_t index, TransformStep* out,
+                         std::vector<TransformStep>* scratch, ParamLog* log) const {
+  Rng rng(seed, epoch, index, kStreamTransforms);
+  scratch->clear();
+  for (const auto& op : ops_) {
+    const size_t before = scratch->size();
+    op->Plan(w, h, rng, log, scratch);
+    if (scratch->size() - before > size_t(op->MaxSteps()))
+      throw Error("internal: a transform planned more steps than its MaxSteps()");
+  }
+  const size_t n = size_t(MaxSteps());
+  for (size_t i = 0; i < n; ++i) out[i] = i < scratch->size() ? (*scratch)[i] : TransformStep{};
+}
+
+void Transform::Plan(int, int, Rng&, ParamLog*, std::vector<TransformStep>*) const {
+  throw Error("internal: Plan on a transform without a device form");
 }
 
 }  // namespace dsc::kernels

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "kernels/transform_steps.h"
 
 namespace dsc::kernels {
 
@@ -49,6 +50,7 @@ class ParamLog {
 struct TransformScratch {
   std::vector<uint8_t> bytes;
   std::vector<float> floats;
+  std::vector<TransformStep> steps;
 };
 
 // A transform's arguments as written: positional values, then name=value pairs. Values are numbers,
@@ -81,6 +83,10 @@ class Transform {
   virtual void Apply(ImageU8 img, Rng& rng, TransformScratch& scratch, ParamLog* log) const = 0;
   // Where the GPU deferred path implements it; false: the loader refuses it with defer_augment.
   virtual bool OnDevice() const { return false; }
+  // The deferred path (kernels/transform_steps.h): draws exactly what Apply draws for a w x h image,
+  // logs the same, and appends what Apply would do as at most MaxSteps() steps. Only for OnDevice().
+  virtual int MaxSteps() const { return 0; }
+  virtual void Plan(int w, int h, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const;
   // Transforms that also run on planes, drawing and writing exactly what Apply does: a list of only
   // those lets the loader keep a JPEG's pixels planar (reader/sample_processor.cc).
   virtual bool HasPlanes() const { return false; }
@@ -112,6 +118,10 @@ class TransformList {
     ops_.push_back(std::shared_ptr<Transform>(std::move(t)));
   }
   bool OnDevice() const;  // every transform has a device path
+  int MaxSteps() const;   // the sum of the transforms' MaxSteps()
+  // Sample `index`'s steps: writes exactly MaxSteps() of them to `out`, padded with kStepNone.
+  void Plan(int w, int h, uint64_t seed, uint64_t epoch, uint64_t index, TransformStep* out,
+            std::vector<TransformStep>* scratch, ParamLog* log = nullptr) const;
 
  private:
   std::vector<std::string> texts_;                      // each as written, white space removed
@@ -153,6 +163,7 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
 // F_t.affine / F_t.rotate (expand = false) with the inverse matrix m: grid_sample's float32 grid,
 // zero padding; `fill` nullptr is torchvision's fill=None, else the mask blend it does for a fill.
 void AffineWarp(ImageU8 img, const double m[6], Interp interp, const float* fill, TransformScratch& s);
+void AffineWarpGrid(ImageU8 img, const float g[6], Interp interp, const float* fill, TransformScratch& s);  // g: AffineGridOf
 // torchvision's _get_perspective_coeffs: the 8 coefficients mapping output pixels to input ones for
 // the quadrilateral `start` (x, y of 4 corners) moved to `end`, solved in double and kept as float32
 // (torch solves in float32). False when the corners give no unique solution (collinear).
@@ -160,8 +171,15 @@ bool PerspectiveCoefficients(const int start[8], const int end[8], float c[8]);
 // F_t.perspective with those coefficients: _perspective_grid in float32, then grid_sample as for
 // AffineWarp (zero padding; `fill` nullptr is fill=None, else its mask blend).
 void PerspectiveWarp(ImageU8 img, const float c[8], Interp interp, const float* fill, TransformScratch& s);
+void PerspectiveWarpGrid(ImageU8 img, const float g[8], Interp interp, const float* fill, TransformScratch& s);
 
-// torch.linspace(start, end, steps) in float32, element i (the two-sided formula torch uses).
-float LinspaceF32(float start, float end, int steps, int i);
+// One drawn step on one image with the reference ops above (what Apply runs; the device path's
+// per-element code is tested against it).
+void RunStep(ImageU8 img, const TransformStep& step, TransformScratch& s);
+
+// The float32 sampling grid coefficients (kernels/transform_ops.h AffineSource, PerspectiveSource) of
+// the inverse affine matrix m / the perspective coefficients c, for a w x h image.
+void AffineGridOf(const double m[6], int w, int h, float g[6]);
+void PerspectiveGridOf(const float c[8], int w, int h, float g[8]);
 
 }  // namespace dsc::kernels

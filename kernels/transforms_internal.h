@@ -25,6 +25,19 @@ struct Fill {
 };
 Fill ParseFill(const TransformArgs& a, size_t pos, bool default_none);
 
+// A transform defined by its draws (Plan): Apply runs the planned steps with the reference ops, so the
+// CPU and the deferred path share every random choice.
+class StepTransform : public Transform {
+ public:
+  void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override;
+  bool OnDevice() const override { return true; }
+  int MaxSteps() const override { return 1; }
+};
+TransformStep Step(int32_t kind, double a = 0);
+void SetWarp(Interp interp, const Fill& fill, TransformStep* st);
+// kStepAffine for the inverse matrix m on a w x h image.
+TransformStep AffineStep(const double m[6], int w, int h, Interp interp, const Fill& fill);
+
 }  // namespace detail
 
 std::unique_ptr<Transform> MakeRandAugment(const TransformArgs& a);

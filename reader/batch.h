@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/augment.h"
+#include "kernels/transform_steps.h"
 
 namespace dsc {
 
@@ -47,6 +48,12 @@ struct Batch {
   // the uint8 images (source region = the whole image); otherwise what was already applied.
   const kernels::SampleParams* params = nullptr;
   bool deferred = false;  // LoaderOptions::defer_augment: images un-augmented, params say what is left
+  // With defer_augment and LoaderOptions::transforms: the list's drawn steps (kernels/transform_steps.h),
+  // steps_per_sample for each sample in order, to run on the uint8 images before params' flip /
+  // translate / cutout (gpu::Augmenter does; kernels::RunStepsCpu is the same code on the CPU). Drawn
+  // from each sample's own stream, so the same for any thread, rank or remote-worker count.
+  const kernels::TransformStep* steps = nullptr;
+  uint32_t steps_per_sample = 0;
   // LoaderOptions::Decoder::kGpu: the staged payloads (kernels/jpeg_twin_batch.h, in the same buffer
   // right after the images, so one copy moves both). Staged image i decodes into the batch's images at
   // byte offset TwinImage::rgb (its sample's slot); the other slots already hold CPU-decoded pixels.

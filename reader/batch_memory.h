@@ -39,6 +39,7 @@ struct BatchBuffer {
   size_t bytes = 0;  // images' capacity
   std::function<void(void*)> release;
   std::vector<kernels::SampleParams> params;
+  std::vector<kernels::TransformStep> steps;  // Batch::steps
   std::vector<uint8_t> fallback;  // Decoder::kGpu: Batch::fallback
   size_t staged_bytes = 0;        // Decoder::kGpu: Batch::staged_bytes
   std::vector<int32_t> labels[2];

@@ -8,6 +8,7 @@
 #include "format/error.h"
 #include "kernels/cuda/batch_augment.h"
 #include "kernels/cuda/jpeg_decode.h"
+#include "kernels/cuda/transform_steps.h"
 #include "kernels/jpeg_twin_batch.h"
 #include "reader/gpu.h"
 #include "reader/gpu_ring.h"
@@ -269,6 +270,44 @@ struct Augmenter::Impl {
   // the scratch grows to what a batch needs (after the stream drained: every slot shares it).
   uint64_t max_decoded = 0, max_taps = 0;
   DevicePtr decoded, taps;
+  // Deferred list transforms (Batch::steps): the steps, a second image buffer and per-sample stats,
+  // shared by every slot (one stream), grown to the first batch that carries steps.
+  size_t max_steps = 0;
+  DevicePtr steps, images2, stats;
+  // Runs the batch's steps on `images` (its n images); returns where the result is (images or images2).
+  uint8_t* RunSteps(const Batch& b, uint8_t* images, cudaStream_t stream) {
+    const size_t k = b.steps_per_sample, count = size_t(b.size) * k;
+    if (!images2) {
+      Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      images2 = DeviceAlloc(size_t(max_batch) * size_t(a.width) * size_t(a.height) * 3, "cudaMalloc transform images");
+      stats = DeviceAlloc(sizeof(kernels::StepStats) * max_batch, "cudaMalloc transform stats");
+    }
+    if (count > max_steps) {
+      Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      steps.reset();
+      max_steps = count;
+      steps = DeviceAlloc(sizeof(kernels::TransformStep) * count, "cudaMalloc transform steps");
+    }
+    auto* dev_steps = static_cast<kernels::TransformStep*>(steps.get());
+    Check(cudaMemcpyAsync(dev_steps, b.steps, sizeof(kernels::TransformStep) * count, cudaMemcpyHostToDevice, stream),
+          "copy transform steps");
+    uint8_t* in = images;
+    uint8_t* out = static_cast<uint8_t*>(images2.get());
+    for (size_t j = 0; j < k; ++j) {
+      bool any = false, stats_needed = false;  // a step no sample takes is skipped
+      for (uint32_t n = 0; n < b.size; ++n) {
+        const int kind = b.steps[n * k + j].kind;
+        any = any || kind != kernels::kStepNone;
+        stats_needed = stats_needed || kernels::StepNeedsStats(kind);
+      }
+      if (!any) continue;
+      Check(kernels::LaunchTransformStep(dev_steps, int(k), int(j), in, out, static_cast<kernels::StepStats*>(stats.get()),
+                                         int(b.size), a.width, a.height, stats_needed, stream),
+            "transform step kernel");
+      std::swap(in, out);
+    }
+    return in;
+  }
   void EnsureScratch(const kernels::TwinBatchHeader& h, cudaStream_t stream) {
     if (h.total_blocks <= max_blocks && h.decoded_bytes <= max_decoded && h.tap_ints <= max_taps) return;
     Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
@@ -430,7 +469,8 @@ DeviceBatch Augmenter::Run(BatchLease lease, bool auto_return, void* consumer_st
       s.samples = StagedSamples(b);
       s.check = true;
     }
-    Check(kernels::LaunchAugmentBatch(m.a, images, params, int(b.size), s.out.get(), stream), "augment kernel");
+    const uint8_t* augment_in = b.steps && b.steps_per_sample ? m.RunSteps(b, images, stream) : images;
+    Check(kernels::LaunchAugmentBatch(m.a, augment_in, params, int(b.size), s.out.get(), stream), "augment kernel");
     Check(cudaEventRecord(s.ready.get(), stream), "cudaEventRecord");
     if (auto_return)
       Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), s.ready.get(), 0), "cudaStreamWaitEvent");

@@ -90,7 +90,8 @@ void ValidateOptions(const LoaderOptions& o, uint32_t width, uint32_t height) {
     }
     if (o.defer_augment && !list.OnDevice())
       Bad("transforms", o.transforms,
-          "the deferred (GPU) path does not run list transforms: without defer_augment they run on the CPU workers");
+          "a transform here has no device form (your own registered transforms, gaussian_blur with a kernel over " +
+              std::to_string(kernels::kMaxBlurTaps) + "): without defer_augment the list runs on the CPU workers");
   }
 
   const kernels::AugmentSpec& a = o.augment;

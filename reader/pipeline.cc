@@ -61,6 +61,15 @@ Pipeline::Pipeline(const std::string& path, const LoaderOptions& o)
   }
   ValidateOptions(opt_, width_, height_);  // translate and cutout against the image size
   field_ids_ = SelectFields(ds_.view(), o.fields, image);
+  if (opt_.defer_augment) deferred_list_ = kernels::ParseTransforms(opt_.transforms);
+  if (!deferred_list_.empty()) {  // a list that cannot apply to this output size fails here, not mid-epoch
+    std::vector<kernels::TransformStep> probe(size_t(deferred_list_.MaxSteps()));
+    try {
+      deferred_list_.Plan(int(width_), int(height_), 0, 0, 0, probe.data(), &plan_scratch_);
+    } catch (const Error& ex) {
+      throw Error(path + ": option transforms: " + ex.what());
+    }
+  }
   if (image != 0 && (!o.boxes.empty() || !o.points.empty()))
     throw OptionError(std::string(o.boxes.empty() ? "points" : "boxes") + " follow the first image '" + ds_.meta().fields[0].name +
                       "' only; this loader decodes '" + o.image + "'");
@@ -253,6 +262,33 @@ const Batch* Pipeline::Next(uint64_t job) {
   if (!field_ids_.empty()) FillFieldColumns(ds_.view(), field_ids_, len, buf, boxes_, epoch_);  // after the workers: same for any thread count
   b.fields = buf->field_columns.data();
   b.field_count = buf->field_columns.size();
+  b.steps = nullptr;
+  b.steps_per_sample = 0;
+  if (!deferred_list_.empty()) {  // drawn here, per sample from its own stream: the same for any producer
+    // Without deferring, a crop's flip is part of its resize, before the list: so it leads the steps
+    // here (and leaves params). Without a crop the flip comes after the list either way.
+    const bool lead_flip = opt_.augment.crop != kernels::CropMode::kNone && opt_.augment.flip;
+    const uint32_t k = uint32_t(deferred_list_.MaxSteps()) + (lead_flip ? 1 : 0);
+    buf->steps.resize(size_t(len) * k);
+    const uint64_t seed = AugmentSeed(opt_);
+    for (uint32_t i = 0; i < len; ++i) {
+      kernels::TransformStep* st = buf->steps.data() + size_t(i) * k;
+      if (lead_flip) {
+        *st++ = kernels::TransformStep{};
+        if (buf->params[i].flip) st[-1].kind = kernels::kStepFlipH;
+        buf->params[i].flip = 0;
+      }
+      try {
+        deferred_list_.Plan(int(width_), int(height_), seed, epoch_, b.indices[i], st, &plan_scratch_);
+      } catch (const Error& ex) {
+        l.unlock();
+        Cancel();
+        throw Error(ds_.path() + ": sample " + std::to_string(b.indices[i]) + ": " + ex.what());
+      }
+    }
+    b.steps = buf->steps.data();
+    b.steps_per_sample = k;
+  }
   holding_ = true;
   held_batch_ = &b;
   return &b;

@@ -236,6 +236,9 @@ class Pipeline {
   Dataset ds_;
   std::vector<size_t> field_ids_;  // the typed fields delivered (reader/batch_fields.h)
   BoxGeometry boxes_;              // LoaderOptions::boxes
+  // defer_augment with a transform list: the list whose steps each batch carries (Batch::steps).
+  kernels::TransformList deferred_list_;
+  std::vector<kernels::TransformStep> plan_scratch_;
   OrderOptions order_;
   uint32_t width_ = 0, height_ = 0;
   uint32_t pending_w_ = 0, pending_h_ = 0;  // set_output_size's, for the next Start

@@ -31,7 +31,7 @@ std::unique_ptr<SampleProcessor> SampleWork::NewProcessor(const Dataset& ds, boo
   OutputFormat out = format_;
   out.image = ds.ImageField(image_);
   auto p = std::make_unique<SampleProcessor>(ds, augment_, out, stats, tracer, track, defer_);
-  if (!transforms_.empty()) p->set_transforms(&transforms_);
+  if (!transforms_.empty() && !defer_) p->set_transforms(&transforms_);  // deferred: Batch::steps
   return p;
 }
 

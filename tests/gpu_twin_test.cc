@@ -1,11 +1,13 @@
-// The GPU path's CPU twin: deferring flip/translate/cutout/normalise to kernels::AugmentBatchCpu (the
-// CUDA kernel's per-element code) gives the CPU pipeline's batches bit for bit. No GPU runs here.
+// The GPU path's CPU twin: deferring the list transforms (Batch::steps, kernels::RunStepsCpu) and
+// flip/translate/cutout/normalise (kernels::AugmentBatchCpu), the CUDA kernels' per-element code,
+// gives the CPU pipeline's batches bit for bit. No GPU runs here.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "format/error.h"
 #include "kernels/batch_augment.h"
+#include "kernels/transform_steps.h"
 #include "reader/gpu.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
@@ -23,6 +25,16 @@ const std::string& File() {
     return dir + "/f.beton";
   }();
   return f;
+}
+
+// What the GPU makes of deferred batch y, computed by the CPU twins: its steps, then the augment.
+std::vector<uint8_t> TwinOf(const Batch& y, const kernels::DeferredAugment& aug, size_t out_bytes) {
+  std::vector<uint8_t> images(y.images_as<uint8_t>(), y.images_as<uint8_t>() + y.image_bytes() * y.size), scratch;
+  if (y.steps)
+    kernels::RunStepsCpu(y.steps, int(y.steps_per_sample), images.data(), int(y.size), int(y.width), int(y.height), &scratch);
+  std::vector<uint8_t> out(out_bytes);
+  kernels::AugmentBatchCpu(aug, images.data(), y.params, int(y.size), out.data());
+  return out;
 }
 
 void ExpectTwinEqualsCpu(LoaderOptions cpu, DType dtype, Layout layout) {
@@ -46,8 +58,8 @@ void ExpectTwinEqualsCpu(LoaderOptions cpu, DType dtype, Layout layout) {
     const Batch& x = *ia;
     const Batch& y = *ib;
     ASSERT_EQ(std::memcmp(x.indices, y.indices, x.size * 4), 0);
-    std::vector<uint8_t> out(x.image_bytes() * x.size);
-    kernels::AugmentBatchCpu(aug, y.images_as<uint8_t>(), y.params, int(y.size), out.data());
+    ASSERT_EQ(y.steps != nullptr, !cpu.transforms.empty());
+    const std::vector<uint8_t> out = TwinOf(y, aug, x.image_bytes() * x.size);
     ASSERT_EQ(std::memcmp(out.data(), x.images, out.size()), 0) << "batch " << batches;
   }
   EXPECT_EQ(batches, a.batches_per_epoch());
@@ -76,10 +88,52 @@ TEST(GpuTwin, ResizeCenterCropOnCpuThenTheRestDeferred) {
   ExpectTwinEqualsCpu(o, DType::kFloat16, Layout::kNCHW);
 }
 
+// The list transforms deferred: every kind of step, on CIFAR (the flip after the list) and after a
+// RandomResizedCrop (whose flip is part of the resize, so it leads the device's steps).
+TEST(GpuTwin, ListTransformsDeferredBitForBit) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.transforms = "random_crop(32,padding=4,padding_mode=reflect),color_jitter(0.4,0.4,0.4,0.1),random_grayscale(0.3),"
+                 "rand_augment(2,9),random_erasing(p=0.5,value=(1,2,3))";
+  ExpectTwinEqualsCpu(o, DType::kFloat32, Layout::kNCHW);
+  o.transforms = "trivial_augment_wide,auto_augment(interpolation=bilinear),random_perspective(0.4,fill=7),"
+                 "random_autocontrast,random_equalize,random_invert(0.2),random_posterize(3),random_solarize(90)";
+  ExpectTwinEqualsCpu(o, DType::kFloat16, Layout::kNHWC);
+  LoaderOptions crop = LoaderOptions::ImagenetTrain();
+  crop.augment.out_w = crop.augment.out_h = 24;
+  crop.augment.translate = 1;
+  crop.augment.cutout = 5;
+  crop.transforms = "random_rotation(30,interpolation=bilinear),gaussian_blur(5),random_adjust_sharpness(2),"
+                    "random_affine(10,translate=(0.1,0.1),scale=(0.8,1.2),shear=5),random_vertical_flip";
+  ExpectTwinEqualsCpu(crop, DType::kFloat32, Layout::kNCHW);
+}
+
+TEST(GpuTwin, TransformsWithoutADeviceFormAreRefusedWhenDeferring) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.defer_augment = true;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.augment.normalize = false;
+  o.transforms = "gaussian_blur(67)";
+  try {
+    Loader l(File(), o);
+    FAIL() << "a 67-tap blur was deferred";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no device form"), std::string::npos) << e.what();
+  }
+  o.transforms = "random_crop(28)";  // the list keeps the 32x32 size: named before any batch
+  try {
+    Loader l(File(), o);
+    FAIL() << "a 28x28 random_crop of 32x32 images was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("random_crop"), std::string::npos) << e.what();
+  }
+}
+
 // On a GPU only (skipped here): the CUDA kernel's batches equal the CPU twin's bit for bit, through
 // the ring (both ways of giving buffers back) and from pinned leased batches.
-void ExpectDeviceEqualsTwin(DType dtype, Layout layout, bool auto_return) {
+void ExpectDeviceEqualsTwin(DType dtype, Layout layout, bool auto_return, const std::string& transforms = "") {
   LoaderOptions o = LoaderOptions::CifarTrain();
+  o.transforms = transforms;
   o.defer_augment = true;
   o.dtype = DType::kUint8;
   o.layout = Layout::kNHWC;
@@ -96,8 +150,8 @@ void ExpectDeviceEqualsTwin(DType dtype, Layout layout, bool auto_return) {
   for (auto it = range.begin(); it != range.end(); ++it, ++batches) {
     const Batch& b = *it;
     const size_t bytes = size_t(b.size) * 3 * b.height * b.width * DTypeSize(dtype);
-    std::vector<uint8_t> want(bytes), got(bytes);
-    kernels::AugmentBatchCpu(twin, b.images_as<uint8_t>(), b.params, int(b.size), want.data());
+    std::vector<uint8_t> got(bytes);
+    const std::vector<uint8_t> want = TwinOf(b, twin, bytes);
     const gpu::DeviceBatch d = auto_return ? aug.ProcessFor(it.lease(), gpu::LegacyDefaultStream()) : aug.Process(it.lease());
     gpu::CopyToHost(d, got.data());
     if (!auto_return) aug.Release(d, gpu::LegacyDefaultStream());
@@ -112,6 +166,9 @@ TEST(GpuTwin, DeviceKernelEqualsTheCpuTwin) {
   std::printf("%s\n", gpu::Describe().c_str());
   ExpectDeviceEqualsTwin(DType::kFloat32, Layout::kNCHW, true);
   ExpectDeviceEqualsTwin(DType::kFloat16, Layout::kNHWC, false);
+  ExpectDeviceEqualsTwin(DType::kFloat32, Layout::kNCHW, true,
+                         "random_crop(32,padding=4,padding_mode=reflect),color_jitter(0.4,0.4,0.4,0.1),rand_augment(2,9),"
+                         "random_equalize,random_autocontrast,gaussian_blur(5),random_perspective(0.4),random_erasing");
 }
 
 TEST(GpuTwin, NoGpuIsReportedAndRefusedClearly) {
