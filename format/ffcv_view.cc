@@ -54,13 +54,26 @@ std::unique_ptr<FileView> OpenView(const ByteSource* src) {
   v->meta_.fields[0].name = fields[image].name;
   v->ffcv_from_ = c.from;
   if (c.typed) {
-    v->header_.incompat_flags |= kTypedFieldsFlag;
+    v->header_.incompat_flags |= kTypedFieldsFlag | (v->meta_.further_images() ? kFurtherImagesFlag : 0);
+    v->header_.version_minor = v->meta_.further_images() ? kImagesMinor : kTypedMinor;
     v->layout_ = FieldLayout::Of(v->meta_);
     // Fixed fields read in place from the metadata table (sample i's record at i * record_size): a
     // scalar is its value (<i8, <f8: dsc's int64, float64), an array's is a u64 pointer to it.
     v->fixed_.assign(c.fields.size(), {});
     for (int k : v->layout_.fixed) {
       const Field& fd = fields[c.from[size_t(k)]];
+      if (fd.type == kRgbImage) {
+        // A further image's descriptor (format 1.3) is not in FFCV's record (mode, width, height,
+        // pointer): made here, 8 bytes a sample, as the index entries are for the first image.
+        std::vector<uint8_t>& col = v->descriptors_.emplace_back(f.sample_count() * kImageDescriptorSize);
+        for (uint64_t i = 0; i < f.sample_count(); ++i) {
+          const Image im = f.image(i, c.from[size_t(k)]);
+          EncodeImageDescriptor({im.width, im.height, uint8_t(im.mode == 0 ? Encoding::kJpeg : Encoding::kRaw), 3},
+                                col.data() + i * kImageDescriptorSize);
+        }
+        v->fixed_[size_t(k)] = {col.data(), kImageDescriptorSize, false};
+        continue;
+      }
       v->fixed_[size_t(k)] = {f.record(0) + fd.offset, f.record_size(), fd.type == kNdArray || fd.type == kTorchTensor};
     }
   }
@@ -211,7 +224,7 @@ Conversion PlanConversion(const File& file, bool lenient) {
           return std::to_string(f.array_bytes) + " bytes per value; dsc's arrays hold at most " + std::to_string(kMaxRowWidth);
         return "";
       }
-      case kRgbImage: return "a second image field; a dsc file holds one image per sample";
+      case kRgbImage: return "";  // a further image (format 1.3)
       default: return "not a field type dsc converts";
     }
   };
@@ -249,6 +262,7 @@ Conversion PlanConversion(const File& file, bool lenient) {
       case kFloat: c.fields.push_back({FieldType::kScalar, f.name, {}, DType::kFloat64}); break;
       case kBytes: c.fields.push_back({FieldType::kBytes, f.name}); break;
       case kJson: c.fields.push_back({FieldType::kText, f.name}); break;
+      case kRgbImage: c.fields.push_back({FieldType::kImage, f.name}); break;
       default: {  // an array `unmapped` accepted: each dimension is at most array_bytes, so it fits uint32
         DType t = DType::kNone;
         DTypeOfNumpy(f.dtype, &t);
@@ -260,7 +274,8 @@ Conversion PlanConversion(const File& file, bool lenient) {
   if (c.typed) {  // (a file without typed fields is written as before, by Build's own checks)
     Meta m;
     m.fields = c.fields;
-    if (const std::string why = SchemaProblem(m, true); !why.empty()) throw Error(file.name() + ": FFCV fields as dsc fields: " + why);
+    if (const std::string why = SchemaProblem(m, true, m.further_images()); !why.empty())
+      throw Error(file.name() + ": FFCV fields as dsc fields: " + why);
   }
   return c;
 }

@@ -127,6 +127,7 @@ class FileView {
     bool in_file = false;
   };
   std::vector<FixedColumn> fixed_;
+  std::vector<std::vector<uint8_t>> descriptors_;  // FFCV: further images' descriptor columns (ffcv::OpenView)
   VarRef FfcvVarValue(size_t f, uint64_t i) const;                                     // format/ffcv_view.cc
   std::string FfcvValueProblem(size_t f, uint64_t i, const uint8_t* p, uint64_t n) const;  // format/ffcv_view.cc
   std::vector<size_t> ffcv_from_;  // per field of an FFCV file: its FFCV field (ffcv::Conversion::from)

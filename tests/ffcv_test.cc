@@ -405,6 +405,65 @@ TEST(Ffcv, ConvertedNumpyFileKeepsEveryField) {
   }
 }
 
+// A second RGBImageField is a further image (format 1.3): read in place with PIL's pixels, converted
+// to a 1.3 file that decodes the same, and loaded by name (LoaderOptions::image) from either file
+// with the same batches.
+TEST(Ffcv, SecondImageFieldIsAFurtherImage) {
+  const std::string dir = ScratchDir();
+  const std::string path = dir + "/two.beton";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + kRef + " write " + path + " 8192 3 2").c_str()), 0);
+  const auto pixels = ReadFile(path + ".thumb_pixels.bin");
+  const auto dims = ReadArray<uint32_t>(path + ".thumb_dims.bin");
+  writer::BuildOptions bo;
+  bo.format = "ffcv";
+  bo.threads = 2;
+  writer::Build(path, dir + "/c.beton", bo);
+  Dataset src(path), conv(dir + "/c.beton", {.verify = true});
+  for (const std::string& f : {path, dir + "/c.beton"}) {
+    const std::vector<uint8_t> bytes = ReadFile(f);
+    MemorySource ms(f, bytes.data(), bytes.size());
+    EXPECT_TRUE(format::VerifyFile(ms).empty()) << f;
+  }
+  for (const Dataset* ds : {&src, &conv}) {
+    SCOPED_TRACE(ds->view().ffcv() ? "FFCV file" : "converted file");
+    const uint32_t thumb = ds->ImageField("thumb");
+    ASSERT_GT(thumb, 0u);
+    EXPECT_EQ(ds->meta().fields[thumb].type, format::FieldType::kImage);
+    EXPECT_TRUE(ds->meta().further_images());
+    SampleDecoder dec(*ds, {.fancy_upsampling = true});  // PIL's decode: accurate IDCT, fancy upsampling
+    std::vector<uint8_t> rgb;
+    size_t at = 0, jpegs = 0;
+    for (uint64_t i = 0; i < ds->size(); ++i) {
+      const format::IndexEntry e = ds->entry(i, thumb);
+      ASSERT_EQ(e.height, dims[2 * i]);
+      ASSERT_EQ(e.width, dims[2 * i + 1]);
+      jpegs += e.encoding == uint8_t(format::Encoding::kJpeg);
+      dec.Decode(i, &rgb, thumb);
+      const size_t n = size_t(dims[2 * i]) * dims[2 * i + 1] * 3;
+      ASSERT_EQ(rgb.size(), n) << i;
+      EXPECT_EQ(std::memcmp(rgb.data(), pixels.data() + at, n), 0) << "sample " << i;
+      at += n;
+    }
+    EXPECT_GT(jpegs, 0u);
+    EXPECT_LT(jpegs, ds->size());
+  }
+  LoaderOptions o = PlainUint8(Order::kRandom);
+  o.fast_idct = false;
+  o.image = "thumb";
+  o.augment.crop = kernels::CropMode::kCenter;
+  o.augment.resize = 8;
+  o.augment.out_w = o.augment.out_h = 8;
+  o.batch_size = 8;
+  Loader a(path, o), b(dir + "/c.beton", o);
+  auto ra = a.epoch(1), rb = b.epoch(1);
+  size_t batches = 0;
+  for (auto ia = ra.begin(), ib = rb.begin(); ia != ra.end() && ib != rb.end(); ++ia, ++ib, ++batches) {
+    ASSERT_EQ(std::memcmp(ia->indices, ib->indices, ia->size * 4), 0);
+    ASSERT_EQ(std::memcmp(ia->images, ib->images, ia->image_bytes() * ia->size), 0) << "batch " << batches;
+  }
+  EXPECT_EQ(batches, a.batches_per_epoch());
+}
+
 // What dsc cannot store, or cannot read, is refused naming the FFCV file, sample and field: by
 // convert, writing nothing, and by the loader, which checks FFCV's values as it reads them. A field
 // dsc has no type for is left out by the loader (and `dsc info` says so) where convert refuses the file.

@@ -1,6 +1,7 @@
 // An FFCV .beton file as a build source (`dsc convert`): the same samples in the same order, JPEG
 // payloads as stored (the build adds restart markers losslessly), raw images as pixels (stored raw).
-// Fields beyond an image and IntFields as labels are written as typed fields (BuildFfcvTyped).
+// Fields beyond an image and IntFields as labels are written as typed fields (BuildFfcvTyped), a
+// second RGBImageField as a further image (format 1.3).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -146,6 +147,15 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
           else s.SetScalar<int64_t>(df.name, file_->int_value(i, plan_.from[c]));
           break;
         case ffcv::kFloat: s.SetScalar<double>(df.name, file_->float_value(i, plan_.from[c])); break;
+        case ffcv::kRgbImage: {  // a further image: as the first, JPEG as stored, raw as pixels
+          const ffcv::Image im = file_->image(i, plan_.from[c]);
+          const ffcv::Span sp = file_->span(i, plan_.from[c]);
+          const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
+          std::vector<uint8_t> payload(p, p + sp.size);
+          if (im.mode == 1) s.SetPixels(df.name, std::move(payload), im.width, im.height);
+          else s.SetImage(df.name, std::move(payload));
+          break;
+        }
         default: {
           // File::Open checked every span lies inside one data page: the read is bounded by the file.
           const ffcv::Span sp = ffcv::ValueSpan(*file_, i, plan_.from[c]);

@@ -11,8 +11,7 @@ namespace dsc::writer {
 // Whether `path` is a regular file that starts as an FFCV file (format/ffcv.h IsFfcv).
 bool IsFfcvFile(const std::string& path);
 // Every built-in FFCV field type. Throws dsc::Error naming the file, sample and field of any
-// structural fault, and the field of a type dsc cannot store (a second image, an array dtype or rank
-// dsc lacks).
+// structural fault, and the field of a type dsc cannot store (an array dtype or rank dsc lacks).
 std::unique_ptr<Source> OpenFfcv(const std::string& path);
 
 // Whether `src` (from OpenFfcv) has fields beyond an RGBImageField and up to two IntFields that fit

@@ -2,9 +2,10 @@
 """References for tests/ffcv_test.cc, from NumPy and PIL only (nothing shared with dsc's reader).
 
   ffcv_ref.py dump NPZ OUTDIR          every array of FFCV's .npz as OUTDIR/<key>.bin (raw bytes)
-  ffcv_ref.py write OUT PAGE CHUNK     an FFCV file laid out from docs/ffcv-format.md: every field type,
+  ffcv_ref.py write OUT PAGE CHUNK [2] an FFCV file laid out from docs/ffcv-format.md: every field type,
                                        mixed JPEG/raw images, pages filled by two interleaved writers;
-                                       expectations beside it as OUT.<what>.bin
+                                       expectations beside it as OUT.<what>.bin; with 2, a second
+                                       RGBImageField 'thumb' (OUT.thumb_pixels.bin, OUT.thumb_dims.bin)
   ffcv_ref.py tree ROOT OUT            a class-per-folder JPEG tree (CIFAR-10's train/) as an FFCV file:
                                        JPEGs as stored (mode 0), IntField label = sorted class index,
                                        8 MiB pages (bench/: the loader over FFCV's layout)
@@ -31,11 +32,28 @@ def dump(npz, out):
             np.ascontiguousarray(a).tofile(os.path.join(out, k + '.bin'))
 
 
-def write(out, page, chunk):
+def _image(rng, s, jpeg):
+    """A w x h image of 8..40 px as FFCV stores it: (payload, mode, w, h, the RGB pixels FFCV decodes)."""
+    w, h = int(rng.integers(8, 40)), int(rng.integers(8, 40))
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    rgb = np.repeat(np.repeat(rgb[::4, ::4], 4, 0), 4, 1)[:h, :w]  # smoother, so JPEG is small
+    rgb = np.ascontiguousarray(rgb)
+    if not jpeg:
+        return rgb.tobytes(), 1, w, h, rgb
+    buf = io.BytesIO()
+    if s % 9 == 3:  # a grayscale JPEG: FFCV decodes it to RGB too
+        Image.fromarray(rgb).convert('L').save(buf, 'JPEG', quality=90)
+    else:
+        Image.fromarray(rgb).save(buf, 'JPEG', quality=90, subsampling=2)
+    img = buf.getvalue()
+    return img, 0, w, h, np.asarray(Image.open(io.BytesIO(img)).convert('RGB'))
+
+
+def write(out, page, chunk, images=1):
     rng = np.random.default_rng(7)
     n = 37
-    names = ['image', 'label', 'score', 'emb', 'mask', 'meta', 'blob', 'label2']
-    types = [2, 1, 0, 4, 6, 5, 3, 1]
+    names = ['image', 'label', 'score', 'emb', 'mask', 'meta', 'blob', 'label2'] + (['thumb'] if images == 2 else [])
+    types = [2, 1, 0, 4, 6, 5, 3, 1] + ([2] if images == 2 else [])
     arrays = {'emb': ('<f4', (5,)), 'mask': ('|u1', (3, 4))}
     meta_types = {0: np.dtype('<f8'), 1: np.dtype('<i8'), 2: IMAGE_META, 3: PTR_SIZE, 4: np.dtype('<u8'),
                   5: PTR_SIZE, 6: np.dtype('<u8')}
@@ -56,23 +74,10 @@ def write(out, page, chunk):
             desc[i]['arguments'] = args
     meta = np.zeros(n, record)
     values = []  # per sample: the variable values in field order
-    pixels = []
+    pixels, thumbs = [], []
     for s in range(n):
-        w, h = int(rng.integers(8, 40)), int(rng.integers(8, 40))
-        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        rgb = np.repeat(np.repeat(rgb[::4, ::4], 4, 0), 4, 1)[:h, :w]  # smoother, so JPEG is small
-        rgb = np.ascontiguousarray(rgb)
-        if s % 3 == 0:
-            buf = io.BytesIO()
-            if s % 9 == 3:  # a grayscale JPEG: FFCV decodes it to RGB too
-                Image.fromarray(rgb).convert('L').save(buf, 'JPEG', quality=90)
-            else:
-                Image.fromarray(rgb).save(buf, 'JPEG', quality=90, subsampling=2)
-            img, mode = buf.getvalue(), 0
-            pixels.append(np.asarray(Image.open(io.BytesIO(img)).convert('RGB')))
-        else:
-            img, mode = rgb.tobytes(), 1
-            pixels.append(rgb)
+        img, mode, w, h, px = _image(rng, s, s % 3 == 0)
+        pixels.append(px)
         meta[s]['image'] = (mode, w, h, 0)
         meta[s]['label'] = int(rng.integers(-1000, 1000))
         meta[s]['label2'] = s * 3
@@ -82,7 +87,12 @@ def write(out, page, chunk):
         text = json.dumps({'s': s, 'k': 'x' * int(rng.integers(0, 20))}).encode() + b'\0'
         blob = bytes(rng.integers(0, 256, int(rng.integers(0, 30)) if s % 5 else 0, dtype=np.uint8))
         values.append([img, emb.tobytes(), mask.tobytes(), text, blob])
-    var_fields = ['image', 'emb', 'mask', 'meta', 'blob']
+        if images == 2:  # its own sizes, JPEG where the first image is raw and the other way round
+            t, tmode, tw, th, tpx = _image(rng, s + 1, s % 3 != 0)
+            thumbs.append(tpx)
+            meta[s]['thumb'] = (tmode, tw, th, 0)
+            values[-1].append(t)
+    var_fields = ['image', 'emb', 'mask', 'meta', 'blob'] + (['thumb'] if images == 2 else [])
 
     meta_start = header.nbytes + desc.nbytes
     data_start = -(-(meta_start + meta.nbytes) // page) * page
@@ -123,8 +133,8 @@ def write(out, page, chunk):
             off = (ptr - data_start) % page
             pages[pg][off:off + len(v)] = v
             allocs[wr].append((s, ptr, len(v)))
-            if nm == 'image':
-                meta[s]['image']['data_ptr'] = ptr
+            if nm in ('image', 'thumb'):
+                meta[s][nm]['data_ptr'] = ptr
             elif nm in ('meta', 'blob'):
                 meta[s][nm] = (ptr, len(v))
             else:
@@ -140,6 +150,9 @@ def write(out, page, chunk):
             f.write(bytes(pages[k]))
         f.write(table.tobytes())
     np.concatenate([p.reshape(-1) for p in pixels]).tofile(out + '.pixels.bin')
+    if thumbs:
+        np.concatenate([p.reshape(-1) for p in thumbs]).tofile(out + '.thumb_pixels.bin')
+        np.array([[p.shape[0], p.shape[1]] for p in thumbs], '<u4').tofile(out + '.thumb_dims.bin')
     np.array([[p.shape[0], p.shape[1]] for p in pixels], '<u4').tofile(out + '.dims.bin')
     meta['label'].astype('<i8').tofile(out + '.label.bin')
     meta['label2'].astype('<i8').tofile(out + '.label2.bin')
@@ -194,4 +207,4 @@ if __name__ == '__main__':
     elif sys.argv[1] == 'tree':
         tree(sys.argv[2], sys.argv[3])
     else:
-        write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 1)
