@@ -164,6 +164,13 @@ if want bench; then
             >"$WORK/photos.json" && grep -E '"(images_per_second|twin_stage_us_per_staged|cpu_us_per_image)"' "$WORK/photos.json"
         done
       done
+      # The list transforms on the CPU workers against the same list deferred to the GPU (Batch::steps).
+      for decoder in cpu gpu; do
+        echo "== photos imagenet-train + rand_augment(2,9) --decoder $decoder --threads 1"
+        "$dsc" bench "$WORK/photos.beton" --preset imagenet-train --transforms "rand_augment(2,9)" --decoder $decoder \
+          --threads 1 --epochs 4 --batch-size 64 --json >"$WORK/photos.json" &&
+          grep -E '"(images_per_second|cpu_us_per_image)"' "$WORK/photos.json"
+      done
     fi
   } >"$RES/bench.txt" 2>&1 || fail "dsc bench (see bench.txt)"
 fi
