@@ -14,6 +14,7 @@
 #include "kernels/color_jitter.h"
 #include "kernels/cpu.h"
 #include "kernels/mix.h"
+#include "kernels/transform_ops.h"
 #include "kernels/transform_steps.h"
 #include "kernels/transforms.h"
 
@@ -200,6 +201,30 @@ TEST(ColorJitter, FastPathEqualsTheReferenceOpByOp) {
     list.ApplyPlanes(PlanesU8{{planes.data(), planes.data() + n, planes.data() + 2 * n}, w, h}, 4, 2, index, s);
     for (size_t i = 0; i < n; ++i)
       for (int c = 0; c < 3; ++c) ASSERT_EQ(planes[size_t(c) * n + i], packed[3 * i + size_t(c)]) << index;
+  }
+}
+
+// The vectorised hue (HueLanes) against HuePixel, the per-pixel reference, over a lattice of the RGB
+// cube (every grey, every hue sector and its edges) and factors across [-0.5, 0.5].
+TEST(ColorJitter, HueLanesEqualHuePixelAcrossTheCube) {
+  std::vector<uint8_t> r, g, b;
+  for (int x = 0; x < 256; x += 3)
+    for (int y = 0; y < 256; y += 5)
+      for (int z = 0; z < 256; ++z) r.push_back(uint8_t(x)), g.push_back(uint8_t(y)), b.push_back(uint8_t(z));
+  for (float f : {-0.5f, -0.3333f, -0.01f, 0.f, 0.1f, 0.25f, 0.4999f, 0.5f}) {
+    std::vector<uint8_t> rr = r, gg = g, bb = b;
+    HueLanes(rr.data(), gg.data(), bb.data(), rr.size(), f);
+    size_t bad = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const uint8_t in[3] = {r[i], g[i], b[i]};
+      uint8_t want[3];
+      HuePixel(in, f, want);
+      bad += want[0] != rr[i] || want[1] != gg[i] || want[2] != bb[i];
+    }
+    EXPECT_EQ(bad, 0u) << "factor " << f;
+    std::vector<uint8_t> tail_r(r.begin(), r.begin() + 13), tail_g(g.begin(), g.begin() + 13), tail_b(b.begin(), b.begin() + 13);
+    HueLanes(tail_r.data(), tail_g.data(), tail_b.data(), 13, f);  // 8 lanes and a tail of 5
+    EXPECT_TRUE(std::equal(tail_r.begin(), tail_r.end(), rr.begin()) && std::equal(tail_b.begin(), tail_b.end(), bb.begin()));
   }
 }
 
