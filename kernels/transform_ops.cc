@@ -379,6 +379,96 @@ DSC_VECTOR_CLONES void PerspectiveWarpGrid(ImageU8 img, const float g[8], Interp
   }
 }
 
+bool StepHasPlanes(int32_t kind) {
+  switch (kind) {
+    case kStepNone:
+    case kStepPadCrop:
+    case kStepFlipH:
+    case kStepFlipV:
+    case kStepGray:
+    case kStepSolarize:
+    case kStepPosterize:
+    case kStepInvert:
+    case kStepErase: return true;
+    default: return false;
+  }
+}
+
+void RunStepPlanes(PlanesU8 img, const TransformStep& st, TransformScratch& s) {
+  const int w = img.width, h = img.height;
+  const size_t n = size_t(w) * size_t(h);
+  switch (st.kind) {
+    case kStepNone: return;
+    case kStepPadCrop: {
+      // PadCrop on each plane as a one-channel image: each output column's source column (or -1 for
+      // the fill) once, then row by row.
+      auto map = [&](int i, int len) {
+        if (i >= 0 && i < len) return i;
+        switch (PadMode(st.mode)) {
+          case PadMode::kEdge: return std::clamp(i, 0, len - 1);
+          case PadMode::kReflect: return ReflectIndex(i, len);
+          case PadMode::kSymmetric: return SymmetricIndex(i, len);
+          default: return -1;
+        }
+      };
+      const size_t at = (n + alignof(int) - 1) / alignof(int) * alignof(int);  // the buffer is new[]'s: aligned
+      s.bytes.resize(at + sizeof(int) * size_t(w));
+      int* xs = reinterpret_cast<int*>(s.bytes.data() + at);
+      for (int x = 0; x < w; ++x) xs[x] = map(st.i[2] + x - st.i[0], w);
+      for (int c = 0; c < 3; ++c) {
+        uint8_t* p = img.plane[c];
+        uint8_t* out = s.bytes.data();
+        const uint8_t fill = uint8_t(st.fill[c]);
+        for (int y = 0; y < h; ++y) {
+          const int sy = map(st.i[3] + y - st.i[1], h);
+          uint8_t* o = out + size_t(y) * size_t(w);
+          if (sy < 0) {
+            std::memset(o, fill, size_t(w));
+            continue;
+          }
+          const uint8_t* row = p + size_t(sy) * size_t(w);
+          for (int x = 0; x < w; ++x) o[x] = xs[x] < 0 ? fill : row[xs[x]];
+        }
+        std::memcpy(p, out, n);
+      }
+      return;
+    }
+    case kStepFlipH:
+      for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < h; ++y) std::reverse(img.plane[c] + size_t(y) * size_t(w), img.plane[c] + size_t(y + 1) * size_t(w));
+      return;
+    case kStepFlipV:
+      for (int c = 0; c < 3; ++c)
+        for (int a = 0, b = h - 1; a < b; ++a, --b)
+          std::swap_ranges(img.plane[c] + size_t(a) * size_t(w), img.plane[c] + size_t(a + 1) * size_t(w),
+                           img.plane[c] + size_t(b) * size_t(w));
+      return;
+    case kStepGray:
+      for (size_t i = 0; i < n; ++i)
+        img.plane[0][i] = img.plane[1][i] = img.plane[2][i] = Gray(img.plane[0][i], img.plane[1][i], img.plane[2][i]);
+      return;
+    case kStepSolarize:
+    case kStepPosterize:
+    case kStepInvert: {
+      uint8_t lut[256];
+      for (int v = 0; v < 256; ++v)
+        lut[v] = st.kind == kStepSolarize    ? SolarizeValue(uint8_t(v), float(st.a))
+                 : st.kind == kStepPosterize ? PosterizeValue(uint8_t(v), st.i[0])
+                                             : uint8_t(255 - v);
+      for (int c = 0; c < 3; ++c)
+        for (size_t i = 0; i < n; ++i) img.plane[c][i] = lut[img.plane[c][i]];
+      return;
+    }
+    case kStepErase:
+      for (int c = 0; c < 3; ++c)
+        for (int y = std::max(0, st.i[0]); y < std::min(h, st.i[0] + st.i[2]); ++y)
+          for (int x = std::max(0, st.i[1]); x < std::min(w, st.i[1] + st.i[3]); ++x)
+            img.plane[c][size_t(y) * size_t(w) + size_t(x)] = uint8_t(st.fill[c]);
+      return;
+    default: throw Error("internal: transform step kind " + std::to_string(st.kind) + " on planes");
+  }
+}
+
 void RunStep(ImageU8 img, const TransformStep& st, TransformScratch& s) {
   const Interp interp = st.mode ? Interp::kBilinear : Interp::kNearest;
   const float* fill = st.has_fill ? st.fill : nullptr;

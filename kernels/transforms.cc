@@ -166,6 +166,15 @@ void StepTransform::Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* 
   steps.swap(s.steps);
 }
 
+void StepTransform::ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const {
+  std::vector<TransformStep> steps;
+  steps.swap(s.steps);
+  steps.clear();
+  Plan(img.width, img.height, rng, log, &steps);
+  for (const TransformStep& st : steps) RunStepPlanes(img, st, s);
+  steps.swap(s.steps);
+}
+
 TransformStep Step(int32_t kind, double a) {
   TransformStep st;
   st.kind = kind;
@@ -195,6 +204,7 @@ using namespace detail;
 
 class RandomCrop final : public StepTransform {
  public:
+  bool HasPlanes() const override { return true; }
   explicit RandomCrop(const TransformArgs& a) {
     std::vector<double> size = a.Nums(0, "size", {});
     if (size.empty() || size.size() > 2) throw Error("transform random_crop: size is N or (H, W)");
@@ -252,6 +262,7 @@ class RandomCrop final : public StepTransform {
 class RandomFlip final : public StepTransform {
  public:
   RandomFlip(const TransformArgs& a, bool vertical) : vertical_(vertical), p_(Probability(a, 0, 0.5)) {}
+  bool HasPlanes() const override { return true; }
   void Plan(int, int, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool f = Chance(rng, p_);
     Log(log, "flip", f);
@@ -320,6 +331,7 @@ class ColorJitter final : public Transform {
 class RandomApply final : public StepTransform {
  public:
   RandomApply(double p, TransformStep op) : p_(p), op_(op) {}
+  bool HasPlanes() const override { return StepHasPlanes(op_.kind); }
   void Plan(int, int, Rng& rng, ParamLog* log, std::vector<TransformStep>* steps) const override {
     const bool on = Chance(rng, p_);
     Log(log, "applied", on);
@@ -472,6 +484,7 @@ class RandomPerspective final : public StepTransform {
 
 class RandomErasing final : public StepTransform {
  public:
+  bool HasPlanes() const override { return true; }
   explicit RandomErasing(const TransformArgs& a) {
     p_ = Probability(a, 0, 0.5);
     std::vector<double> sc = a.Nums(1, "scale", {0.02, 0.33}), r = a.Nums(2, "ratio", {0.3, 3.3});

@@ -176,6 +176,9 @@ void PerspectiveWarpGrid(ImageU8 img, const float g[8], Interp interp, const flo
 // One drawn step on one image with the reference ops above (what Apply runs; the device path's
 // per-element code is tested against it).
 void RunStep(ImageU8 img, const TransformStep& step, TransformScratch& s);
+// The step kinds that also run on planes (StepHasPlanes), and that run: the same bytes as RunStep.
+bool StepHasPlanes(int32_t kind);
+void RunStepPlanes(PlanesU8 img, const TransformStep& step, TransformScratch& s);
 
 // The float32 sampling grid coefficients (kernels/transform_ops.h AffineSource, PerspectiveSource) of
 // the inverse affine matrix m / the perspective coefficients c, for a w x h image.

@@ -32,6 +32,8 @@ class StepTransform : public Transform {
   void Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override;
   bool OnDevice() const override { return true; }
   int MaxSteps() const override { return 1; }
+  // Transforms whose steps all have planar forms (StepHasPlanes) say so with HasPlanes().
+  void ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override;
 };
 TransformStep Step(int32_t kind, double a = 0);
 void SetWarp(Interp interp, const Fill& fill, TransformStep* st);

@@ -46,17 +46,19 @@ def test_thread_count_and_front_end_do_not_change_batches(small):
 
 
 def test_planar_colour_path_equals_the_packed_one(small):
-    """A list of colour jitter alone keeps a JPEG's pixels planar (kernels::TransformList::OnPlanes);
-    with an inert transform after it (random_erasing(p=0) draws but never erases) the list runs on
-    packed RGB rows instead. The two give the same batches, in float32 (flip, translate, cutout,
-    normalise) and in uint8, for any thread count."""
+    """A list of transforms with planar forms (pad-and-crop, flips, colour jitter, erasing) keeps a
+    JPEG's pixels planar (kernels::TransformList::OnPlanes); with an inert transform after it
+    (random_perspective(p=0) draws but never warps) the list runs on packed RGB rows instead. The two
+    give the same batches, in float32 (flip, translate, cutout, normalise) and in uint8, for any
+    thread count."""
     path, _ = small
-    jitter = "color_jitter(0.4,0.4,0.4,0.1)"
+    jitter = ("random_crop(32,padding=4,padding_mode=reflect),random_vertical_flip,color_jitter(0.4,0.4,0.4,0.1),"
+              "random_erasing(0.5)")
     for kw in (dict(preset="cifar-train"), dict(preset="cifar-train", dtype="uint8", layout="NHWC", normalize=False)):
         planar = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=1, transforms=jitter,
                                                    **kw).epoch(2)]
         packed = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=3,
-                                                   transforms=jitter + ",random_erasing(p=0)", **kw).epoch(2)]
+                                                   transforms=jitter + ",random_perspective(p=0)", **kw).epoch(2)]
         plain = [b[0].clone() for b in dsc.Loader(path, batch_size=250, seed=4, threads=1, **kw).epoch(2)]
         assert len(planar) == len(packed) == 4
         assert all(torch.equal(a, b) for a, b in zip(planar, packed))
