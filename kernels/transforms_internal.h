@@ -24,6 +24,12 @@ struct Fill {
   const float* ptr() const { return none ? nullptr : v; }
 };
 Fill ParseFill(const TransformArgs& a, size_t pos, bool default_none);
+// ColorJitter's _check_input: x -> [center - x, center + x] (the low end clipped at lo_bound when
+// clip_first), or (lo, hi) as given.
+std::pair<double, double> Range(const TransformArgs& a, size_t pos, const char* key, double center, double lo_bound,
+                                bool clip_first);
+std::pair<double, double> Degrees(const TransformArgs& a, size_t pos, const char* key);  // x -> (-x, x), or (lo, hi)
+double Probability(const TransformArgs& a, size_t pos, double def);                    // argument p in [0, 1]
 
 // A transform defined by its draws (Plan): Apply runs the planned steps with the reference ops, so the
 // CPU and the deferred path share every random choice.

@@ -67,6 +67,15 @@ void BatchDigest::Add(const Batch& b) {
       for (int64_t v : {p.src_x, p.src_y, p.src_w, p.src_h}) s.Value<int64_t>(v);
       for (int32_t v : {p.dx, p.dy, p.cut_x, p.cut_y, p.flip}) s.Value<int32_t>(v);
     }
+    // The transform list's drawn steps (Batch::steps), likewise field by field.
+    s.Value<uint32_t>(b.steps ? b.steps_per_sample : 0);
+    for (size_t i = 0; b.steps && i < n * size_t(b.steps_per_sample); ++i) {
+      const kernels::TransformStep& t = b.steps[i];
+      for (int32_t v : {t.kind, t.i[0], t.i[1], t.i[2], t.i[3], t.mode, t.has_fill}) s.Value<int32_t>(v);
+      for (double v : {t.a, t.b}) s.Value<double>(v);
+      for (float v : t.g) s.Value<float>(v);
+      for (float v : t.fill) s.Value<float>(v);
+    }
   }
   ++s.batches;
 }

@@ -158,8 +158,9 @@ struct LoaderOptions {
   uint64_t max_pixels = kernels::kDefaultMaxPixels;  // larger images are refused before any allocation
   bool collect_stats = false;         // per-stage timings (dsc bench, dsc train's verdict)
   // Deferred augmentation (the GPU path): workers decode (and crop/resize, when a crop transform is
-  // set) into uint8 NHWC and stop there; flip, translate, cutout and normalisation are applied later,
-  // on the GPU or by kernels::AugmentBatchCpu, from Batch::params. Requires dtype kUint8 / kNHWC.
+  // set) into uint8 NHWC and stop there; the transform list (Batch::steps), then flip, translate,
+  // cutout and normalisation (Batch::params) are applied later, on the GPU (gpu::Augmenter) or by
+  // kernels::RunStepsCpu and kernels::AugmentBatchCpu. Requires dtype kUint8 / kNHWC.
   bool defer_augment = false;
   // Who decodes JPEG payloads. kGpu (needs defer_augment): the workers do not decode the payloads the
   // GPU decoder supports; they stage them (kernels/jpeg_twin_batch.h; with a crop transform only the

@@ -332,8 +332,8 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Int<uint64_t>("max_pixels", "refuse images of more pixels, before any allocation", 1, kU64,
                             [](O& o) -> uint64_t& { return o.max_pixels; }, "1000000", "0", kAll));
   t.push_back(Bool("collect_stats", "per-stage worker times", [](O& o) -> bool& { return o.collect_stats; }));
-  t.push_back(Bool("defer_augment", "decode into uint8 NHWC and leave flip/translate/cutout/normalise to Batch::params (C++'s GPU "
-                   "augmenter)", [](O& o) -> bool& { return o.defer_augment; }, kAll));
+  t.push_back(Bool("defer_augment", "decode into uint8 NHWC and leave the transform list and flip/translate/cutout/normalise to "
+                   "Batch::steps and Batch::params (C++'s GPU augmenter)", [](O& o) -> bool& { return o.defer_augment; }, kAll));
   // Augmentation.
   t.push_back(Choice<kernels::CropMode>("crop", "crop transform",
                                         {"none", "random_resized", "center"},
