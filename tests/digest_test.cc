@@ -107,6 +107,21 @@ TEST(BatchDigest, EveryDeliveredByteCounts) {
   EXPECT_NE(deferred, ref);
   { HandBatch m; m.params[1].flip = 1; EXPECT_NE(DigestOf(m.Get(true)), deferred); }
   { HandBatch m; m.params[2].src_w += 1; EXPECT_NE(DigestOf(m.Get(true)), deferred); }
+  // A deferred batch's transform-list steps are delivered bytes too.
+  std::vector<kernels::TransformStep> steps(6);
+  steps[4].kind = kernels::kStepContrast;
+  steps[4].a = 1.25;
+  auto with_steps = [&](const std::vector<kernels::TransformStep>& st) {
+    Batch b = base.Get(true);
+    b.steps = st.data();
+    b.steps_per_sample = 2;
+    return DigestOf(b);
+  };
+  const std::string stepped = with_steps(steps);
+  EXPECT_NE(stepped, deferred);
+  { auto m = steps; m[4].a = 1.5; EXPECT_NE(with_steps(m), stepped); }
+  { auto m = steps; m[1].kind = kernels::kStepInvert; EXPECT_NE(with_steps(m), stepped); }
+  { auto m = steps; m[5].g[7] = 0.5f; EXPECT_NE(with_steps(m), stepped); }
 
   // Order matters: batches a, b differ from b, a.
   HandBatch other;
@@ -196,6 +211,17 @@ TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferred) {
   o.dtype = DType::kUint8;
   o.layout = Layout::kNHWC;
   o.defer_augment = true;
+  ExpectSameForThreadsAndPrefetch(Built().cifar, o);
+}
+
+// With a transform list deferred too: the steps are drawn per sample whatever the thread count.
+TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferredList) {
+  LoaderOptions o = LoaderOptions::CifarTrain();
+  o.batch_size = 64;
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.defer_augment = true;
+  o.transforms = "random_crop(32,padding=4,padding_mode=reflect),rand_augment(2,9),color_jitter(0.4,0.4,0.4,0.1)";
   ExpectSameForThreadsAndPrefetch(Built().cifar, o);
 }
 
