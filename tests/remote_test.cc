@@ -277,6 +277,18 @@ TEST(Remote, FfcvFilesEqualLocal) {
   }
 }
 
+// A deferred transform list (the GPU path's Batch::steps) with remote workers: the steps are drawn by
+// the client from each sample's stream, and a crop's flip leads them, as for the local loader.
+TEST(Remote, DeferredTransformListEqualsLocal) {
+  LoaderOptions o = Base();
+  o.dtype = DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.defer_augment = true;
+  o.augment.flip = true;
+  o.transforms = "rand_augment(2,9),random_erasing(0.5)";
+  ExpectRemoteRandomCropsEqualLocal(Built().cifar, o);
+}
+
 // `dsc bench` with remote-only workers: the workers did every sample (the padded last batch's too, so
 // the share is 1, not 416/400), and the verdict names them instead of the idle local stages.
 TEST(Remote, BenchNamesRemoteWorkersAsTheBound) {
