@@ -1,5 +1,5 @@
 // adjust_hue on a 224x224 image's planes, side by side in one process: the per-pixel reference
-// (HuePixel, what ColorJitter ran before) against HueLanes (8 lanes with AVX2; the same bits).
+// (HuePixel, what ColorJitter ran before) against HueLanes (16 AVX-512 or 8 AVX2 lanes; the same bits).
 //   taskset -c 1 build/bench/hue_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 

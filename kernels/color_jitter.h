@@ -24,7 +24,8 @@ void ColorJitterReference(ImageU8 img, const JitterOps& ops);
 // The same on three planes of n pixels (r, g, b), in place. AVX-512 (with VBMI for the tables) where
 // the CPU has it, else portable loops; the same bits either way.
 void ColorJitterPlanes(uint8_t* const planes[3], size_t n, const JitterOps& ops);
-// adjust_hue on three planes of n values, in place: HuePixel's values, 8 at a time with AVX2.
+// adjust_hue on three planes of n values, in place: HuePixel's values, 16 at a time with AVX-512 and
+// 8 with AVX2.
 void HueLanes(uint8_t* r, uint8_t* g, uint8_t* b, size_t n, float factor);
 // The same on a packed RGB image: split into planes (scratch), ColorJitterPlanes, interleaved back.
 void ColorJitterRgb(ImageU8 img, const JitterOps& ops, TransformScratch& scratch);
