@@ -154,22 +154,22 @@ double Probability(const TransformArgs& a, size_t pos, double def) {
   return p;
 }
 
-void StepTransform::Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const {
-  std::vector<TransformStep> steps;  // RunStep may use the scratch's other buffers
+template <typename Run>
+void StepTransform::PlanAndRun(int w, int h, Rng& rng, TransformScratch& s, ParamLog* log, Run run) const {
+  std::vector<TransformStep> steps;  // taken out of the scratch: run may use its other buffers
   steps.swap(s.steps);
   steps.clear();
-  Plan(img.width, img.height, rng, log, &steps);
-  for (const TransformStep& st : steps) RunStep(img, st, s);
+  Plan(w, h, rng, log, &steps);
+  for (const TransformStep& st : steps) run(st);
   steps.swap(s.steps);
 }
 
+void StepTransform::Apply(ImageU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const {
+  PlanAndRun(img.width, img.height, rng, s, log, [&](const TransformStep& st) { RunStep(img, st, s); });
+}
+
 void StepTransform::ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const {
-  std::vector<TransformStep> steps;
-  steps.swap(s.steps);
-  steps.clear();
-  Plan(img.width, img.height, rng, log, &steps);
-  for (const TransformStep& st : steps) RunStepPlanes(img, st, s);
-  steps.swap(s.steps);
+  PlanAndRun(img.width, img.height, rng, s, log, [&](const TransformStep& st) { RunStepPlanes(img, st, s); });
 }
 
 TransformStep Step(int32_t kind, double a) {

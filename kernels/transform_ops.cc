@@ -10,6 +10,10 @@
 
 namespace dsc::kernels {
 
+static_assert(int(PadMode::kConstant) == 0 && int(PadMode::kEdge) == 1 && int(PadMode::kReflect) == 2 &&
+                  int(PadMode::kSymmetric) == 3,
+              "PadIndex (transform_ops.h) takes PadMode's values");
+
 namespace {
 size_t Pixels(const ImageU8& img) { return size_t(img.width) * size_t(img.height); }
 }  // namespace
@@ -245,25 +249,12 @@ void PadCrop(const ImageU8& src, int pad_l, int pad_t, int pad_r, int pad_b, Pad
   const int w = src.width, h = src.height;
   if (mode == PadMode::kReflect && (pad_l >= w || pad_r >= w || pad_t >= h || pad_b >= h))
     throw Error("random_crop: reflect padding must be smaller than the image (" + std::to_string(w) + "x" + std::to_string(h) + ")");
-  auto map = [mode](int i, int n, bool* outside) {
-    *outside = false;
-    if (i >= 0 && i < n) return i;
-    switch (mode) {
-      case PadMode::kConstant: *outside = true; return 0;
-      case PadMode::kEdge: return std::clamp(i, 0, n - 1);
-      case PadMode::kReflect: return ReflectIndex(i, n);
-      case PadMode::kSymmetric: return SymmetricIndex(i, n);
-    }
-    return 0;
-  };
   for (int y = 0; y < out_h; ++y) {
-    bool out_y;
-    const int sy = map(top + y - pad_t, h, &out_y);
+    const int sy = PadIndex(top + y - pad_t, h, int(mode));
     uint8_t* d = dst + size_t(y) * size_t(out_w) * 3;
     for (int x = 0; x < out_w; ++x) {
-      bool out_x;
-      const int sx = map(left + x - pad_l, w, &out_x);
-      if (out_x || out_y) std::memcpy(d + x * 3, fill, 3);
+      const int sx = PadIndex(left + x - pad_l, w, int(mode));
+      if (sx < 0 || sy < 0) std::memcpy(d + x * 3, fill, 3);
       else std::memcpy(d + x * 3, src.data + (size_t(sy) * size_t(w) + size_t(sx)) * 3, 3);
     }
   }
@@ -402,25 +393,16 @@ void RunStepPlanes(PlanesU8 img, const TransformStep& st, TransformScratch& s) {
     case kStepPadCrop: {
       // PadCrop on each plane as a one-channel image: each output column's source column (or -1 for
       // the fill) once, then row by row.
-      auto map = [&](int i, int len) {
-        if (i >= 0 && i < len) return i;
-        switch (PadMode(st.mode)) {
-          case PadMode::kEdge: return std::clamp(i, 0, len - 1);
-          case PadMode::kReflect: return ReflectIndex(i, len);
-          case PadMode::kSymmetric: return SymmetricIndex(i, len);
-          default: return -1;
-        }
-      };
       const size_t at = (n + alignof(int) - 1) / alignof(int) * alignof(int);  // the buffer is new[]'s: aligned
       s.bytes.resize(at + sizeof(int) * size_t(w));
       int* xs = reinterpret_cast<int*>(s.bytes.data() + at);
-      for (int x = 0; x < w; ++x) xs[x] = map(st.i[2] + x - st.i[0], w);
+      for (int x = 0; x < w; ++x) xs[x] = PadIndex(st.i[2] + x - st.i[0], w, st.mode);
       for (int c = 0; c < 3; ++c) {
         uint8_t* p = img.plane[c];
         uint8_t* out = s.bytes.data();
         const uint8_t fill = uint8_t(st.fill[c]);
         for (int y = 0; y < h; ++y) {
-          const int sy = map(st.i[3] + y - st.i[1], h);
+          const int sy = PadIndex(st.i[3] + y - st.i[1], h, st.mode);
           uint8_t* o = out + size_t(y) * size_t(w);
           if (sy < 0) {
             std::memset(o, fill, size_t(w));

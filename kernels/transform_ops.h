@@ -96,6 +96,18 @@ DSC_HD int SymmetricIndex(int i, int n) {
   return i < n ? i : period - 1 - i;
 }
 
+// Which pixel coordinate i of an axis of n pixels, padded as F.pad pads (mode: PadMode's value, 0
+// constant, 1 edge, 2 reflect, 3 symmetric), reads: a coordinate in [0, n), or -1 for the fill.
+DSC_HD int PadIndex(int i, int n, int mode) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+    case 1: return i < 0 ? 0 : n - 1;
+    case 2: return ReflectIndex(i, n);
+    case 3: return SymmetricIndex(i, n);
+    default: return -1;
+  }
+}
+
 // torchvision's _get_gaussian_kernel1d in float32 (k <= kMaxBlurTaps on the device path). The
 // exponential is taken in double and rounded once, so the host and a GPU agree on every weight.
 DSC_HD void GaussianKernel1d(int k, double sigma, float* out) {

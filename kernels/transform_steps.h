@@ -97,22 +97,13 @@ DSC_HD void StepElement(const TransformStep& s, const StepStats& st, const uint8
   const uint8_t* p = in + (size_t(y) * size_t(w) + size_t(x)) * 3;
   switch (s.kind) {
     case kStepPadCrop: {
-      int sx = s.i[2] + x - s.i[0], sy = s.i[3] + y - s.i[1];
-      bool outside = false;
-      auto map = [&](int i, int n) {
-        if (i >= 0 && i < n) return i;
-        switch (s.mode) {
-          case 1: return i < 0 ? 0 : n - 1;  // PadMode::kEdge
-          case 2: return ReflectIndex(i, n);
-          case 3: return SymmetricIndex(i, n);
-          default: outside = true; return 0;
-        }
-      };
-      sx = map(sx, w);
-      sy = map(sy, h);
-      const uint8_t* q = in + (size_t(sy) * size_t(w) + size_t(sx)) * 3;
-      for (int c = 0; c < 3; ++c) out[c] = outside ? uint8_t(s.fill[c]) : q[c];
-      return;
+      const int sx = PadIndex(s.i[2] + x - s.i[0], w, s.mode), sy = PadIndex(s.i[3] + y - s.i[1], h, s.mode);
+      if (sx < 0 || sy < 0) {
+        for (int c = 0; c < 3; ++c) out[c] = uint8_t(s.fill[c]);
+        return;
+      }
+      p = in + (size_t(sy) * size_t(w) + size_t(sx)) * 3;
+      break;
     }
     case kStepFlipH: p = in + (size_t(y) * size_t(w) + size_t(w - 1 - x)) * 3; break;
     case kStepFlipV: p = in + (size_t(h - 1 - y) * size_t(w) + size_t(x)) * 3; break;
@@ -153,9 +144,9 @@ DSC_HD void StepElement(const TransformStep& s, const StepStats& st, const uint8
       return;
     case kStepSharpness: {
       // The 3 x 3 (1 1 1 / 1 5 1 / 1 1 1) / 13 blur on the interior (borders keep the image), blended.
+      if (w <= 2 || h <= 2) break;  // torchvision leaves such an image as it is
       const BlendFactors f = MakeBlend(s.a);
-      const bool interior = w > 2 && h > 2 && x > 0 && x < w - 1 && y > 0 && y < h - 1;
-      if (w <= 2 || h <= 2) break;
+      const bool interior = x > 0 && x < w - 1 && y > 0 && y < h - 1;
       const size_t stride = size_t(w) * 3;
       for (int c = 0; c < 3; ++c) {
         uint8_t deg = p[c];

@@ -40,6 +40,11 @@ class StepTransform : public Transform {
   int MaxSteps() const override { return 1; }
   // Transforms whose steps all have planar forms (StepHasPlanes) say so with HasPlanes().
   void ApplyPlanes(PlanesU8 img, Rng& rng, TransformScratch& s, ParamLog* log) const override;
+
+ private:
+  // Plans a w x h image's steps into the scratch's step buffer and runs run(step) on each.
+  template <typename Run>
+  void PlanAndRun(int w, int h, Rng& rng, TransformScratch& s, ParamLog* log, Run run) const;
 };
 TransformStep Step(int32_t kind, double a = 0);
 void SetWarp(Interp interp, const Fill& fill, TransformStep* st);

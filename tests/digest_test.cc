@@ -204,23 +204,24 @@ TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrain) {
   ExpectSameForThreadsAndPrefetch(Built().cifar, o);
 }
 
-// Deferred batches (uint8, augmentation left to the GPU): the params are part of what is delivered.
-TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferred) {
+// CIFAR-10's training pipeline deferred (uint8 NHWC, augmentation left to the GPU).
+LoaderOptions CifarTrainDeferred() {
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.batch_size = 64;
   o.dtype = DType::kUint8;
   o.layout = Layout::kNHWC;
   o.defer_augment = true;
-  ExpectSameForThreadsAndPrefetch(Built().cifar, o);
+  return o;
+}
+
+// Deferred batches: the params are part of what is delivered.
+TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferred) {
+  ExpectSameForThreadsAndPrefetch(Built().cifar, CifarTrainDeferred());
 }
 
 // With a transform list deferred too: the steps are drawn per sample whatever the thread count.
 TEST(EpochDigest, SameForAnyThreadsAndPrefetchCifarTrainDeferredList) {
-  LoaderOptions o = LoaderOptions::CifarTrain();
-  o.batch_size = 64;
-  o.dtype = DType::kUint8;
-  o.layout = Layout::kNHWC;
-  o.defer_augment = true;
+  LoaderOptions o = CifarTrainDeferred();
   o.transforms = "random_crop(32,padding=4,padding_mode=reflect),rand_augment(2,9),color_jitter(0.4,0.4,0.4,0.1)";
   ExpectSameForThreadsAndPrefetch(Built().cifar, o);
 }
