@@ -14,7 +14,8 @@ int DivUp(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-bool ParseRestartLayout(const JpegPieces& p, RestartLayout* l) {
+bool ParseScanLayout(const JpegPieces& p, RestartLayout* l) {
+  *l = RestartLayout();
   const size_t n = p.size();
   if (n < 4 || At(p, 0) != 0xFF || At(p, 1) != 0xD8) return false;
   bool have_sof = false;
@@ -52,12 +53,13 @@ bool ParseRestartLayout(const JpegPieces& p, RestartLayout* l) {
     } else if (m == 0xDA) {
       // One scan with every component: a sequential image's only scan.
       if (!have_sof || len < 3 || At(p, seg) != components || len != 6 + 2 * size_t(components)) return false;
+      l->sos = marker;
       l->entropy = end;
       break;
     }
     i = end;
   }
-  if (restart <= 0 || l->width <= 0 || l->height <= 0 || l->entropy < p.head_size) return false;
+  if (restart < 0 || l->width <= 0 || l->height <= 0 || l->entropy < p.head_size) return false;
   if (components == 1) {
     // A one-component scan is not interleaved: its MCU is one block whatever the sampling factors.
     l->mcu_w = l->mcu_h = 8;
@@ -67,10 +69,14 @@ bool ParseRestartLayout(const JpegPieces& p, RestartLayout* l) {
   }
   l->mcus_per_row = DivUp(l->width, l->mcu_w);
   l->mcu_rows = DivUp(l->height, l->mcu_h);
-  if (l->mcus_per_row % restart != 0) return false;  // intervals would span rows
   l->interval = restart;
-  l->intervals_per_row = l->mcus_per_row / restart;
+  l->intervals_per_row = restart ? l->mcus_per_row / restart : 0;
   return true;
+}
+
+bool ParseRestartLayout(const JpegPieces& p, RestartLayout* l) {
+  // Intervals spanning rows would need two pieces of a row joined.
+  return ParseScanLayout(p, l) && l->interval > 0 && l->mcus_per_row % l->interval == 0;
 }
 
 IntervalSpan CoverRect(const RestartLayout& l, int x, int y, int w, int h, int margin) {
@@ -162,11 +168,17 @@ bool IntervalAssembler::Assemble(const JpegPieces& p, const RestartLayout& l, co
     }
   *o++ = 0xFF;
   *o++ = 0xD9;
-  prefix.head = p.head;
-  prefix.head_size = std::min(p.head_size, l.sof);
-  prefix.body = p.body;
-  prefix.body_size = l.sof - prefix.head_size;
+  prefix = PiecesBefore(p, l.sof);
   return true;
+}
+
+JpegPieces PiecesBefore(const JpegPieces& p, size_t sof) {
+  JpegPieces r;
+  r.head = p.head;
+  r.head_size = std::min(p.head_size, sof);
+  r.body = p.body;
+  r.body_size = sof - r.head_size;
+  return r;
 }
 
 }  // namespace dsc::kernels

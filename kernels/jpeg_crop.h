@@ -33,12 +33,19 @@ struct RestartLayout {
   int interval = 0;                  // MCUs per restart interval
   int intervals_per_row = 0;
   size_t sof = 0;                    // offset of the SOF marker's 0xFF (pieces read as one stream)
+  size_t sos = 0;                    // offset of the SOS marker's 0xFF
   size_t entropy = 0;                // offset of the first entropy-coded byte, inside the body
 };
 
 // Parses the markers up to the first scan. False when the stream does not qualify (or is malformed):
 // the caller then decodes it as usual. Never reads outside the pieces.
 bool ParseRestartLayout(const JpegPieces& p, RestartLayout* layout);
+// The same for a stream with or without restart intervals (interval and intervals_per_row are then 0;
+// kernels/jpeg_seek.h crops those).
+bool ParseScanLayout(const JpegPieces& p, RestartLayout* layout);
+
+// The pieces' bytes before the SOF marker at `sof` (the start of an assembled stream, read in place).
+JpegPieces PiecesBefore(const JpegPieces& p, size_t sof);
 
 // A rectangle of whole restart intervals: interval columns [col0, col1) of MCU rows [row0, row1).
 struct IntervalSpan {

@@ -9,6 +9,7 @@
 #include <jpeglib.h>
 
 #include "kernels/jpeg_crop.h"
+#include "kernels/jpeg_seek.h"
 
 namespace dsc::kernels {
 
@@ -32,6 +33,7 @@ struct JpegDecoder::State {
   int next_piece = 0;
   JpegPieces stream;  // the stream given to ReadHeader (the crop path reads it again)
   IntervalAssembler intervals;
+  SeekAssembler seek;
   struct Err {
     jpeg_error_mgr mgr;
     jmp_buf jump;
@@ -346,7 +348,7 @@ int ChooseDctScale(int w, int h, int min_w, int min_h) {
 bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h, uint8_t* out, size_t stride,
                                size_t capacity, DecodedRegion* region, bool fancy) {
   const int k = ChooseDctScale(w, h, min_w, min_h);
-  used_intervals_ = false;
+  used_intervals_ = used_seek_ = walked_ = false;
   const jpeg_decompress_struct* c = &s_->cinfo;
   RestartLayout l;
   // The header as libjpeg read it must agree with ours (same scan, same interval, data where we think).
@@ -358,17 +360,35 @@ bool JpegDecoder::DecodeRegion(int x, int y, int w, int h, int min_w, int min_h,
     const IntervalSpan span = CoverRect(l, x, y, w, h, fancy ? 1 : 0);
     IntervalAssembler& a = s_->intervals;
     if (!span.whole_image && a.Assemble(s_->stream, l, span)) {
-      if (!ReadPieces(a.prefix.head, a.prefix.head_size, a.prefix.body, a.prefix.body_size, a.data(), a.size()))
-        return false;
-      if (int(c->image_width) != span.width || int(c->image_height) != span.height) {
-        error_ = "assembled restart intervals disagree with their header";
-        return false;
-      }
       used_intervals_ = true;
-      return DecodeScaled(k, x, y, w, h, span.x, span.y, out, stride, capacity, region, fancy);
+      return DecodeAssembled(a.prefix, a.data(), a.size(), span, k, x, y, w, h, out, stride, capacity, region, fancy);
+    }
+  } else if (interval_crop_ && seek_cache_ && x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= int(c->image_width) &&
+             y + h <= int(c->image_height) && !c->progressive_mode && !c->arith_code &&
+             c->comps_in_scan == c->num_components && c->restart_interval == 0 && s_->seek.Prepare(s_->stream, &l) &&
+             int(c->image_width) == l.width && int(c->image_height) == l.height && StreamPosition() == l.entropy) {
+    const IntervalSpan span = CoverRect(l, x, y, w, h, fancy ? 1 : 0);
+    SeekAssembler& a = s_->seek;
+    const bool assembled = !span.whole_image && a.Assemble(s_->stream, span, seek_cache_, seek_key_);
+    walked_ = a.walked();
+    if (assembled) {
+      used_seek_ = true;
+      return DecodeAssembled(a.prefix, a.data(), a.size(), span, k, x, y, w, h, out, stride, capacity, region, fancy);
     }
   }
   return DecodeScaled(k, x, y, w, h, 0, 0, out, stride, capacity, region, fancy);
+}
+
+bool JpegDecoder::DecodeAssembled(const JpegPieces& prefix, const uint8_t* data, size_t size, const IntervalSpan& span,
+                                  int k, int x, int y, int w, int h, uint8_t* out, size_t stride, size_t capacity,
+                                  DecodedRegion* region, bool fancy) {
+  if (!ReadPieces(prefix.head, prefix.head_size, prefix.body, prefix.body_size, data, size)) return false;
+  const jpeg_decompress_struct* c = &s_->cinfo;
+  if (int(c->image_width) != span.width || int(c->image_height) != span.height) {
+    error_ = "an assembled crop's frame disagrees with its span";
+    return false;
+  }
+  return DecodeScaled(k, x, y, w, h, span.x, span.y, out, stride, capacity, region, fancy);
 }
 
 bool JpegDecoder::DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy, uint8_t* out, size_t stride,

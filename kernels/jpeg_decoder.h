@@ -13,6 +13,10 @@
 
 namespace dsc::kernels {
 
+class JpegSeekCache;
+struct JpegPieces;
+struct IntervalSpan;
+
 // A JPEG decoded to its component planes (no upsampling, no colour conversion): plane 0 is luma (or
 // gray), 1 and 2 are Cb and Cr, subsampled by 2^hshift horizontally and 2^vshift vertically.
 struct JpegPlanes {
@@ -100,6 +104,17 @@ class JpegDecoder {
   void set_interval_crop(bool on) { interval_crop_ = on; }
   // Whether the last DecodeRegion decoded only the restart intervals covering its rectangle.
   bool last_region_used_intervals() const { return used_intervals_; }
+  // Entry points for crops of streams without restart intervals (kernels/jpeg_seek.h): DecodeRegion
+  // then decodes only the MCU chunks covering its rectangle, from image `key`'s entry points in `cache`
+  // (walking to, and adding, those it lacks), with the same pixels. Kept until set again; nullptr:
+  // such streams decode from the top as before. The cache must outlive the decodes.
+  void set_seek(JpegSeekCache* cache, uint64_t key) {
+    seek_cache_ = cache;
+    seek_key_ = key;
+  }
+  // Whether the last DecodeRegion decoded from entry points, and whether it had to walk codes first.
+  bool last_region_used_seek() const { return used_seek_; }
+  bool last_region_walked() const { return walked_; }
   const std::string& error() const { return error_; }
 
   struct State;  // libjpeg's state, kept out of this header
@@ -111,6 +126,10 @@ class JpegDecoder {
   size_t StreamPosition() const;
   // Decodes the rectangle (original pixels) at scale k/8 from the image read last, which holds the
   // original's pixels from (ox, oy) on.
+  // Reads the stream an interval or seek assembler built for `span` and decodes the rectangle from it.
+  bool DecodeAssembled(const JpegPieces& prefix, const uint8_t* data, size_t size, const IntervalSpan& span,
+                       int k, int x, int y, int w, int h, uint8_t* out, size_t stride, size_t capacity,
+                       DecodedRegion* region, bool fancy);
   bool DecodeScaled(int k, int x, int y, int w, int h, int ox, int oy, uint8_t* out, size_t stride, size_t capacity,
                     DecodedRegion* region, bool fancy);
 
@@ -121,6 +140,9 @@ class JpegDecoder {
   int group_w_ = 0, group_h_ = 0, group_padded_h_ = 0, group_n_ = 0;
   bool interval_crop_ = true;
   bool used_intervals_ = false;
+  JpegSeekCache* seek_cache_ = nullptr;
+  uint64_t seek_key_ = 0;
+  bool used_seek_ = false, walked_ = false;
 };
 
 }  // namespace dsc::kernels

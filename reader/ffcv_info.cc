@@ -106,8 +106,9 @@ void PrintFfcvInfo(const ffcv::File& f) {
   if (!refusal.empty()) std::printf("dsc convert refuses it: %s\n", refusal.c_str());
   std::printf("dsc's loader reads: %s\n", LoaderLine(f).c_str());
   if (has_jpeg)
-    std::printf("JPEGs have no restart markers: crops decode whole images; `dsc convert` writes a dsc file with them "
-                "(no re-encoding). `idct=fast` decodes FFCV's pixels exactly.\n");
+    std::printf("JPEGs have no restart markers: an image's first crop decodes every row down to it, later ones start "
+                "from entry points kept within jpeg_index_budget; `dsc convert` writes a dsc file with markers (no "
+                "re-encoding), which needs neither. `idct=fast` decodes FFCV's pixels exactly.\n");
   std::printf("sections:\n");
   for (const auto& e : ffcv::Extents(f))
     std::printf("  %-11s offset %12llu  size %12llu\n", e.name.c_str(), (unsigned long long)e.offset, (unsigned long long)e.size);

@@ -142,6 +142,10 @@ struct LoaderOptions {
   // output size (the resized image then differs a little from PIL's full-size result), or, when
   // false, always at full size (Pillow's result exactly, with fancy_upsampling; slower on large crops).
   bool dct_scaling = true;
+  // Crop transforms on JPEGs without restart markers (FFCV's files, photos as stored): bytes of
+  // entropy-decoder entry points kept (kernels/jpeg_seek.h, about 3 KB a photo), so that from an
+  // image's second crop on only the MCUs the crop covers are decoded, not every row down to it. 0: off.
+  uint64_t jpeg_index_budget = uint64_t(256) << 20;
   bool verify = false;                // check each block's checksum on first touch
   bool use_pread = false;             // pread instead of mmap (network filesystems)
   // quasi_random on a mapped file: page cache the loader keeps for the file, in bytes (or what the

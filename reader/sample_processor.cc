@@ -304,6 +304,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
       } else {
         int min_w, min_h;
         kernels::CropDecodeMinSize(spec_, w, h, rect, int(out_.width), int(out_.height), out_.dct_scaling, &min_w, &min_h);
+        jpeg_->set_seek(out_.seek, uint64_t(out_.image) << 48 ^ index);  // the sample's own entry points
         if (!jpeg_->DecodeRegion(rect.x, rect.y, rect.w, rect.h, min_w, min_h, buf, size_t(stride),
                                  size_t(stride) * size_t(h), &region, out_.fancy_upsampling))
           throw fail("corrupt JPEG: " + jpeg_->error());

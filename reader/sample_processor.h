@@ -34,6 +34,7 @@ struct OutputFormat {
   bool fast_idct = false;            // LoaderOptions::fast_idct (then fancy_upsampling too)
   uint32_t image = 0;                // the image field decoded (LoaderOptions::image as a field index)
   uint8_t channels = 3;              // LoaderOptions::channels, resolved: 1 or 3
+  kernels::JpegSeekCache* seek = nullptr;  // LoaderOptions::jpeg_index_budget's entry points (crops only)
 };
 
 class TwinStageWorker;  // reader/gpu_stage.h

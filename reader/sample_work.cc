@@ -1,5 +1,7 @@
 #include "reader/sample_work.h"
 
+#include "kernels/jpeg_seek.h"
+
 namespace dsc {
 
 SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
@@ -14,6 +16,10 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
   format_ = {o.dtype, o.layout, width, height, table_, half_, o.fancy_upsampling, {1, 1, 1}, {0, 0, 0}, o.max_pixels,
              o.dct_scaling};
   format_.twin = o.decoder == LoaderOptions::Decoder::kGpu;
+  if (o.augment.crop != kernels::CropMode::kNone && o.jpeg_index_budget > 0) {
+    seek_ = std::make_shared<kernels::JpegSeekCache>(o.jpeg_index_budget);
+    format_.seek = seek_.get();
+  }
   // FFCV's decode (TJFLAG_FASTDCT) upsamples chroma with the fancy filter: the whole-image paths.
   format_.fast_idct = o.fast_idct && !format_.twin;
   format_.fancy_upsampling = format_.fancy_upsampling || format_.fast_idct;

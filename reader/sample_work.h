@@ -39,6 +39,7 @@ class SampleWork {
   float table_[3 * 256];
   uint16_t half_[3 * 256];
   OutputFormat format_;
+  std::shared_ptr<kernels::JpegSeekCache> seek_;  // format_.seek: shared by every processor
   std::string image_;  // LoaderOptions::image, resolved per file by NewProcessor
   size_t sample_bytes_ = 0;
 };

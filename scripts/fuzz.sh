@@ -15,7 +15,7 @@ cc=$(command -v clang-14 || command -v clang)
 cxx=$(command -v clang++-14 || command -v clang++)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DDSC_FUZZ=ON -DDSC_BUILD_TESTS=OFF -DDSC_WITH_CUDA=OFF -DDSC_WITH_TORCH=OFF >/dev/null
-targets=(open load pickle sources reply ffcv)
+targets=(open load pickle sources reply ffcv jpegseek)
 cmake --build "$build" --target dsc $(printf "fuzz_%s " "${targets[@]}") >/dev/null
 cifar=$root/build/testdata/cifar10
 [ -f "$cifar/.unpacked" ] || cifar=$build/cifar10

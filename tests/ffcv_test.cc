@@ -758,6 +758,15 @@ TEST(Ffcv, HostileFilesGiveClearErrors) {
     const auto problems = format::VerifyFile(src);
     ASSERT_FALSE(problems.empty());
     EXPECT_NE(problems[0].message.find("JPEG is 32x32, the metadata says 31x32"), std::string::npos) << problems[0].message;
+    // Convert stops there too, naming the sample and field, and writes nothing.
+    const std::string dir = ScratchDir("-hostile");
+    WriteFile(dir + "/d.beton", b);
+    writer::BuildOptions o;
+    o.format = "ffcv";
+    o.log = [](const std::string&) {};
+    const std::string err = ErrorOf([&] { writer::Build(dir + "/d.beton", dir + "/out.beton", o); });
+    EXPECT_NE(err.find("sample 4: field 'image': JPEG is 32x32, the metadata says 31x32"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(dir + "/out.beton"));
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/jpeg_decoder.h"
+#include "kernels/jpeg_seek.h"
 #include "kernels/resample.h"
 #include "reader/dataset.h"
 #include "reader/loader.h"
@@ -132,10 +133,11 @@ struct Rect {
 // Decodes rectangle r of `jpeg` (optionally split into two pieces at `split`) and compares it with
 // TurboJPEG's whole decode at the same scale: every pixel of the returned region with box
 // upsampling; with fancy upsampling, the pixels of the rectangle itself. Returns whether the decoder
-// used only restart intervals.
+// used only restart intervals or, with `shared` given a seek cache, only MCU chunks from entry points.
 bool CheckRegion(const std::vector<uint8_t>& jpeg, Rect r, int min_w, int min_h, bool fancy, const std::string& what,
-                 size_t split = 0) {
-  JpegDecoder dec;
+                 size_t split = 0, JpegDecoder* shared = nullptr) {
+  JpegDecoder own;
+  JpegDecoder& dec = shared ? *shared : own;
   int w = 0, h = 0;
   const bool ok = split ? dec.ReadHeader(jpeg.data(), split, jpeg.data() + split, jpeg.size() - split, &w, &h)
                         : dec.ReadHeader(jpeg.data(), jpeg.size(), &w, &h);
@@ -172,7 +174,7 @@ bool CheckRegion(const std::vector<uint8_t>& jpeg, Rect r, int min_w, int min_h,
         ++bad;
       }
     }
-  return dec.last_region_used_intervals();
+  return dec.last_region_used_intervals() || dec.last_region_used_seek();
 }
 
 std::string Name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -245,6 +247,18 @@ TEST(JpegCrop, PhotosBitExactWithBoxUpsampling) {
   EXPECT_GT(used, checked / 2);
 }
 
+// The top-left *w x *h pixels of a photo (cut to the photo's size); empty if it does not decode.
+std::vector<uint8_t> TopLeftPixels(const std::string& path, int* w, int* h) {
+  int pw = 0, ph = 0;
+  const std::vector<uint8_t> full = ReferenceDecode(ReadFile(path), &pw, &ph);
+  if (full.empty()) return {};
+  *w = std::min(pw, *w);
+  *h = std::min(ph, *h);
+  std::vector<uint8_t> rgb(size_t(*w) * size_t(*h) * 3);
+  for (int y = 0; y < *h; ++y) std::memcpy(rgb.data() + size_t(y) * *w * 3, full.data() + size_t(y) * pw * 3, size_t(*w) * 3);
+  return rgb;
+}
+
 // Every chroma subsampling and grayscale, at odd sizes: the photos' pixels re-encoded by TurboJPEG
 // (cut to sizes that leave partial MCUs at the right and bottom), then given restart markers.
 TEST(JpegCrop, EverySubsamplingAndOddSizesBitExact) {
@@ -255,12 +269,9 @@ TEST(JpegCrop, EverySubsamplingAndOddSizesBitExact) {
   for (int si = 0; si < 5; ++si)
     for (int zi = 0; zi < 4; ++zi) {
       const std::string path = PhotoPaths()[size_t(si * 40 + zi * 7)];
-      int pw = 0, ph = 0;
-      const std::vector<uint8_t> full = ReferenceDecode(ReadFile(path), &pw, &ph);
-      ASSERT_FALSE(full.empty()) << path;
-      const int w = std::min(pw, kSizes[zi][0]), h = std::min(ph, kSizes[zi][1]);
-      std::vector<uint8_t> rgb(size_t(w) * size_t(h) * 3);
-      for (int y = 0; y < h; ++y) std::memcpy(rgb.data() + size_t(y) * w * 3, full.data() + size_t(y) * pw * 3, size_t(w) * 3);
+      int w = kSizes[zi][0], h = kSizes[zi][1];
+      const std::vector<uint8_t> rgb = TopLeftPixels(path, &w, &h);
+      ASSERT_FALSE(rgb.empty()) << path;
       const std::vector<uint8_t> plain = Encode(rgb, w, h, kSub[si]);
       ASSERT_FALSE(plain.empty());
       const Geometry g = Probe(plain);
@@ -488,7 +499,169 @@ TEST(JpegCrop, LoaderBatchesUnchangedByRestartMarkers) {
     const std::vector<uint8_t> a = epochs(dir + "/rst.beton"), b = epochs(dir + "/plain.beton");
     ASSERT_EQ(a.size(), size_t(64) * 224 * 224 * 3 * (as_uint8 ? 1 : 4));
     EXPECT_TRUE(a == b) << (as_uint8 ? "uint8" : "float32");
+    // Without entry points (the plain file's second epoch above decoded from them).
+    o.jpeg_index_budget = 0;
+    EXPECT_TRUE(epochs(dir + "/plain.beton") == b) << (as_uint8 ? "uint8" : "float32") << ", no entry points";
   }
+}
+
+// Entry points (kernels/jpeg_seek.h) for streams without restart markers: the photos as stored and
+// as re-encoded without markers by a lossless transcode (optimised Huffman tables), box and fancy
+// upsampling, DCT-scaled and full size. Each rectangle is decoded twice by one decoder: the first
+// walks the codes down to it, the second builds its JPEG from the entry points; both must equal
+// TurboJPEG's whole decode, and the second must not walk.
+TEST(JpegSeek, PhotosWithoutMarkersBitExact) {
+  int seeks = 0, checked = 0;
+  for (size_t i = 0; i < PhotoPaths().size(); i += 25) {  // 20 photos
+    const std::vector<uint8_t> stored = ReadFile(PhotoPaths()[i]);
+    const Geometry g = Probe(stored);
+    for (int variant = 0; variant < 2; ++variant) {
+      const std::vector<uint8_t> jpeg = variant ? Transcode(stored, 0) : stored;
+      kernels::RestartLayout l;
+      if (!kernels::ParseScanLayout({nullptr, 0, jpeg.data(), jpeg.size()}, &l) || l.interval) continue;
+      kernels::JpegSeekCache cache(64 << 20);
+      JpegDecoder dec;
+      dec.set_seek(&cache, 0);
+      const std::vector<Rect> rects = Rects(g.w, g.h, g.mcu_w, g.mcu_h, i + 77);
+      for (size_t j = 0; j < rects.size(); ++j) {
+        const Rect& r = rects[j];
+        const bool fancy = j % 2, scaled = j % 3 == 0;
+        const int min_w = scaled ? std::max(1, r.w / 3) : r.w, min_h = scaled ? std::max(1, r.h / 3) : r.h;
+        const std::string what = Name(PhotoPaths()[i]) + (variant ? " transcoded" : " as stored") + " rect " +
+                                 std::to_string(r.x) + "," + std::to_string(r.y) + " " + std::to_string(r.w) + "x" +
+                                 std::to_string(r.h) + (fancy ? " fancy" : " box") + (scaled ? " scaled" : "");
+        const bool first = CheckRegion(jpeg, r, min_w, min_h, fancy, what + " (first)", 0, &dec);
+        const bool walked = dec.last_region_walked();
+        const bool second = CheckRegion(jpeg, r, min_w, min_h, fancy, what + " (again)", 0, &dec);
+        EXPECT_EQ(first, second) << what;
+        if (second) {
+          EXPECT_FALSE(dec.last_region_walked()) << what;
+        }
+        if (first && j == 0) {
+          EXPECT_TRUE(walked) << what;  // the image's first crop walks
+        }
+        seeks += second;
+        ++checked;
+      }
+      EXPECT_GT(cache.bytes(), 0u);
+      EXPECT_EQ(cache.images(), 1u);
+    }
+  }
+  EXPECT_GT(checked, 500);
+  EXPECT_GT(seeks, checked / 2) << "of " << checked;
+}
+
+// Every chroma subsampling and grayscale at odd sizes (partial MCUs and chunks at the right and
+// bottom), as TurboJPEG encodes them: no restart markers, standard tables.
+TEST(JpegSeek, EverySubsamplingAndOddSizesBitExact) {
+  const int kSub[] = {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_GRAY};
+  const int kSizes[][2] = {{333, 257}, {97, 131}, {17, 9}, {200, 8}, {41, 300}};
+  for (int si = 0; si < 5; ++si) {
+    int seeks = 0;
+    for (int zi = 0; zi < 5; ++zi) {
+      const std::string path = PhotoPaths()[size_t(si * 40 + zi * 7 + 3)];
+      int w = kSizes[zi][0], h = kSizes[zi][1];
+      const std::vector<uint8_t> rgb = TopLeftPixels(path, &w, &h);
+      ASSERT_FALSE(rgb.empty()) << path;
+      const std::vector<uint8_t> jpeg = Encode(rgb, w, h, kSub[si]);
+      const Geometry g = Probe(jpeg);
+      kernels::JpegSeekCache cache(1 << 20);
+      JpegDecoder dec;
+      dec.set_seek(&cache, 7);
+      for (const Rect& r : Rects(w, h, g.mcu_w, g.mcu_h, uint64_t(si * 10 + zi)))
+        for (const bool fancy : {false, true}) {
+          const std::string what = Name(path) + " subsampling " + std::to_string(kSub[si]) + " " + std::to_string(w) +
+                                   "x" + std::to_string(h) + " rect " + std::to_string(r.x) + "," + std::to_string(r.y) +
+                                   " " + std::to_string(r.w) + "x" + std::to_string(r.h) + (fancy ? " fancy" : "");
+          seeks += CheckRegion(jpeg, r, r.w, r.h, fancy, what, 0, &dec);
+        }
+    }
+    EXPECT_GT(seeks, 60) << "subsampling " << kSub[si];  // of 210 crops
+  }
+}
+
+// The budget holds: with room for a few photos' entry points, later photos decode from the top (same
+// pixels), the cache never passes its budget, and the photos it holds keep decoding from entry points.
+TEST(JpegSeek, BudgetBoundsTheEntryPoints) {
+  constexpr uint64_t kBudget = 12 << 10;
+  kernels::JpegSeekCache cache(kBudget);
+  JpegDecoder dec;
+  int from_entries = 0, from_top = 0;
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < 40; ++i) {
+      const std::vector<uint8_t> jpeg = ReadFile(PhotoPaths()[i * 12]);
+      kernels::RestartLayout l;
+      if (!kernels::ParseScanLayout({nullptr, 0, jpeg.data(), jpeg.size()}, &l) || l.interval) continue;
+      const Geometry g = Probe(jpeg);
+      dec.set_seek(&cache, i);
+      const Rect r = {g.w / 4, g.h / 2, g.w / 2, g.h / 3};
+      const bool seek = CheckRegion(jpeg, r, r.w, r.h, false, Name(PhotoPaths()[i * 12]), 0, &dec);
+      EXPECT_LE(cache.bytes(), kBudget);
+      if (round == 1) (seek ? from_entries : from_top) += 1;
+      if (round == 1 && seek) {
+        EXPECT_FALSE(dec.last_region_walked());
+      }
+    }
+  EXPECT_GE(from_entries, 2);
+  EXPECT_GE(from_top, 20);
+  EXPECT_EQ(size_t(from_entries), cache.images());
+}
+
+// Damaged streams without markers: bytes flipped in the entropy-coded data, truncation, a marker
+// inside it, with and without entry points already held for the intact image. DecodeRegion succeeds
+// or fails with a message; never reads outside the payload (the sanitizer builds check) or crashes.
+TEST(JpegSeek, DamagedStreamsAreSafe) {
+  const std::vector<uint8_t> jpeg = Transcode(ReadFile(PhotoPaths()[9]), 0);
+  kernels::RestartLayout l;
+  ASSERT_TRUE(kernels::ParseScanLayout({nullptr, 0, jpeg.data(), jpeg.size()}, &l));
+  ASSERT_EQ(l.interval, 0);
+  uint64_t s = 987;
+  auto next = [&] { return (s = s * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  int failed = 0, runs = 0, seeks = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<uint8_t> bad = jpeg;
+    const size_t data = bad.size() - l.entropy;
+    switch (trial % 3) {
+      case 0:
+        for (int k = 0; k < 3; ++k) bad[l.entropy + next() % data] ^= uint8_t(1 + next() % 255);
+        break;
+      case 1:
+        bad.resize(l.entropy + next() % data);
+        break;
+      case 2: {
+        const size_t at = l.entropy + next() % (data - 1);
+        bad[at] = 0xFF;
+        bad[at + 1] = uint8_t(0xC0 + next() % 0x3F);
+        break;
+      }
+    }
+    // Half the trials reuse entry points walked on the intact image (a payload that changed under the
+    // loader): the assembled stream is then checked by libjpeg like any other.
+    kernels::JpegSeekCache cache(1 << 20);
+    JpegDecoder dec;
+    int w = 0, h = 0;
+    dec.set_seek(&cache, 1);
+    if (trial % 2) {
+      std::vector<uint8_t> buf(size_t(l.width) * l.height * 3);
+      kernels::DecodedRegion reg;
+      ASSERT_TRUE(dec.ReadHeader(jpeg.data(), jpeg.size(), &w, &h));
+      ASSERT_TRUE(dec.DecodeRegion(0, h - 1, w, 1, w, 1, buf.data(), size_t(w) * 3, buf.size(), &reg, false));
+    }
+    if (!dec.ReadHeader(bad.data(), bad.size(), &w, &h)) continue;
+    std::vector<uint8_t> buf(size_t(w) * h * 3);
+    kernels::DecodedRegion reg;
+    const int x = int(next() % uint64_t(w - 1)), y = int(next() % uint64_t(h - 1));
+    const int rw = 1 + int(next() % uint64_t(w - x)), rh = 1 + int(next() % uint64_t(h - y));
+    ++runs;
+    if (!dec.DecodeRegion(x, y, rw, rh, rw, rh, buf.data(), size_t(w) * 3, buf.size(), &reg, trial % 4 < 2)) {
+      EXPECT_FALSE(dec.error().empty());
+      ++failed;
+    }
+    seeks += dec.last_region_used_seek();
+  }
+  EXPECT_GT(runs, 250);
+  EXPECT_GT(failed, 30);
+  EXPECT_GT(seeks, 50);
 }
 
 }  // namespace

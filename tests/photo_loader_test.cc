@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -315,6 +316,44 @@ TEST(PhotoLoader, SetOutputSizeTakesEffectAtTheNextEpoch) {
   c.batch_size = 8;
   Loader fixed(Built().file, c);
   EXPECT_THROW(fixed.set_output_size(300, 300), OptionError) << "Resize(256) cannot yield a 300 px window";
+}
+
+// The photos in an FFCV file (written by NumPy from docs/ffcv-format.md: no restart markers): a
+// RandomResizedCrop loader decodes an image's crops from the second on from entry points
+// (kernels/jpeg_seek.h). Over three epochs it delivers the same batches as without entry points and as
+// the dsc file of the same JPEGs (restart markers, decoded by restart interval): box and fancy
+// upsampling, the fast IDCT (FFCV's decode), DCT-scaled and full size, with 1 and 2 threads.
+TEST(PhotoLoader, FfcvFileCropsFromEntryPointsEqualTheDscFile) {
+  ASSERT_FALSE(Built().file.empty()) << "could not unpack the photos";
+  const std::string ffcv = ScratchDir("-ffcv") + "/photos-ffcv.beton";
+  const std::string cmd = "/usr/bin/python3 " + std::string(DSC_SOURCE_DIR) + "/tests/ffcv/ffcv_ref.py tree " + Built().tree +
+                          " " + ffcv;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto epochs = [](const std::string& file, const LoaderOptions& o) {
+    Loader l(file, o);
+    std::vector<uint8_t> all;
+    for (uint64_t e = 0; e < 3; ++e)
+      for (const Batch& b : l.epoch(e)) {
+        const auto* p = static_cast<const uint8_t*>(b.images);
+        all.insert(all.end(), p, p + b.image_bytes() * b.size);
+      }
+    return all;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    LoaderOptions o = Uint8(LoaderOptions::ImagenetTrain());
+    o.batch_size = 8;
+    o.seed = 11 + uint64_t(variant);
+    o.threads = 1 + variant % 2;
+    o.fancy_upsampling = variant == 1;
+    o.fast_idct = variant == 2;
+    o.dct_scaling = variant != 3;
+    const std::string what = "variant " + std::to_string(variant);
+    const std::vector<uint8_t> dsc = epochs(Built().file, o);
+    ASSERT_EQ(dsc.size(), size_t(3) * kPhotos * 224 * 224 * 3) << what;
+    EXPECT_TRUE(epochs(ffcv, o) == dsc) << what << ": FFCV file, entry points";
+    o.jpeg_index_budget = 0;
+    EXPECT_TRUE(epochs(ffcv, o) == dsc) << what << ": FFCV file, from the top";
+  }
 }
 
 }  // namespace

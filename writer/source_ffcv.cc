@@ -91,6 +91,7 @@ class FfcvSource : public Source {
     out->is_pixels = im.mode == 1;
     out->width = im.width;
     out->height = im.height;
+    if (!out->is_pixels) CheckJpegSize(i, size_t(image_), im, out->bytes.data(), out->bytes.size());
     for (size_t l = 0; l < labels_.size(); ++l) {
       const int64_t v = file_->int_value(i, labels_[l]);
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
@@ -101,6 +102,18 @@ class FfcvSource : public Source {
   }
 
  private:
+  // A JPEG whose frame disagrees with FFCV's metadata: the file is damaged (`dsc verify` says so too),
+  // and which size is right is unknown, so convert stops rather than pick one.
+  void CheckJpegSize(size_t i, size_t field, const ffcv::Image& im, const uint8_t* p, size_t n) const {
+    int w = 0, h = 0, c = 0;
+    std::string why;
+    const std::string where = bytes_.name() + ": " + ffcv::File::Where(i, file_->fields()[field]);
+    if (!ffcv::JpegFrame(p, n, &w, &h, &c, &why)) throw Error(where + ": JPEG header: " + why);
+    if (w != im.width || h != im.height)
+      throw Error(where + ": JPEG is " + std::to_string(w) + "x" + std::to_string(h) + ", the metadata says " +
+                  std::to_string(im.width) + "x" + std::to_string(im.height));
+  }
+
   PreadSource bytes_;
   std::unique_ptr<ffcv::File> file_;
   ffcv::Conversion plan_;
@@ -152,6 +165,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
           const ffcv::Span sp = file_->span(i, plan_.from[c]);
           const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
           std::vector<uint8_t> payload(p, p + sp.size);
+          if (im.mode != 1) CheckJpegSize(size_t(i), plan_.from[c], im, payload.data(), payload.size());
           if (im.mode == 1) s.SetPixels(df.name, std::move(payload), im.width, im.height);
           else s.SetImage(df.name, std::move(payload));
           break;

@@ -103,6 +103,7 @@ class Loader:
         verify: bool = ...,
         pread: bool = ...,
         dct_scaling: bool = ...,
+        jpeg_index_budget: int = ...,
         cache_budget: int = ...,
         cache_dir: str = ...,
         readahead_bytes: int = ...,

@@ -119,3 +119,19 @@ def test_convert_keeps_every_ffcv_field(ffcv_samples, tmp_path):
     # The same file for any thread count.
     dsc.convert(ffcv_samples / "allfields.beton", tmp_path / "all1.beton", threads=1)
     assert (tmp_path / "all1.beton").read_bytes() == out.read_bytes()
+
+
+def test_crops_from_entry_points_equal_crops_from_the_top(ffcv_samples):
+    """FFCV's JPEGs have no restart markers: from an image's second crop on, the loader decodes only the
+    MCUs the crop covers from entry points it kept (jpeg_index_budget); the pixels are those of a decode
+    from the top (jpeg_index_budget=0), over epochs, on FFCV's own file (small crops: most lie inside one
+    of a 32x32 image's two MCU rows)."""
+    def epochs(**kw):
+        loader = dsc.Loader(str(ffcv_samples / "cifar-test-smart.beton"), preset="imagenet-train", out_size=24,
+                            scale=(0.05, 0.3), batch_size=250, dtype="uint8", layout="NHWC", normalize=False,
+                            threads=2, seed=4, copy=True, **kw)
+        return [np.asarray(x) for e in range(3) for x, *_ in loader.epoch(e)]
+    seek, top = epochs(), epochs(jpeg_index_budget=0)
+    assert len(seek) == len(top) == 24
+    assert all(np.array_equal(a, b) for a, b in zip(seek, top))
+    assert len({a.tobytes() for a in seek[:8]}) == 8  # the crops differ from batch to batch

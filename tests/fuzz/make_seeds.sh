@@ -103,5 +103,9 @@ for chunk in 1 4; do
   /usr/bin/python3 "$(dirname "$0")/../ffcv/ffcv_ref.py" write "$out/tmp/ffcv$chunk.beton" 8192 $chunk
   cp "$out/tmp/ffcv$chunk.beton" "$out/ffcv/"
 done
+# jpegseek: JPEGs without restart markers, CIFAR-10's (32x32) and generated ones (160x160).
+mkdir -p "$out/jpegseek"
+cp "$out"/tmp/tree/a/*.jpg "$out/jpegseek/"
+find "$out/tmp/gen" -name '*.jpg' | head -3 | while read -r f; do cp "$f" "$out/jpegseek/gen-$(basename "$f")"; done
 rm -rf "$out/tmp"
 echo "seed corpus in $out"
