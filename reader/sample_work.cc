@@ -4,7 +4,8 @@
 
 namespace dsc {
 
-SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
+SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height,
+                       std::shared_ptr<kernels::JpegSeekCache> seek)
     : augment_(o.augment), transforms_(kernels::ParseTransforms(o.transforms)), defer_(o.defer_augment), verify_(o.verify),
       image_(o.image) {
   if (o.augment.crop != kernels::CropMode::kNone) {  // Loader::set_output_size may have changed it
@@ -17,7 +18,7 @@ SampleWork::SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height)
              o.dct_scaling};
   format_.twin = o.decoder == LoaderOptions::Decoder::kGpu;
   if (o.augment.crop != kernels::CropMode::kNone && o.jpeg_index_budget > 0) {
-    seek_ = std::make_shared<kernels::JpegSeekCache>(o.jpeg_index_budget);
+    seek_ = seek ? std::move(seek) : std::make_shared<kernels::JpegSeekCache>(o.jpeg_index_budget);
     format_.seek = seek_.get();
   }
   // FFCV's decode (TJFLAG_FASTDCT) upsamples chroma with the fancy filter: the whole-image paths.

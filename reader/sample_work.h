@@ -15,7 +15,10 @@ namespace dsc {
 class SampleWork {
  public:
   // `o` as the loader normalised it; the output is width x height (the crop size, or the image size).
-  SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height);
+  // Crops keep JPEG entry points (LoaderOptions::jpeg_index_budget) in `seek` when given (a remote
+  // worker's, shared by every spec of a file and bounded by the worker), else in their own cache.
+  SampleWork(const LoaderOptions& o, uint32_t width, uint32_t height,
+             std::shared_ptr<kernels::JpegSeekCache> seek = nullptr);
   SampleWork(const SampleWork&) = delete;
   SampleWork& operator=(const SampleWork&) = delete;
 

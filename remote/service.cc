@@ -11,6 +11,7 @@
 
 #include "format/error.h"
 #include "kernels/cpu.h"
+#include "kernels/jpeg_seek.h"
 #include "remote/codec.h"
 #include "remote/wire.h"
 
@@ -226,7 +227,9 @@ std::shared_ptr<const SampleWork> WorkerService::Work(uint32_t file, const WorkS
   const LoaderOptions o = FromSpec(spec, &w, &h);
   CheckScratch(o, w, h);
   if (works_.size() >= 16) works_.clear();  // calls in progress keep theirs alive
-  auto work = std::make_shared<const SampleWork>(o, w, h);
+  FileEntry& f = files_[file];
+  if (!f.seek && o.jpeg_index_budget > 0) f.seek = std::make_shared<kernels::JpegSeekCache>(o_.max_memory / 4);
+  auto work = std::make_shared<const SampleWork>(o, w, h, f.seek);
   works_.emplace(*key, work);
   return work;
 }

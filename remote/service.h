@@ -21,6 +21,10 @@
 #include "remote/server.h"
 #include "remote/worker.pb.h"
 
+namespace dsc::kernels {
+class JpegSeekCache;
+}  // namespace dsc::kernels
+
 namespace dsc::remote {
 
 // gRPC's status codes, which the data path sends too (remote/data.h).
@@ -81,6 +85,9 @@ class WorkerService {
     std::unique_ptr<Dataset> verified;
     std::once_flag verified_once;
     Dataset* Verified();
+    // JPEG entry points for crops (kernels/jpeg_seek.h): they depend on the file's bytes alone, so
+    // every spec shares them; a quarter of --max-memory-mb at most, whatever the clients ask.
+    std::shared_ptr<kernels::JpegSeekCache> seek;
   };
 
   std::shared_ptr<const SampleWork> Work(uint32_t file, const WorkSpec& spec, std::string* key);

@@ -232,6 +232,19 @@ TEST(GpuDecode, RawPayloadsAreNotJpegFallbacks) {
   EXPECT_EQ(c.fallback[Batch::kNotJpeg], 50u);  // 30 samples, one padded batch of 50
 }
 
+// FFCV's own file (written by FFCV's writer: OpenCV's JPEGs, each with its header inline, and raw
+// images among them): the JPEGs are staged for the GPU decoder, the raw images decoded on the CPU, and
+// every batch equals the CPU decoder's.
+TEST(GpuDecode, FfcvFileStagesItsJpegs) {
+  const std::string d = ScratchDir("-gpu-ffcv");
+  ASSERT_EQ(std::system(("zstd -dc " + std::string(DSC_FFCV_SAMPLES) + " | tar -x -C " + d).c_str()), 0);
+  Counts c;
+  ExpectGpuEqualsCpu(d + "/ffcv-samples/cifar-test-smart.beton", LoaderOptions::CifarTrain(), 2, &c);
+  // 998 JPEGs and 1,002 raw images, in one epoch of 40 batches.
+  EXPECT_EQ(c.staged, 998u);
+  EXPECT_EQ(c.fallback[Batch::kNotJpeg], 1002u);
+}
+
 // A leased batch keeps its staged payloads: decoded after the loader has moved on (and refilled the
 // ring), it equals the CPU decoder's batch.
 TEST(GpuDecode, LeasedBatchKeepsItsStagedPayloads) {
