@@ -314,7 +314,7 @@ std::vector<OptionRow> MakeTable() {
   t.push_back(Bool("dct_scaling", "crops decode at the smallest DCT scale that keeps them at least the output size",
                    [](O& o) -> bool& { return o.dct_scaling; }, kAll));
   t.push_back(Int<uint64_t>("jpeg_index_budget", "crops of JPEGs without restart markers (FFCV files): bytes of decoder entry "
-                            "points kept (K/M/G/T; ~3 KB a photo) so that later crops of an image decode only its MCUs "
+                            "points kept (K/M/G/T; ~3 KB a photo) so that later crops of an image decode only the MCUs "
                             "they cover (0 = off)", 0, kU64, [](O& o) -> uint64_t& { return o.jpeg_index_budget; },
                             "67108864", "-1", kAll, true));
   t.push_back(Bool("verify", "check each block's checksum on first touch", [](O& o) -> bool& { return o.verify; }, kAll));
