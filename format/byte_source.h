@@ -2,12 +2,22 @@
 // this interface, so tests can hand it bytes in memory and the reader can pick mmap or pread.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "format/error.h"
 
 namespace dsc::format {
+
+// A reader's buffer for ByteSource::ReadHeld: `scratch` takes the bytes when they must be copied;
+// `hold` keeps a source's local copy alive when it hands bytes out in place from a copy it could
+// otherwise drop or reuse (a URL's cached block). Either way the bytes stay valid until the buffer's
+// next read or its end.
+struct ReadBuffer {
+  std::vector<uint8_t> scratch;
+  std::shared_ptr<const void> hold;
+};
 
 class ByteSource {
  public:
@@ -19,6 +29,12 @@ class ByteSource {
   // range itself (CheckRange), so no index, however wrong, makes it read outside the file; throws
   // dsc::Error naming the file and offset for a range outside size() or an I/O failure.
   virtual const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const = 0;
+  // The same bytes, handed out in place where the source can keep them valid through `buf`
+  // (ReadBuffer): a URL's cached block is not copied. Others read into buf->scratch as Read does.
+  virtual const uint8_t* ReadHeld(uint64_t off, size_t n, ReadBuffer* buf) const {
+    buf->hold.reset();
+    return Read(off, n, &buf->scratch);
+  }
   // Non-null when the whole file is addressable in memory. Prefer Read(), which checks the range.
   virtual const uint8_t* mapped() const { return nullptr; }
 

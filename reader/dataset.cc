@@ -60,7 +60,8 @@ uint32_t Dataset::ImageField(const std::string& name) const {
   throw OptionError("image: " + path() + " has no image field '" + name + "'; its image fields: " + images);
 }
 
-Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch, uint32_t image) const {
+template <typename ReadBody>
+Dataset::Parts Dataset::ReadParts(uint64_t i, bool touch, uint32_t image, const ReadBody& read_body) const {
   const format::IndexEntry e = Touch(i, image);
   Parts parts;
   parts.entry = e;
@@ -68,7 +69,7 @@ Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scrat
     const std::string& t = view_->jpeg_table(e.jpeg_table);
     parts.head = {reinterpret_cast<const uint8_t*>(t.data()), t.size()};
   }
-  parts.body = {source_->Read(e.offset, e.size, scratch), e.size};  // in place when mapped
+  parts.body = {read_body(e), e.size};  // in place when mapped
   if (touch && source_->mapped()) {
     // Fault the pages in now, so the time storage takes shows in the read stage, not in decode.
     uint8_t sum = 0;
@@ -77,6 +78,14 @@ Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scrat
     asm volatile("" : : "r"(sum));  // the reads are kept
   }
   return parts;
+}
+
+Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch, uint32_t image) const {
+  return ReadParts(i, touch, image, [&](const format::IndexEntry& e) { return source_->Read(e.offset, e.size, scratch); });
+}
+
+Dataset::Parts Dataset::ReadPayloadParts(uint64_t i, format::ReadBuffer* buf, bool touch, uint32_t image) const {
+  return ReadParts(i, touch, image, [&](const format::IndexEntry& e) { return source_->ReadHeld(e.offset, e.size, buf); });
 }
 
 format::IndexEntry Dataset::Touch(uint64_t i, uint32_t image) const {

@@ -70,6 +70,9 @@ class Dataset {
   // stage; `touch` = false skips that for a caller that has just read the same sample.
   // `image`: of that image field (see entry(i, image)).
   Parts ReadPayloadParts(uint64_t i, std::vector<uint8_t>* scratch, bool touch = true, uint32_t image = 0) const;
+  // The same through a ReadBuffer (format/byte_source.h): a streamed file's cached block is read in
+  // place, not copied; the parts stay valid until the buffer's next read.
+  Parts ReadPayloadParts(uint64_t i, format::ReadBuffer* buf, bool touch = true, uint32_t image = 0) const;
 
   // The error for sample i's bytes faulting under mmap (reader/mmap_guard.h): the file shrank while
   // open, or its storage failed.
@@ -78,6 +81,8 @@ class Dataset {
  private:
   void CheckBlockOnce(uint32_t b) const;
   format::IndexEntry Touch(uint64_t i, uint32_t image) const;  // bounds check, and the block's checksum when verifying
+  template <typename ReadBody>
+  Parts ReadParts(uint64_t i, bool touch, uint32_t image, const ReadBody& read_body) const;
   format::IndexEntry FurtherEntry(uint64_t i, uint32_t image) const;
 
   std::unique_ptr<format::ByteSource> source_;

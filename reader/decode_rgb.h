@@ -42,7 +42,7 @@ class SampleDecoder {
   const Dataset& ds_;
   DecodeOptions options_;
   std::unique_ptr<kernels::JpegDecoder> jpeg_;
-  std::vector<uint8_t> scratch_;
+  format::ReadBuffer scratch_;
 };
 
 // Throws dsc::Error naming the file and sample when the entry's width x height exceeds max_pixels.

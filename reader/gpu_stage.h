@@ -74,7 +74,7 @@ class TwinStageWorker {
   std::unique_ptr<kernels::TwinBatchStager> stager_;
   size_t stager_units_ = 0;
   uint32_t stager_images_ = 0;
-  std::vector<uint8_t> scratch_;
+  format::ReadBuffer scratch_;
   std::vector<uint32_t> cpu_;
   bool fancy_ = false;
   uint32_t image_ = 0;  // the image field staged

@@ -340,6 +340,7 @@ void Pipeline::Cancel() {
   pool_->Wake();
   queue_.Wake();
   remotes_.CancelAll();
+  if (readahead_) readahead_->Wake();
   idle_cv_.wait(l, [&] { return active_ == 0; });
   if (holding_) {  // the batch the consumer held was handed out
     ++next_deliver_;
@@ -485,6 +486,7 @@ void Pipeline::RunTask(uint64_t task, SampleProcessor* proc, uint64_t epoch, uin
   const uint64_t k = task / cpb;
   if (!WaitForSlot(k)) return;
   if (readahead_) readahead_->Need(k);  // before any page of the batch is faulted
+  if (cancel_.load()) return;            // woken by Cancel, or cancelled while it waited
   Slot* s = slots_[k % slots_.size()].get();
   const uint32_t len = plan_.batch_length(k);
   const uint32_t from = uint32_t(task % cpb) * chunk_;

@@ -155,8 +155,16 @@ void BlockReadahead::Need(uint64_t k) {
     wanted_ = k;
     cv_.notify_all();
   }
-  const uint64_t gen = generation_;
-  covered_cv_.wait(l, [&] { return stop_ || generation_ != gen || k < covered_.load(); });
+  const uint64_t gen = generation_, wakes = wakes_;
+  covered_cv_.wait(l, [&] { return stop_ || generation_ != gen || wakes_ != wakes || k < covered_.load(); });
+}
+
+void BlockReadahead::Wake() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++wakes_;
+  }
+  covered_cv_.notify_all();
 }
 
 // Whether every page of [off, off + len) of the file is in the page cache (mincore on our own view).

@@ -45,6 +45,9 @@ class BlockReadahead {
   // for would bring in the kernel's read-around (up to read_ahead_kb, often 8 MiB: other blocks, other
   // ranks' blocks), outside the budget, much of it dropped unread and read again later.
   void Need(uint64_t k);
+  // Every Need() waiting now returns (the loader is cancelling its job: an error, or a new epoch):
+  // the batch a worker waits for may never be covered once the consumer stops releasing batches.
+  void Wake();
   // Bytes asked of the kernel ahead of use since the loader was made.
   uint64_t advised_bytes() const { return advised_.load(std::memory_order_relaxed); }
 
@@ -73,6 +76,7 @@ class BlockReadahead {
   std::condition_variable cv_;
   bool stop_ = false;
   uint64_t generation_ = 0;  // bumped by Start: the thread begins the new plan
+  uint64_t wakes_ = 0;       // bumped by Wake: waiting Need() calls return
   std::vector<Use> uses_;    // blocks in order of first use
   uint64_t released_ = 0;
   uint64_t wanted_ = 0;                  // the latest batch a worker waits for (Need)

@@ -161,7 +161,7 @@ int SampleProcessor::DecodeGroup() {
         ie.height != out_.height || uint64_t(ie.width) * ie.height > out_.max_pixels ||
         group_bytes_.size() + ie.size > kMaxGroupBytes)
       continue;
-    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &scratch_, true, out_.image);
+    const Dataset::Parts parts = ds_.ReadPayloadParts(chunk_[i], &payload_, true, out_.image);
     const format::IndexEntry& e = parts.entry;
     Payload head = parts.head, body = parts.body;
     if (!head.size) {
@@ -206,7 +206,7 @@ void SampleProcessor::ProcessUnguarded(uint64_t index, uint64_t seed, uint64_t e
   }
   current_ = {index, seed, epoch};
   const uint64_t t0 = stats_ ? NowNs() : 0;
-  const Dataset::Parts parts = ds_.ReadPayloadParts(index, &scratch_, true, out_.image);
+  const Dataset::Parts parts = ds_.ReadPayloadParts(index, &payload_, true, out_.image);
   const format::IndexEntry& e = parts.entry;
   const Payload p = parts.head.size ? Payload{nullptr, parts.head.size + parts.body.size} : parts.body;
   const uint64_t t1 = stats_ ? NowNs() : 0;

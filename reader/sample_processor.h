@@ -160,7 +160,8 @@ class SampleProcessor {
   unsigned long test_delay_us_ = 0;  // DSC_TEST_DECODE_DELAY_US: a per-sample sleep, for tests only
   std::unique_ptr<kernels::JpegDecoder> jpeg_;  // recreated after a fault left it mid-decode
   void* zstd_ = nullptr;  // ZSTD_DCtx
-  std::vector<uint8_t> scratch_, pixels_, row_, mirrored_, decode_buf_, planar_;
+  format::ReadBuffer payload_;  // the sample's bytes when not read in place
+  std::vector<uint8_t> pixels_, row_, mirrored_, decode_buf_, planar_;
   std::vector<kernels::YccRow> ycc_rows_;  // an image's rows for the fused YCbCr kernels (WritePlanes)
   std::vector<uint8_t> resized_, resample_scratch_;  // crop modes: the resized image, the resampler's rows
   kernels::ResampleAxis axis_h_, axis_v_;

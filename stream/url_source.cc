@@ -4,8 +4,8 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "format/checksum.h"
 #include "format/error.h"
 #include "format/layout.h"
 
@@ -77,6 +78,7 @@ class UrlSource : public format::ByteSource {
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
   const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const override;
+  const uint8_t* ReadHeld(uint64_t off, size_t n, format::ReadBuffer* buf) const override;
   bool remote() const override { return true; }
   void WillNeed(uint64_t off, uint64_t n) const override;
   void DontNeed(uint64_t off, uint64_t n) const override;
@@ -92,16 +94,20 @@ class UrlSource : public format::ByteSource {
   // no other process has open (the lock can be made exclusive) is recycled instead, renamed to a
   // temporary name and overwritten by the next block. Writing into new page-cache pages cost half a
   // cold epoch's CPU (copy_folio_from_iter_atomic); the recycled file's pages, and its mapping, are
-  // already there.
+  // already there, and the next block is copied into that mapping: no write() per piece, whose page
+  // cache bookkeeping cost a tenth of the epoch.
   struct BlockFile {
     int fd = -1;
     const uint8_t* map = nullptr;
+    uint8_t* writable = nullptr;  // the same mapping, where this process wrote the file (ours)
     size_t len = 0;
     bool ours = false;  // written by this process, open for writing: may be recycled
-    void Map(size_t n) {
+    void Map(size_t n, bool write = false) {
       len = n;
-      void* p = n ? ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-      if (p != MAP_FAILED) map = static_cast<const uint8_t*>(p);  // else pread
+      void* p = n ? ::mmap(nullptr, n, PROT_READ | (write ? PROT_WRITE : 0), MAP_SHARED, fd, 0) : MAP_FAILED;
+      if (p == MAP_FAILED) return;  // read with pread, written with pwrite
+      map = static_cast<const uint8_t*>(p);
+      if (write) writable = static_cast<uint8_t*>(p);
     }
     ~BlockFile() {
       if (map) ::munmap(const_cast<uint8_t*>(map), len);
@@ -153,6 +159,7 @@ class UrlSource : public format::ByteSource {
   bool stop_ = false;
   std::vector<std::thread> fetchers_;
   uint64_t open_requests_ = 0, open_bytes_ = 0;
+  bool mapped_writes_ = false;
   mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0}, recycled_{0};
 };
 
@@ -177,12 +184,18 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   const std::string root = opt_.cache_dir.empty() ? DefaultCacheRoot() : opt_.cache_dir;
   // The key: the URL (without credentials) and the header's checksum, which covers every section's
   // checksum and the file size: a different file under the same URL gets a different directory.
-  dir_ = root + "/" + Hex(XXH3_64bits(name_.data(), name_.size())) + "-" + Hex(header_.header_checksum);
+  dir_ = root + "/" + Hex(Checksum(name_.data(), name_.size())) + "-" + Hex(header_.header_checksum);
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || ::access(dir_.c_str(), W_OK) != 0)
     throw Error(name_ + ": cache directory " + dir_ + " cannot be created or written (" + (ec ? ec.message() : std::strerror(errno)) +
                 "); set cache_dir (--cache-dir) to a writable folder");
+  // A recycled block is written through its mapping only where overwriting a file's pages can never
+  // need new space (a full disk would raise SIGBUS at the store, not an error from write()): ext2/3/4,
+  // XFS and tmpfs; copy-on-write file systems (btrfs, ZFS) and the rest keep pwrite.
+  struct statfs fsinfo {};
+  if (::statfs(dir_.c_str(), &fsinfo) == 0)
+    mapped_writes_ = fsinfo.f_type == 0xEF53 || fsinfo.f_type == 0x58465342 || fsinfo.f_type == 0x01021994;
   OpenTail(&client);
   open_requests_ = client.requests();
   open_bytes_ = client.bytes();
@@ -215,7 +228,7 @@ void UrlSource::OpenTail(HttpClient* client) {
     for (int s : {format::kIndex, format::kMeta, format::kBlocks}) {
       const format::SectionRef& ref = header_.sections[s];
       if (ref.offset < tail_off_ || ref.offset > size_ || ref.size > size_ - ref.offset) return false;
-      if (XXH3_64bits(t.data() + (ref.offset - tail_off_), ref.size) != ref.checksum) return false;
+      if (Checksum(t.data() + (ref.offset - tail_off_), ref.size) != ref.checksum) return false;
     }
     return true;
   };
@@ -300,7 +313,7 @@ size_t UrlSource::UnitAt(uint64_t off) const {
 
 std::string UrlSource::CheckBytes(size_t u, const uint8_t* p) const {
   const Unit& unit = units_[u];
-  if (XXH3_64bits(p, unit.content) != unit.checksum) return "checksum mismatch";
+  if (Checksum(p, unit.content) != unit.checksum) return "checksum mismatch";
   if (!AllZero(p + unit.content, unit.len - unit.content)) return "padding after the block is not zero";
   return "";
 }
@@ -419,6 +432,25 @@ const uint8_t* UrlSource::Read(uint64_t off, size_t n, std::vector<uint8_t>* scr
   return out;
 }
 
+const uint8_t* UrlSource::ReadHeld(uint64_t off, size_t n, format::ReadBuffer* buf) const {
+  CheckRange(off, n);
+  buf->hold.reset();  // before Acquire: the block it held may be recycled again
+  if (n && off >= kPageSize && off < tail_off_) {
+    const size_t u = UnitAt(off);
+    const Unit& unit = units_[u];
+    if (off + n <= unit.off + unit.len) {
+      std::shared_ptr<BlockFile> file = Acquire(u);
+      if (file->map) {
+        // In place: the hold keeps the file's mapping, and keeps it from being recycled (Evict).
+        const uint8_t* p = file->map + (off - unit.off);
+        buf->hold = std::move(file);
+        return p;
+      }
+    }
+  }
+  return Read(off, n, &buf->scratch);
+}
+
 void UrlSource::WillNeed(uint64_t off, uint64_t n) const {
   if (n == 0 || off + n <= kPageSize || off >= tail_off_) return;
   std::lock_guard<std::mutex> l(mu_);
@@ -457,19 +489,25 @@ namespace {
 // the processor's cache) and its padding checked for zeros: no copy of the block in memory.
 class BlockSink : public Sink {
  public:
-  BlockSink(int fd, uint64_t content) : fd_(fd), content_(content), state_(XXH3_createState()) {
-    if (!state_) throw std::bad_alloc();
-  }
-  ~BlockSink() override { XXH3_freeState(state_); }
+  // `map`: the file's writable mapping of `len` bytes, or null (pwrite).
+  BlockSink(int fd, uint64_t content, uint8_t* map, uint64_t len) : fd_(fd), content_(content), map_(map), len_(len) {}
   void Begin() override {
-    XXH3_64bits_reset(state_);
+    hash_.Reset();
     padding_zero_ = true;
     error_ = 0;
+    // Every page made writable in one call, which reports a failure (a full disk on a file system
+    // that allocates on write) as an error where a store would raise SIGBUS.
+    if (map_ && !populated_ && ::madvise(map_, len_, MADV_POPULATE_WRITE) != 0) map_ = nullptr;
+    populated_ = true;
   }
   bool Write(uint64_t at, const uint8_t* p, size_t n) override {
     const size_t hashed = at < content_ ? size_t(std::min<uint64_t>(n, content_ - at)) : 0;
-    XXH3_64bits_update(state_, p, hashed);
+    hash_.Update(p, hashed);
     if (hashed < n && !AllZero(p + hashed, n - hashed)) padding_zero_ = false;
+    if (map_) {
+      std::memcpy(map_ + at, p, n);  // the transfer never passes len_ (HttpClient stops it)
+      return true;
+    }
     for (size_t done = 0; done < n;) {
       const ssize_t w = ::pwrite(fd_, p + done, n - done, off_t(at + done));
       if (w < 0 && errno == EINTR) continue;
@@ -481,14 +519,17 @@ class BlockSink : public Sink {
     }
     return true;
   }
-  uint64_t checksum() const { return XXH3_64bits_digest(state_); }
+  uint64_t checksum() const { return hash_.Digest(); }
   bool padding_zero() const { return padding_zero_; }
   int error() const { return error_; }
 
  private:
   int fd_;
   uint64_t content_;
-  XXH3_state_t* state_;
+  uint8_t* map_;
+  uint64_t len_;
+  bool populated_ = false;
+  ChecksumStream hash_;
   bool padding_zero_ = true;
   int error_ = 0;
 };
@@ -552,7 +593,7 @@ void UrlSource::FetchLoop(int id) {
                                                      : ")"));
       };
       if (file->fd < 0) throw cannot_write(errno);
-      BlockSink sink(file->fd, unit.content);
+      BlockSink sink(file->fd, unit.content, recycled && mapped_writes_ ? file->writable : nullptr, unit.len);
       HttpReply r;
       try {
         r = client.Get(url_, unit.off, unit.len, etag_, What(u), &sink, opt_.sign, name_);
@@ -577,7 +618,7 @@ void UrlSource::FetchLoop(int id) {
       // Shared from here on: another process that finds the file may lock it too.
       if (::flock(file->fd, LOCK_SH) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) throw cannot_write(errno);
       file->ours = true;
-      if (!recycled) file->Map(unit.len);
+      if (!recycled) file->Map(unit.len, /*write=*/true);
       if (recycled) recycled_.fetch_add(1, std::memory_order_relaxed);
       fetched_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {

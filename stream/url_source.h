@@ -15,7 +15,9 @@
 //    DontNeed released (plan order), then the least recently read of those never hinted (random
 //    order), then, for a block a reader waits for only, hinted blocks the plan has not released yet
 //    (the furthest ahead first); a prefetch waits for room instead. An evicted file no one else holds
-//    is recycled for the next block. The budget must hold two blocks.
+//    is recycled for the next block. The budget must hold two blocks. ReadHeld hands out bytes in
+//    place from the block's mapping; the ReadBuffer's hold keeps an evicted block's file (unlinked)
+//    until its next read, so the disk may hold one block per such buffer beyond the budget.
 //  - Every request after the first carries If-Match with the ETag the header came with: a file
 //    replaced on the server is an error naming the URL and the block, never mixed data.
 //  - Errors (dsc::Error) name the URL (without credentials or query) and the block.

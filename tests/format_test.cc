@@ -1,5 +1,6 @@
 // The byte layout of docs/format.md, and the reader's refusals of what it does not understand.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "format/bytes.h"
 #include "format/checksum.h"
+#include "format/checksum_impl.h"
 #include "format/error.h"
 #include "format/file_view.h"
 #include "format/layout.h"
@@ -541,6 +543,42 @@ TEST(OptionalSections, TableRulesAreEnforced) {
 TEST(Checksum, IsXxh3Seed0) {
   // Known answer for the empty input, from xxHash's own test vectors.
   EXPECT_EQ(Checksum("", 0), 0x2D06800538D394C2ull);
+}
+
+TEST(Checksum, EveryBuildAndPiecewiseEqualTheSystemLibrary) {
+  // The reference: libxxhash as Debian built it. Sizes cover XXH3's short, mid and long paths, its
+  // stripe and block edges, and a 4 MiB block plus change; pieces split at random points.
+  std::vector<uint8_t> bytes((4u << 20) + 7);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (uint8_t& b : bytes) b = uint8_t((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 260; ++n) sizes.push_back(n);
+  for (size_t n : {1023u, 1024u, 1025u, 16383u, 16384u, 16385u, 65536u + 3u, 1u << 20}) sizes.push_back(n);
+  sizes.push_back(bytes.size());
+  std::vector<const checksum_impl::Functions*> builds{&checksum_impl::Baseline()};
+  if (checksum_impl::Avx2() && __builtin_cpu_supports("avx2")) builds.push_back(checksum_impl::Avx2());
+  ChecksumStream stream;
+  for (size_t n : sizes) {
+    const uint8_t* p = bytes.data() + (n % 13);  // unaligned starts too
+    if (p + n > bytes.data() + bytes.size()) p = bytes.data();
+    const uint64_t want = ::XXH3_64bits(p, n);
+    EXPECT_EQ(Checksum(p, n), want) << n << " bytes";
+    for (const auto* f : builds) {
+      EXPECT_EQ(f->hash(p, n), want) << n << " bytes";
+      void* st = f->create();
+      f->reset(st);
+      for (size_t at = 0; at < n;) {
+        const size_t k = std::min<size_t>(n - at, 1 + (x = x * 6364136223846793005ull + 1) % 70000);
+        f->update(st, p + at, k);
+        at += k;
+      }
+      EXPECT_EQ(f->digest(st), want) << n << " bytes in pieces";
+      f->destroy(st);
+    }
+    stream.Reset();
+    for (size_t at = 0; at < n; at += std::min<size_t>(n - at, 4099)) stream.Update(p + at, std::min<size_t>(n - at, 4099));
+    EXPECT_EQ(stream.Digest(), want) << n << " bytes through ChecksumStream";
+  }
 }
 
 }  // namespace

@@ -12,12 +12,16 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "format/error.h"
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "stream/url_source.h"
+#include "format/file_view.h"
+#include "reader/file_source.h"
+#include "tests/fuzz/fixup_checksums.h"
 #include "tests/nginx_server.h"
 #include "tests/test_util.h"
 #include "writer/build.h"
@@ -110,11 +114,11 @@ TEST(Stream, CifarBatchesMatchLocalAndSecondRunUsesCache) {
   }
 }
 
-TEST(Stream, PhotosMatchLocal) {
-  SKIP_WITHOUT_NGINX();
+// 40 classes of the photos, shrunk to 200 px, in 64 KiB blocks (a few photos each), in `dir`.
+std::string BuildPhotos(const std::string& dir, const std::string& jpeg_tables = "shared") {
   const std::string photos = test::PhotosTree(DSC_PHOTOS);
-  ASSERT_FALSE(photos.empty());
-  const std::string served = test::ScratchDir("-served"), tree = test::ScratchDir("-tree");
+  EXPECT_FALSE(photos.empty());
+  const std::string tree = test::ScratchDir("-tree");
   int n = 0;
   for (const auto& cls : fs::directory_iterator(photos)) {
     if (!cls.is_directory() || n >= 40) continue;
@@ -124,18 +128,31 @@ TEST(Stream, PhotosMatchLocal) {
   writer::BuildOptions bo;
   bo.block_size = 64 << 10;
   bo.encode.max_resolution = 200;
+  bo.jpeg_tables = jpeg_tables;
   bo.log = [](const std::string&) {};
-  writer::Build(tree, served + "/photos.beton", bo);
-  NginxServer server(served);
+  writer::Build(tree, dir + "/photos.beton", bo);
+  return dir + "/photos.beton";
+}
+
+LoaderOptions PhotoOptions(const std::string& cache) {
   LoaderOptions o = LoaderOptions::ImagenetTrain();
   o.augment.out_w = o.augment.out_h = 64;
   o.batch_size = 8;
   o.threads = 2;
   o.order = Order::kQuasiRandom;
-  o.cache_dir = test::ScratchDir("-cache");
+  o.cache_dir = cache;
   o.cache_budget = 3 * kBlock;  // less than half the file
-  ASSERT_GT(fs::file_size(served + "/photos.beton"), 2 * o.cache_budget);
-  EXPECT_EQ(Digests(server.Url("photos.beton"), o, 2), Digests(served + "/photos.beton", o, 2));
+  return o;
+}
+
+TEST(Stream, PhotosMatchLocal) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served");
+  const std::string file = BuildPhotos(served);
+  NginxServer server(served);
+  const LoaderOptions o = PhotoOptions(test::ScratchDir("-cache"));
+  ASSERT_GT(fs::file_size(file), 2 * o.cache_budget);
+  EXPECT_EQ(Digests(server.Url("photos.beton"), o, 2), Digests(file, o, 2));
   EXPECT_LE(CachedBlockBytes(o.cache_dir), o.cache_budget);
 }
 
@@ -380,6 +397,50 @@ TEST(Stream, RemoteWorkerServesAUrl) {
     return m.size() == 2 ? m[1] : "none: " + o;
   };
   EXPECT_EQ(digest(url + " --cache-dir " + cache + "/loader --remote " + address + " --local-threads 0"), digest(file));
+}
+
+// Samples that fail to decode (their bytes damaged, the checksums made right again, so the blocks are
+// served and pass) end the epoch with a sample's error, while the other worker waits for a batch the
+// readahead will not ask for (past the budget, and the consumer releases no more batches): cancelling
+// the job must wake it.
+TEST(Stream, SampleErrorEndsTheEpochWithoutHanging) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  const std::string file = BuildPhotos(served, "inline");  // each payload starts with its JPEG's SOI marker
+  std::vector<uint8_t> bytes = test::ReadFile(file);
+  std::set<uint64_t> victims;  // every third photo
+  {
+    auto src = OpenMmapSource(file);
+    auto view = format::FileView::Open(src.get());
+    for (uint64_t i = 0; i < view->sample_count(); i += 3) {
+      const format::IndexEntry e = view->entry(i);
+      ASSERT_EQ(bytes[e.offset], 0xFF);
+      bytes[e.offset] = 0;  // no SOI: not a JPEG
+      victims.insert(i);
+    }
+  }
+  fuzz::FixupChecksums(bytes.data(), bytes.size());
+  test::WriteFile(file, bytes);
+  NginxServer server(served);
+  const std::string url = server.Url("photos.beton");
+  const int rc = test::RunForked(60, [&] {
+    for (Order order : {Order::kQuasiRandom, Order::kRandom}) {
+      LoaderOptions o = PhotoOptions(cache);
+      o.order = order;
+      try {
+        Digests(url, o, 1);
+        return 11;  // no error
+      } catch (const Error& e) {
+        const auto m = test::RegexSearch(e.what(), "sample ([0-9]+)");
+        if (m.size() != 2 || !victims.count(std::stoull(m[1]))) {
+          std::fprintf(stderr, "%s\n", e.what());
+          return 12;
+        }
+      }
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << (rc == -1 ? "hung" : "");
 }
 
 // A cache folder that cannot take a block (here: a file-size limit below one block, the stand-in for a
