@@ -44,7 +44,7 @@ ngx=$!
 trap 'kill $ngx 2>/dev/null; wait $ngx 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 url=http://127.0.0.1:$port
-served() { awk '{s+=$NF} END {printf "%d\n", s}' "$sw/nginx/access.log"; }
+served() { awk '{s+=$NF} END {printf "%.0f\n", s}' "$sw/nginx/access.log"; }
 rate() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_second'])" "$1"; }
 
 if [[ " $SECTIONS " == *" warm "* ]]; then
