@@ -372,15 +372,27 @@ class Inspector {
       const uint64_t pad = hd.sections[kIndex].offset - kPageSize;
       if (pad && !AllZero(src_.Read(kPageSize, pad, &scratch_), pad)) Add({"data", -1, -1, "padding of the empty data section is not zero"});
     }
-    for (size_t b = 0; b < v.blocks_.size(); ++b) {
+    // A URL's next blocks are asked for while this one is checked, and each is released once checked
+    // (the source's fetchers work beside this thread, within its cache budget); local files ignore both.
+    constexpr size_t kAhead = 8;
+    const size_t n = v.blocks_.size();
+    auto end_of = [&](size_t b) { return b + 1 < n ? v.blocks_[b + 1].offset : hd.sections[kIndex].offset; };
+    auto ask = [&](size_t b) {
+      if (b < n) src_.WillNeed(v.blocks_[b].offset, end_of(b) - v.blocks_[b].offset);
+    };
+    for (size_t b = 0; b < kAhead - 1; ++b) ask(b);
+    for (size_t b = 0; b < n; ++b) {
+      ask(b + kAhead - 1);
       const BlockEntry& be = v.blocks_[b];
-      const uint8_t* p = src_.Read(be.offset, be.size, &scratch_);
+      const uint8_t* p = src_.ReadHeld(be.offset, be.size, &held_);
       if (Checksum(p, be.size) != be.checksum) Add({"data", int64_t(b), -1, "checksum mismatch (offset " + Num(be.offset) + ")"});
-      uint64_t end = b + 1 < v.blocks_.size() ? v.blocks_[b + 1].offset : hd.sections[kIndex].offset;
-      uint64_t pad = end - (be.offset + be.size);
-      if (pad && !AllZero(src_.Read(be.offset + be.size, pad, &scratch_), pad))
+      const uint64_t end = end_of(b);
+      const uint64_t pad = end - (be.offset + be.size);
+      if (pad && !AllZero(src_.ReadHeld(be.offset + be.size, pad, &held_), pad))
         Add({"data", int64_t(b), -1, "padding after the block is not zero"});
+      src_.DontNeed(be.offset, end - be.offset);
     }
+    held_ = {};
   }
 
   // Records a problem; in open mode throws. Returns true in verify mode so checking can go on.
@@ -398,6 +410,7 @@ class Inspector {
   std::vector<Problem>* out_;
   bool deep_;
   std::vector<uint8_t> scratch_;
+  ReadBuffer held_;  // a block read in place (a URL's cached copy is not copied again)
 };
 
 std::unique_ptr<FileView> FileView::Open(const ByteSource* src) {

@@ -286,6 +286,26 @@ TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
   }
 }
 
+// dsc verify of a URL asks for blocks ahead of the one it checks and releases each once checked: with
+// a budget of three blocks, every block is fetched exactly once and the cache folder stays within it.
+TEST(Stream, VerifyFetchesEachBlockOnceWithinTheBudget) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  constexpr uint64_t kSmall = 16 << 10;
+  BuildCifar(served, 150, "cifar.beton", "default", kSmall);
+  NginxServer server(served);
+  stream::StreamOptions so;
+  so.cache_dir = cache;
+  so.budget = 3 * kSmall;
+  auto src = stream::OpenUrlSource(server.Url("cifar.beton"), so);
+  const size_t blocks = format::FileView::Open(src.get())->block_count();
+  ASSERT_GT(blocks, 8u);  // more than the verifier asks for ahead
+  const auto problems = format::VerifyFile(*src);
+  EXPECT_TRUE(problems.empty()) << format::Describe(problems.front());
+  EXPECT_EQ(stream::CountersOf(*src).blocks_fetched, blocks);
+  EXPECT_LE(CachedBlockBytes(cache), so.budget);
+}
+
 TEST(Stream, CommandLineTakesUrls) {
   SKIP_WITHOUT_NGINX();
   const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
