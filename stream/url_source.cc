@@ -99,7 +99,7 @@ class UrlSource : public format::ByteSource {
   struct BlockFile {
     int fd = -1;
     const uint8_t* map = nullptr;
-    uint8_t* writable = nullptr;  // the same mapping, where this process wrote the file (ours)
+    uint8_t* writable = nullptr;  // the same mapping, writable where blocks are written through it (mapped_writes_)
     size_t len = 0;
     bool ours = false;  // written by this process, open for writing: may be recycled
     void Map(size_t n, bool write = false) {
@@ -490,22 +490,22 @@ namespace {
 class BlockSink : public Sink {
  public:
   // `map`: the file's writable mapping of `len` bytes, or null (pwrite).
-  BlockSink(int fd, uint64_t content, uint8_t* map, uint64_t len) : fd_(fd), content_(content), map_(map), len_(len) {}
+  BlockSink(int fd, uint64_t content, uint8_t* map, uint64_t len) : fd_(fd), content_(content), map_(map) {
+    // Every page made writable in one call, which reports a failure (a full disk on a file system
+    // that allocates on write) as an error where a store would raise SIGBUS.
+    if (map_ && ::madvise(map_, len, MADV_POPULATE_WRITE) != 0) map_ = nullptr;
+  }
   void Begin() override {
     hash_.Reset();
     padding_zero_ = true;
     error_ = 0;
-    // Every page made writable in one call, which reports a failure (a full disk on a file system
-    // that allocates on write) as an error where a store would raise SIGBUS.
-    if (map_ && !populated_ && ::madvise(map_, len_, MADV_POPULATE_WRITE) != 0) map_ = nullptr;
-    populated_ = true;
   }
   bool Write(uint64_t at, const uint8_t* p, size_t n) override {
     const size_t hashed = at < content_ ? size_t(std::min<uint64_t>(n, content_ - at)) : 0;
     hash_.Update(p, hashed);
     if (hashed < n && !AllZero(p + hashed, n - hashed)) padding_zero_ = false;
     if (map_) {
-      std::memcpy(map_ + at, p, n);  // the transfer never passes len_ (HttpClient stops it)
+      std::memcpy(map_ + at, p, n);  // the transfer never passes the block's length (HttpClient stops it)
       return true;
     }
     for (size_t done = 0; done < n;) {
@@ -527,8 +527,6 @@ class BlockSink : public Sink {
   int fd_;
   uint64_t content_;
   uint8_t* map_;
-  uint64_t len_;
-  bool populated_ = false;
   ChecksumStream hash_;
   bool padding_zero_ = true;
   int error_ = 0;
@@ -593,7 +591,7 @@ void UrlSource::FetchLoop(int id) {
                                                      : ")"));
       };
       if (file->fd < 0) throw cannot_write(errno);
-      BlockSink sink(file->fd, unit.content, recycled && mapped_writes_ ? file->writable : nullptr, unit.len);
+      BlockSink sink(file->fd, unit.content, recycled ? file->writable : nullptr, unit.len);
       HttpReply r;
       try {
         r = client.Get(url_, unit.off, unit.len, etag_, What(u), &sink, opt_.sign, name_);
@@ -618,7 +616,7 @@ void UrlSource::FetchLoop(int id) {
       // Shared from here on: another process that finds the file may lock it too.
       if (::flock(file->fd, LOCK_SH) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) throw cannot_write(errno);
       file->ours = true;
-      if (!recycled) file->Map(unit.len, /*write=*/true);
+      if (!recycled) file->Map(unit.len, /*write=*/mapped_writes_);
       if (recycled) recycled_.fetch_add(1, std::memory_order_relaxed);
       fetched_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
