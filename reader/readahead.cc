@@ -194,7 +194,13 @@ void BlockReadahead::Loop() {
   size_t next = 0;
   uint64_t resident = 0, gen = 0, released = 0, wanted = 0;
   uint64_t held_bytes = 0;  // of the held blocks: the read-ahead window, bounded by ahead_
-  auto size_of = [&](uint32_t block) { return uint64_t(ds_.view().block(block).size); };
+  // What a block takes in the cache: its whole pages (a URL's cache file holds its padding too;
+  // counted by content alone, 16 blocks of 15 KiB passed as fitting in 16 files of 16 KiB).
+  const uint64_t page = ds_.view().header().page_size ? ds_.view().header().page_size : format::kPageSize;
+  auto size_of = [&](uint32_t block) {
+    const auto& blk = ds_.view().block(block);
+    return format::RoundUpToPage(blk.offset + blk.size, page) - blk.offset / page * page;
+  };
   auto hold = [&](const Use& u) {
     state[u.block] = kNeeded;
     if (holds[u.block]++ == 0) held_bytes += size_of(u.block);

@@ -204,7 +204,9 @@ TEST(Stream, BudgetBelowTheRingFetchesEachBlockOnce) {
   uint64_t fetched = 0;
   const auto log = server.Requests();
   for (size_t i = before; i < log.size(); ++i) fetched += std::stoull(log[i].substr(log[i].rfind(' ') + 1));
-  EXPECT_LE(fetched, size + size / 20) << "bytes fetched in one epoch of a " << size << "-byte file, budget " << budget;
+  // The goal is 1.05x; here only the epoch's padding fetches its first blocks again (1.013x). Blocks
+  // counted by content, not by their pages in the cache, gave 1.02-1.07x.
+  EXPECT_LE(fetched, size + size / 40) << "bytes fetched in one epoch of a " << size << "-byte file, budget " << budget;
   EXPECT_LE(most, budget);
 }
 
