@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Streaming from nginx on loopback against the same file read locally (docs/streaming.md), side by
 # side in one run: CIFAR-10 cifar-train with a warm cache; a cold quasi_random epoch of raw 512x512
-# samples (bytes fetched per epoch, and the fetch rate against curl downloading the whole file); and
+# samples (bytes fetched per epoch; the fetch rate against curl downloading the whole file to /dev/null,
+# against curl and the local file's epoch run at once, and against curl writing the file to disk); and
 # dsc merge of CIFAR-10's parts against cp of the same bytes.
 #   bash bench/run_stream_bench.sh [BUILD_DIR]
 # Environment: SECTIONS (default "warm cold merge"), TRAIN (images per class of the raw file, default
@@ -69,10 +70,22 @@ if [[ " $SECTIONS " == *" cold "* ]]; then
       cat "$sw/www/$raw" > /dev/null  # in the page cache for all three: nginx and the local read alike
       : > "$sw/nginx/access.log"
       t0=$(now); curl -s -o /dev/null "$url/$raw"; curl_s=$(secs "$t0" "$(now)")
+      # curl keeping what it fetched, in a file beside the cache directory (not synced, as dsc's cache).
+      rm -f "$sw/curl-copy"
+      t0=$(now); curl -s -o "$sw/curl-copy" "$url/$raw"; curl_file_s=$(secs "$t0" "$(now)")
+      rm -f "$sw/curl-copy"
       t0=$(now)
       "${pin[@]}" "$dsc" bench "$sw/www/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
         --cache-budget "$budget" --epochs 1 > /dev/null
       local_s=$(secs "$t0" "$(now)")
+      # A client that receives the bytes and runs the same epoch, caching and checking nothing: curl
+      # and the local file's epoch at once, on the same cores.
+      t0=$(now)
+      curl -s -o /dev/null "$url/$raw" &
+      "${pin[@]}" "$dsc" bench "$sw/www/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
+        --cache-budget "$budget" --epochs 1 > /dev/null
+      wait $!
+      both_s=$(secs "$t0" "$(now)")
       rm -rf "$sw/cache-raw"
       : > "$sw/nginx/access.log"
       t0=$(now)
@@ -81,7 +94,9 @@ if [[ " $SECTIONS " == *" cold "* ]]; then
       dsc_s=$(secs "$t0" "$(now)")
       got=$(served)
       echo "budget $budget round $round: curl $(mb "$curl_s") MB/s, local $(mb "$local_s") MB/s, URL cold $(mb "$dsc_s") MB/s" \
-           "= $(python3 -c "print(round($curl_s / $dsc_s, 2))")x curl, fetched $(python3 -c "print(round($got / $size, 4))")x the file ($got bytes)"
+           "= $(python3 -c "print(round($curl_s / $dsc_s, 2))")x curl, fetched $(python3 -c "print(round($got / $size, 4))")x the file ($got bytes);" \
+           "curl with the local epoch at once $(mb "$both_s") MB/s = $(python3 -c "print(round($curl_s / $both_s, 2))")x curl;" \
+           "curl to a file $(mb "$curl_file_s") MB/s: URL cold = $(python3 -c "print(round($curl_file_s / $dsc_s, 2))")x that"
     done
   done
   rm -rf "$sw/cache-raw"
