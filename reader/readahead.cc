@@ -214,7 +214,7 @@ void BlockReadahead::Loop() {
     droppable.push_back(u.block);
     // A URL's cache is told at once (it keeps released blocks until it needs their room, oldest
     // first): its prefetches wait for room it may take without dropping a block still wanted.
-    if (ds_.streamed()) ds_.source().DontNeed(ds_.view().block(u.block).offset, size_of(u.block));
+    if (ds_.streamed()) ds_.source().DontNeed(ds_.view().block(u.block).offset, ds_.view().block(u.block).size);
   };
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
@@ -264,7 +264,7 @@ void BlockReadahead::Loop() {
     while (next < uses.size()) {
       const uint32_t b = uses[next].block;
       if (state[b] != kAbsent) {  // still cached from earlier: needed again, nothing to read
-        if (ds_.streamed() && state[b] == kDroppable) ds_.source().WillNeed(ds_.view().block(b).offset, size_of(b));  // wanted again
+        if (ds_.streamed() && state[b] == kDroppable) ds_.source().WillNeed(ds_.view().block(b).offset, ds_.view().block(b).size);  // wanted again
         hold(uses[next]);
         continue;
       }
