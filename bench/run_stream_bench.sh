@@ -66,6 +66,7 @@ if [[ " $SECTIONS " == *" cold "* ]]; then
   mb() { python3 -c "print(round($size / ($1) / 1e6))"; }
   echo "== cold quasi_random epoch of raw 512x512 samples ($size bytes): curl, the local file and the URL from an empty cache, alternated"
   for budget in $BUDGETS; do
+    epoch=(--preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random --cache-budget "$budget" --epochs 1)
     for round in $(seq "$ROUNDS"); do
       cat "$sw/www/$raw" > /dev/null  # in the page cache for all three: nginx and the local read alike
       : > "$sw/nginx/access.log"
@@ -75,22 +76,19 @@ if [[ " $SECTIONS " == *" cold "* ]]; then
       t0=$(now); curl -s -o "$sw/curl-copy" "$url/$raw"; curl_file_s=$(secs "$t0" "$(now)")
       rm -f "$sw/curl-copy"
       t0=$(now)
-      "${pin[@]}" "$dsc" bench "$sw/www/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
-        --cache-budget "$budget" --epochs 1 > /dev/null
+      "${pin[@]}" "$dsc" bench "$sw/www/$raw" "${epoch[@]}" > /dev/null
       local_s=$(secs "$t0" "$(now)")
       # A client that receives the bytes and runs the same epoch, caching and checking nothing: curl
       # and the local file's epoch at once, on the same cores.
       t0=$(now)
       curl -s -o /dev/null "$url/$raw" &
-      "${pin[@]}" "$dsc" bench "$sw/www/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
-        --cache-budget "$budget" --epochs 1 > /dev/null
+      "${pin[@]}" "$dsc" bench "$sw/www/$raw" "${epoch[@]}" > /dev/null
       wait $!
       both_s=$(secs "$t0" "$(now)")
       rm -rf "$sw/cache-raw"
       : > "$sw/nginx/access.log"
       t0=$(now)
-      "${pin[@]}" "$dsc" bench "$url/$raw" --preset cifar-test --dtype uint8 --batch-size 16 --threads 2 --order quasi_random \
-        --cache-dir "$sw/cache-raw" --cache-budget "$budget" --epochs 1 > /dev/null
+      "${pin[@]}" "$dsc" bench "$url/$raw" "${epoch[@]}" --cache-dir "$sw/cache-raw" > /dev/null
       dsc_s=$(secs "$t0" "$(now)")
       got=$(served)
       echo "budget $budget round $round: curl $(mb "$curl_s") MB/s, local $(mb "$local_s") MB/s, URL cold $(mb "$dsc_s") MB/s" \

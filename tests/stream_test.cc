@@ -204,8 +204,8 @@ TEST(Stream, BudgetBelowTheRingFetchesEachBlockOnce) {
   uint64_t fetched = 0;
   const auto log = server.Requests();
   for (size_t i = before; i < log.size(); ++i) fetched += std::stoull(log[i].substr(log[i].rfind(' ') + 1));
-  // The goal is 1.05x; here only the epoch's padding fetches its first blocks again (1.013x). Blocks
-  // counted by content, not by their pages in the cache, gave 1.02-1.07x.
+  // The goal is 1.05x; here only the epoch's padding fetches its first blocks again (1.013x), so a
+  // budget that counts blocks by content rather than by their pages in the cache shows.
   EXPECT_LE(fetched, size + size / 40) << "bytes fetched in one epoch of a " << size << "-byte file, budget " << budget;
   EXPECT_LE(most, budget);
 }
