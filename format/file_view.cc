@@ -34,8 +34,8 @@ std::string Num(uint64_t v) { return std::to_string(v); }
 // mode problems are collected and checking goes on as far as the structure can still be trusted.
 class Inspector {
  public:
-  Inspector(const ByteSource& src, std::vector<Problem>* out, bool deep)
-      : src_(src), out_(out), deep_(deep) {}
+  Inspector(const ByteSource& src, std::vector<Problem>* out, bool deep, const AfterBlock* after_block = nullptr)
+      : src_(src), out_(out), deep_(deep), after_block_(after_block) {}
 
   // Returns false when the structure is too damaged to continue.
   bool Run(FileView* v) {
@@ -160,7 +160,10 @@ class Inspector {
     if (!CheckIndex(v)) return false;
     if (deep_) CheckBlockContents(*v);
     // Values located through entries already found broken would only repeat those findings.
-    if (deep_ && v->typed() && (out_ == nullptr || out_->empty())) CheckVarValues(*v);
+    if (deep_ && v->typed() && (out_ == nullptr || out_->empty())) {
+      while (var_next_ < v->sample_count()) CheckVarValues(*v, var_next_++, &var_problems_);  // those past the last block
+      out_->insert(out_->end(), var_problems_.begin(), var_problems_.end());
+    }
     return out_ == nullptr || out_->empty();
   }
 
@@ -348,22 +351,33 @@ class Inspector {
     return true;
   }
 
-  // Every variable value against its field's rules (text is UTF-8, bool bytes 0 or 1, ...): reads the
-  // payload pages, so `dsc verify` only.
-  void CheckVarValues(const FileView& v) {
+  // Sample i's variable values against their fields' rules (text is UTF-8, bool bytes 0 or 1, ...),
+  // into `found`: reads the payload pages, so `dsc verify` only.
+  void CheckVarValues(const FileView& v, uint64_t i, std::vector<Problem>* found) {
     const FieldLayout& l = v.layout_;
-    for (uint64_t i = 0; i < v.sample_count(); ++i) {
-      for (int f : l.var) {
-        const Field& fd = v.meta_.fields[size_t(f)];
-        if (fd.type == FieldType::kBytes || fd.type == FieldType::kImage || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool))
-          continue;  // any bytes; an image's payload is checked as the first image's are (block checksums)
-        const FileView::VarRef r = v.VarValue(size_t(f), i);
-        const uint8_t* p = src_.Read(r.offset, r.size, &scratch_);
-        const std::string why = fd.type == FieldType::kMask ? MaskProblem(fd, p, r.size, v.entry(i).width, v.entry(i).height)
-                                                            : ValueProblem(fd, l.width[size_t(f)], p, r.size);
-        if (!why.empty()) Add({"data", int64_t(v.entry(i).block), int64_t(i), "field '" + fd.name + "': " + why});
-      }
+    for (int f : l.var) {
+      const Field& fd = v.meta_.fields[size_t(f)];
+      if (!ValueChecked(fd)) continue;
+      const FileView::VarRef r = v.VarValue(size_t(f), i);
+      const uint8_t* p = src_.Read(r.offset, r.size, &scratch_);
+      const std::string why = fd.type == FieldType::kMask ? MaskProblem(fd, p, r.size, v.entry(i).width, v.entry(i).height)
+                                                          : ValueProblem(fd, l.width[size_t(f)], p, r.size);
+      if (!why.empty()) found->push_back({"data", int64_t(v.entry(i).block), int64_t(i), "field '" + fd.name + "': " + why});
     }
+  }
+  // Any bytes; an image's payload is checked as the first image's are (block checksums).
+  static bool ValueChecked(const Field& fd) {
+    return !(fd.type == FieldType::kBytes || fd.type == FieldType::kImage || (fd.type == FieldType::kVarArray && fd.dtype != DType::kBool));
+  }
+  // Where the last byte CheckVarValues reads of sample i ends (0: it reads none).
+  static uint64_t VarValuesEnd(const FileView& v, uint64_t i) {
+    uint64_t end = 0;
+    for (int f : v.layout_.var) {
+      if (!ValueChecked(v.meta_.fields[size_t(f)])) continue;
+      const FileView::VarRef r = v.VarValue(size_t(f), i);
+      end = std::max(end, r.offset + r.size);
+    }
+    return end;
   }
 
   void CheckBlockContents(const FileView& v) {
@@ -390,9 +404,21 @@ class Inspector {
       const uint64_t pad = end - (be.offset + be.size);
       if (pad && !AllZero(src_.ReadHeld(be.offset + be.size, pad, &held_), pad))
         Add({"data", int64_t(b), -1, "padding after the block is not zero"});
+      SamplesUpTo(v, end);
       src_.DontNeed(be.offset, end - be.offset);
     }
     held_ = {};
+  }
+
+  // The checks that read samples' bytes (variable values here, the caller's after_block) run while the
+  // block pass still holds the blocks those bytes lie in: a URL's blocks are fetched once, not once per
+  // pass. Their findings wait in var_problems_ and count only if the blocks hold no damage (findings
+  // through damaged bytes would only repeat it).
+  void SamplesUpTo(const FileView& v, uint64_t end) {
+    if (!out_ || !out_->empty()) return;
+    if (v.typed())
+      while (var_next_ < v.sample_count() && VarValuesEnd(v, var_next_) <= end) CheckVarValues(v, var_next_++, &var_problems_);
+    if (after_block_ && *after_block_) (*after_block_)(end);
   }
 
   // Records a problem; in open mode throws. Returns true in verify mode so checking can go on.
@@ -409,6 +435,9 @@ class Inspector {
   const ByteSource& src_;
   std::vector<Problem>* out_;
   bool deep_;
+  const AfterBlock* after_block_;
+  uint64_t var_next_ = 0;  // the first sample whose variable values are not checked yet
+  std::vector<Problem> var_problems_;
   std::vector<uint8_t> scratch_;
   ReadBuffer held_;  // a block read in place (a URL's cached copy is not copied again)
 };
@@ -448,12 +477,12 @@ void FileView::CheckBlock(size_t b) const {
                 std::to_string(be.offset) + ")");
 }
 
-std::vector<Problem> VerifyFile(const ByteSource& src) {
+std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block) {
   if (ffcv::IsFfcv(src)) return ffcv::Verify(src);
   std::vector<Problem> problems;
   std::unique_ptr<FileView> v(new FileView());
   try {
-    Inspector(src, &problems, true).Run(v.get());
+    Inspector(src, &problems, true, &after_block).Run(v.get());
   } catch (const Error& e) {  // I/O failure while reading
     problems.push_back({"file", -1, -1, e.what()});
   }

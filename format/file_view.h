@@ -4,6 +4,7 @@
 // touch (CheckBlock) or all at once by VerifyFile.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,9 @@ std::unique_ptr<FileView> OpenView(const ByteSource* src);
 }  // namespace ffcv
 
 // One finding of a check, located the way `dsc info --json` names sections.
+// VerifyFile's hook (below).
+using AfterBlock = std::function<void(uint64_t end)>;
+
 struct Problem {
   std::string section;  // "header", "data", "index", "meta", "blocks", "footer", or an optional section's name
   int64_t block = -1;   // data block, when the problem is inside one
@@ -108,7 +112,7 @@ class FileView {
 
  private:
   friend class Inspector;
-  friend std::vector<Problem> VerifyFile(const ByteSource& src);
+  friend std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block);
   friend std::unique_ptr<FileView> ffcv::OpenView(const ByteSource* src);
   FileView() = default;
   const ByteSource* src_ = nullptr;
@@ -138,6 +142,10 @@ class FileView {
 
 // Checks every byte: everything Open checks, every block checksum and every must-be-zero byte.
 // Returns all problems found; empty means intact. Damage never throws.
-std::vector<Problem> VerifyFile(const ByteSource& src);
+// after_block(end), when given, runs after each data block's checks, in file order, with the end of
+// the bytes checked so far, while the block is still asked for: a caller that reads there the samples
+// lying before `end` reads a URL's blocks while they are cached (one fetch per block, not two). It
+// runs only as long as no problem has been found; an FFCV file's check never calls it.
+std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block = {});
 
 }  // namespace dsc::format

@@ -387,6 +387,65 @@ TEST(Fields, DamageIsFoundAndNamed) {
   RemoveScratch(dir);
 }
 
+// A file in memory that records what VerifyFile releases (DontNeed) and counts reads of released bytes.
+class ReleaseWatch : public format::ByteSource {
+ public:
+  ReleaseWatch(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return size_; }
+  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>*) const override {
+    CheckRange(off, n);
+    for (const auto& [a, len] : released_)
+      if (off < a + len && a < off + n) ++late_reads;
+    return data_ + off;
+  }
+  void DontNeed(uint64_t off, uint64_t n) const override { released_.push_back({off, n}); }
+  mutable int late_reads = 0;
+
+ private:
+  std::string name_ = "watched";
+  const uint8_t* data_;
+  size_t size_;
+  mutable std::vector<std::pair<uint64_t, uint64_t>> released_;
+};
+
+// VerifyFile checks each sample's variable values while the block pass still holds the sample's
+// block, never after releasing it (a URL's block would be fetched a second time), and after_block
+// sees the checked bytes grow block by block. Damage found later still keeps those findings out.
+TEST(Fields, VerifyReadsValuesBeforeReleasingTheirBlock) {
+  const auto vals = MakeValues(30);
+  const std::string dir = ScratchDir("-fields-release");
+  const auto intact = ReadFile(Write(dir + "/f.beton", vals, 1));
+  format::MemorySource isrc("f", intact.data(), intact.size());
+  auto v = format::FileView::Open(&isrc);
+  ASSERT_GT(v->block_count(), 3u);
+  ReleaseWatch watch(intact.data(), intact.size());
+  std::vector<uint64_t> ends;
+  EXPECT_TRUE(format::VerifyFile(watch, [&](uint64_t end) { ends.push_back(end); }).empty());
+  EXPECT_EQ(watch.late_reads, 0);
+  ASSERT_EQ(ends.size(), v->block_count());
+  EXPECT_EQ(ends.back(), v->header().sections[format::kIndex].offset);
+  EXPECT_TRUE(std::is_sorted(ends.begin(), ends.end()));
+  // A caption that is not UTF-8 in a sample of block 1 and a damaged last block: only the block is
+  // reported.
+  uint64_t i = 0;
+  while (i < v->sample_count() && v->entry(i).block < 1) ++i;
+  ASSERT_EQ(v->entry(i).block, 1u);
+  auto b = intact;
+  const size_t caption = v->meta().fields.size() - 1;
+  ASSERT_GT(v->VarValue(caption, i).size, 0u);
+  b[v->VarValue(caption, i).offset] = 0xFF;
+  fuzz::FixupChecksums(b.data(), b.size());
+  const format::BlockEntry& last = v->block(v->block_count() - 1);
+  b[last.offset] ^= 1;
+  format::MemorySource src("f", b.data(), b.size());
+  const auto problems = format::VerifyFile(src);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(format::Describe(problems[0]), "data: block " + std::to_string(v->block_count() - 1) + ": checksum mismatch (offset " +
+                                               std::to_string(last.offset) + ")");
+  RemoveScratch(dir);
+}
+
 // The loader's Batch::fields: every value as written, in sample order; the same batches (digest of
 // images, labels and every field column) for 1 and 3 threads; fields= selects and orders.
 TEST(Fields, LoaderDeliversFieldsTheSameForAnyThreadCount) {

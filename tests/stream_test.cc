@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -306,6 +307,33 @@ TEST(Stream, VerifyFetchesEachBlockOnceWithinTheBudget) {
   EXPECT_TRUE(problems.empty()) << format::Describe(problems.front());
   EXPECT_EQ(stream::CountersOf(*src).blocks_fetched, blocks);
   EXPECT_LE(CachedBlockBytes(cache), so.budget);
+}
+
+// dsc verify checks each sample's payload (and with --decode decodes it) while the block pass holds
+// its block: with a cache budget of three blocks, every block range is asked for once, not once for
+// the blocks and again for the samples, and the cache folder stays within the budget.
+TEST(Stream, VerifyCommandFetchesEachBlockOnce) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served");
+  constexpr uint64_t kSmall = 16 << 10;
+  const std::string file = BuildCifar(served, 150, "cifar.beton", "default", kSmall);
+  NginxServer server(served);
+  const size_t blocks = Dataset(file).view().block_count();
+  ASSERT_GT(blocks, 8u);
+  for (const std::string extra : {"", " --decode"}) {
+    const std::string cache = test::ScratchDir("-cache");
+    const size_t before = server.Requests().size();
+    std::string out;
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " verify " + server.Url("cifar.beton") + " --cache-dir " + cache +
+                                 " --cache-budget " + std::to_string(3 * kSmall) + extra + " 2>&1", &out), 0) << out;
+    EXPECT_NE(out.find("OK (1500 samples"), std::string::npos) << out;
+    std::map<std::string, int> asked;  // range -> requests
+    const auto log = server.Requests();
+    for (size_t i = before; i < log.size(); ++i) ++asked[log[i].substr(0, log[i].rfind(' ', log[i].rfind(' ') - 1))];
+    for (const auto& [range, n] : asked) EXPECT_EQ(n, 1) << range << extra;
+    EXPECT_EQ(asked.size(), blocks + 2) << extra;  // the header page, the index copy and each block
+    EXPECT_LE(CachedBlockBytes(cache), 3 * kSmall) << extra;
+  }
 }
 
 TEST(Stream, CommandLineTakesUrls) {

@@ -7,6 +7,7 @@
 #include "reader/file_source.h"
 #include "reader/info.h"
 #include "reader/ffcv_info.h"
+#include "tools/loader_flags.h"
 #include "tools/commands.h"
 
 namespace dsc::tools {
@@ -106,9 +107,12 @@ int CmdInfo(int argc, char** argv) {
   cli::Options opts("dsc info", "Describe a dsc file.");
   opts.positional_help("FILE");
   opts.add_options()("json", "machine-readable output")("h,help", "show this help")("file", "", cli::value<std::string>());
+  const LoaderFlagSet source_flags = SourceFlags(false);  // a URL: only its index copy is fetched
+  DeclareLoaderFlags(opts, source_flags, nullptr);
   opts.parse_positional({"file"});
   std::string file;
   bool json = false;
+  DatasetOptions source;
   try {
     auto r = Parse(opts, argc, argv);
     RejectUnmatched(r);
@@ -116,13 +120,14 @@ int CmdInfo(int argc, char** argv) {
     if (!r.count("file")) throw cli::UsageError("expected FILE");
     file = r["file"].as<std::string>();
     json = r.count("json") > 0;
+    source = SourceOptions(r, source_flags);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc info: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
   try {
     // An FFCV file is described as FFCV laid it out (all its fields), not as the loader's view of it.
-    auto src = OpenSource(file, DatasetOptions{});  // a path or a URL (stream/)
+    auto src = OpenSource(file, source);  // a path or a URL (stream/)
     if (format::ffcv::IsFfcv(*src)) {
       auto f = format::ffcv::File::Open(src.get());
       if (json) std::fputs(FfcvInfoJson(*f).c_str(), stdout);

@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,18 +14,87 @@
 #include "reader/file_source.h"
 #include "reader/mmap_guard.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 
 namespace dsc::tools {
 
 int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy);  // tools/verify_twin.cc
 
+namespace {
+
+// The file VerifyOne opened, lent to a Dataset: a Dataset that fails to open during the block pass
+// must not take the source the pass goes on reading.
+class Borrowed : public format::ByteSource {
+ public:
+  explicit Borrowed(const format::ByteSource& s) : s_(s) {}
+  const std::string& name() const override { return s_.name(); }
+  uint64_t size() const override { return s_.size(); }
+  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const override { return s_.Read(off, n, scratch); }
+  const uint8_t* ReadHeld(uint64_t off, size_t n, format::ReadBuffer* buf) const override { return s_.ReadHeld(off, n, buf); }
+  const uint8_t* mapped() const override { return s_.mapped(); }
+  bool remote() const override { return s_.remote(); }
+  void WillNeed(uint64_t off, uint64_t n) const override { s_.WillNeed(off, n); }
+  void DontNeed(uint64_t off, uint64_t n) const override { s_.DontNeed(off, n); }
+  bool Resident(uint64_t off, uint64_t n) const override { return s_.Resident(off, n); }
+
+ private:
+  const format::ByteSource& s_;
+};
+
+}  // namespace
+
 // Checks one file; its exit code.
-int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptions& options) {
+int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptions& options, const DatasetOptions& source) {
   try {
-    auto src = OpenSource(file, {});  // a URL streams (docs/streaming.md)
+    const std::unique_ptr<format::ByteSource> src = OpenSource(file, source);  // a URL streams (docs/streaming.md)
+    const format::ByteSource& bytes = *src;
+    // Each payload's own header against its index entry (a wrong size or channel count is damage even
+    // when the checksums hold: a writer's bug); with --decode, the whole payload. The samples whose
+    // payloads lie in the blocks checked so far are checked while the block pass holds those blocks
+    // (a URL's blocks are fetched once); their findings count only if the blocks are intact.
+    std::unique_ptr<Dataset> ds;
+    std::unique_ptr<SampleDecoder> decoder;
+    std::vector<uint32_t> images{0};  // the first image and format 1.3's further ones
+    std::vector<std::string> findings;
+    uint64_t next = 0;  // the first sample not checked yet
+    bool early = true;  // samples are checked during the block pass (until the dataset cannot open there)
+    auto open = [&] {
+      ds = std::make_unique<Dataset>(std::make_unique<Borrowed>(bytes), DatasetOptions{});
+      decoder = std::make_unique<SampleDecoder>(*ds, options);
+      for (size_t f = 1; f < ds->meta().fields.size(); ++f)
+        if (format::IsFurtherImage(ds->meta(), f)) images.push_back(uint32_t(f));
+    };
+    auto check_samples = [&](uint64_t end) {
+      for (; next < ds->size(); ++next) {
+        uint64_t last = 0;
+        for (uint32_t image : images) last = std::max(last, ds->entry(next, image).offset + ds->entry(next, image).size);
+        if (last > end) return;
+        std::vector<uint8_t> rgb;
+        for (uint32_t image : images) {
+          try {
+            if (decode)
+              decoder->Decode(next, &rgb, image);
+            else
+              decoder->CheckPayload(next, image);
+          } catch (const Error& e) {
+            findings.push_back(e.what());
+          }
+        }
+      }
+    };
+    const format::AfterBlock after_block = [&](uint64_t end) {
+      if (!early) return;
+      try {
+        if (!ds) open();
+      } catch (const Error&) {
+        early = false;  // opened again below, where its error is reported
+        return;
+      }
+      check_samples(end);
+    };
     std::vector<format::Problem> problems;
     // VerifyFile reads every byte of the mapping: a file shrinking meanwhile must not kill us.
-    if (!mmap_guard::RunGuarded([&] { problems = format::VerifyFile(*src); }))
+    if (!mmap_guard::RunGuarded([&] { problems = format::VerifyFile(bytes, after_block); }))
       throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
     for (const auto& p : problems) std::fprintf(stderr, "%s: %s\n", file.c_str(), format::Describe(p).c_str());
     if (!problems.empty()) {
@@ -32,36 +103,18 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
         std::fprintf(stderr, "%s: DAMAGED (%zu problem%s)\n", file.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
       return kExitBad;
     }
-    if (format::ffcv::IsFfcv(*src)) {
-      const auto f = format::ffcv::File::Open(src.get());
+    if (!ds && format::ffcv::IsFfcv(bytes)) {
+      const auto f = format::ffcv::File::Open(&bytes);
       if (!std::any_of(f->fields().begin(), f->fields().end(), [](const auto& fd) { return fd.type == format::ffcv::kRgbImage; })) {
         std::printf("%s: OK (FFCV file: %llu samples, %zu fields, no image; its structure checked)\n", file.c_str(),
                     (unsigned long long)f->sample_count(), f->fields().size());
         return kExitOk;
       }
     }
-    Dataset ds(std::move(src), {});
-    // Each payload's own header against its index entry (a wrong size or channel count is damage even
-    // when the checksums hold: a writer's bug); with --decode, the whole payload.
-    SampleDecoder decoder(ds, options);
-    std::vector<uint8_t> rgb;
-    size_t bad = 0;
-    std::vector<uint32_t> images{0};  // the first image and format 1.3's further ones
-    for (size_t f = 1; f < ds.meta().fields.size(); ++f)
-      if (format::IsFurtherImage(ds.meta(), f)) images.push_back(uint32_t(f));
-    for (uint64_t i = 0; i < ds.size(); ++i) {
-      for (uint32_t image : images) {
-        try {
-          if (decode)
-            decoder.Decode(i, &rgb, image);
-          else
-            decoder.CheckPayload(i, image);
-        } catch (const Error& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          ++bad;
-        }
-      }
-    }
+    if (!ds) open();
+    check_samples(UINT64_MAX);  // those past the block pass (all of them for an FFCV file)
+    for (const std::string& e : findings) std::fprintf(stderr, "%s\n", e.c_str());
+    const size_t bad = findings.size();
     if (bad) {
       std::fprintf(stderr, "%s: %zu sample(s) %s\n", file.c_str(), bad,
                    decode ? "do not decode" : "do not match their index entry");
@@ -71,14 +124,14 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     if (decode) {
       if (twin) {
         bool ok = false;
-        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(ds, file, options.fancy_upsampling) == kExitOk; }))
+        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(*ds, file, options.fancy_upsampling) == kExitOk; }))
           throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
         if (!ok) return kExitBad;
       }
     }
-    std::printf("%s: OK (%s%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), ds.view().ffcv() ? "FFCV file: " : "",
-                (unsigned long long)ds.size(),
-                ds.view().block_count(), (unsigned long long)ds.view().header().file_size, decode ? ", every sample decoded" : "");
+    std::printf("%s: OK (%s%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), ds->view().ffcv() ? "FFCV file: " : "",
+                (unsigned long long)ds->size(),
+                ds->view().block_count(), (unsigned long long)ds->view().header().file_size, decode ? ", every sample decoded" : "");
     std::fflush(stdout);  // in order with the DAMAGED lines on stderr, also through a pipe
     return kExitOk;
   } catch (const Error& e) {
@@ -101,10 +154,13 @@ int CmdVerify(int argc, char** argv) {
       ("max-pixels", "with --decode: refuse images larger than this many pixels",
        cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
+  const LoaderFlagSet source_flags = SourceFlags(true);  // a URL's blocks pass through its cache
+  DeclareLoaderFlags(opts, source_flags, nullptr);
   opts.parse_positional({"files"});
   std::vector<std::string> files;
   bool decode = false, twin = false;
   DecodeOptions options;
+  DatasetOptions source;
   try {
     auto r = Parse(opts, argc, argv);
     if (r.count("help")) { std::fputs(opts.help().c_str(), stdout); return kExitOk; }
@@ -121,12 +177,13 @@ int CmdVerify(int argc, char** argv) {
     for (const char* o : {"decoder", "upsampling", "max-pixels"})  // they change only what --decode does
       if (r.count(o) && !decode) throw cli::UsageError(std::string("--") + o + " needs --decode");
     if (options.max_pixels == 0) throw cli::UsageError("--max-pixels 0 would refuse every image");
+    source = SourceOptions(r, source_flags);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc verify: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
   int rc = kExitOk;  // every file is checked; 1 when any is damaged
-  for (const auto& f : files) rc = std::max(rc, VerifyOne(f, decode, twin, options));
+  for (const auto& f : files) rc = std::max(rc, VerifyOne(f, decode, twin, options, source));
   return rc;
 }
 

@@ -43,6 +43,20 @@ void DeclareLoaderFlags(cli::Options& opts, const LoaderFlagSet& set, const char
   }
 }
 
+LoaderFlagSet SourceFlags(bool budget) {
+  LoaderFlagSet set{{"cache_dir"}, {}};
+  if (budget) set.only.push_back("cache_budget");
+  return set;
+}
+
+DatasetOptions SourceOptions(const cli::ParseResult& r, const LoaderFlagSet& set) {
+  const LoaderOptions o = ApplyLoaderFlags(r, set, false);
+  DatasetOptions d;
+  d.cache_dir = o.cache_dir;
+  d.cache_budget = o.cache_budget;
+  return d;
+}
+
 bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const std::string& row) {
   const OptionRow* o = FindLoaderOption(row);
   return o && Declared(set, *o) && r.count(FlagOf(set, row)) > 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "reader/dataset.h"
 #include "reader/loader.h"
 #include "tools/cli_options.h"
 
@@ -29,6 +30,12 @@ void DeclareLoaderFlags(cli::Options& opts, const LoaderFlagSet& set, const char
 // (or refuses --remote in a build without gRPC).
 LoaderOptions ApplyLoaderFlags(const cli::ParseResult& r, const LoaderFlagSet& set, bool has_preset,
                                LoaderOptions base = {});
+
+// The flags of a command that opens a file without loading it (dsc verify, dsc info): where a URL's
+// blocks are cached (--cache-dir) and, when `budget`, how many bytes of them (--cache-budget).
+LoaderFlagSet SourceFlags(bool budget);
+// What those flags give, for opening the file (OpenSource).
+DatasetOptions SourceOptions(const cli::ParseResult& r, const LoaderFlagSet& set);
 
 // Whether the row's flag was given.
 bool LoaderFlagGiven(const cli::ParseResult& r, const LoaderFlagSet& set, const std::string& row);
