@@ -514,6 +514,9 @@ TwinParseResult ScanTwinEntropy(const TwinFrame& f, const uint8_t* piece, size_t
 // give the same list.
 size_t FindTwinMarkers(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
 size_t FindTwinMarkersScalar(const uint8_t* d, size_t i, size_t e, size_t n, uint32_t* out);
+// How far ahead the SIMD finders (and the index walk) prefetch: a page, because the hardware prefetcher
+// stops at 4 KiB page edges and a payload streams from memory (further ahead gains nothing).
+inline constexpr size_t kTwinMarkerPrefetch = 4096;
 
 // memcpy for the stager's payload bytes and arrays: vector loads and stores, the destination prefetched
 // for writing a page ahead. glibc's memcpy takes `rep movsb` for copies of a few KiB and up, which is
