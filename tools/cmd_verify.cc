@@ -56,6 +56,7 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     std::unique_ptr<SampleDecoder> decoder;
     std::vector<uint32_t> images{0};  // the first image and format 1.3's further ones
     std::vector<std::string> findings;
+    std::vector<uint8_t> rgb;
     uint64_t next = 0;  // the first sample not checked yet
     bool early = true;  // samples are checked during the block pass (until the dataset cannot open there)
     auto open = [&] {
@@ -66,10 +67,13 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     };
     auto check_samples = [&](uint64_t end) {
       for (; next < ds->size(); ++next) {
-        uint64_t last = 0;
-        for (uint32_t image : images) last = std::max(last, ds->entry(next, image).offset + ds->entry(next, image).size);
+        uint64_t last = 0;  // where its payloads end
+        try {
+          for (uint32_t image : images) last = std::max(last, ds->entry(next, image).offset + ds->entry(next, image).size);
+        } catch (const Error&) {
+          last = 0;  // checked now: the check below reports what is wrong with its entry
+        }
         if (last > end) return;
-        std::vector<uint8_t> rgb;
         for (uint32_t image : images) {
           try {
             if (decode)
