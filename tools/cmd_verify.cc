@@ -69,7 +69,10 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
       for (; next < ds->size(); ++next) {
         uint64_t last = 0;  // where its payloads end
         try {
-          for (uint32_t image : images) last = std::max(last, ds->entry(next, image).offset + ds->entry(next, image).size);
+          for (uint32_t image : images) {
+            const format::IndexEntry e = ds->entry(next, image);
+            last = std::max(last, e.offset + e.size);
+          }
         } catch (const Error&) {
           last = 0;  // checked now: the check below reports what is wrong with its entry
         }
