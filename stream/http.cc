@@ -175,8 +175,12 @@ HttpReply HttpClient::Once(const std::string& url, uint64_t off, uint64_t n, con
     return r;
   }
   if (t.overflow || (r.status == 200 && !(off == 0 && t.got == n))) {
-    r.error = "the server ignored the Range header (sent more than the " + std::to_string(n) +
-              " bytes asked for): it cannot serve dsc files for streaming";
+    // A whole file shorter than the range asked for from its start is short, not a server without ranges.
+    r.error = !t.overflow && off == 0 && t.got < n
+                  ? "the server's file is " + std::to_string(t.got) + " bytes, fewer than the " + std::to_string(n) +
+                        " asked for: too short for a dsc file (truncated, or not one)"
+                  : "the server ignored the Range header (sent more than the " + std::to_string(n) +
+                        " bytes asked for): it cannot serve dsc files for streaming";
     r.status = r.status ? r.status : 200;
     return r;
   }

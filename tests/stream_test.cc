@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -274,6 +275,16 @@ TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
     const std::string m = e.what();
     EXPECT_NE(m.find(server.Url("missing.beton") + ": header"), std::string::npos) << m;
     EXPECT_NE(m.find("HTTP 404"), std::string::npos) << m;
+  }
+  // An empty file: nginx answers 200 with no bytes, which is a short file, not a server without ranges.
+  { std::ofstream(served + "/empty.beton"); }
+  try {
+    stream::OpenUrlSource(server.Url("empty.beton"), so);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(server.Url("empty.beton") + ": header"), std::string::npos) << m;
+    EXPECT_NE(m.find("file is 0 bytes, fewer than the 4096 asked for"), std::string::npos) << m;
   }
   auto src = stream::OpenUrlSource(server.Url("cifar.beton"), so);
   server.Stop();
