@@ -331,7 +331,7 @@ TEST(Stream, VerifyCommandFetchesEachBlockOnce) {
   NginxServer server(served);
   const size_t blocks = Dataset(file).view().block_count();
   ASSERT_GT(blocks, 8u);
-  for (const std::string extra : {"", " --decode"}) {
+  for (const std::string extra : {"", " --decode", " --decode --decoder gpu-twin"}) {
     const std::string cache = test::ScratchDir("-cache");
     const size_t before = server.Requests().size();
     std::string out;

@@ -15,10 +15,9 @@
 #include "reader/mmap_guard.h"
 #include "tools/commands.h"
 #include "tools/loader_flags.h"
+#include "tools/verify_twin.h"
 
 namespace dsc::tools {
-
-int VerifyGpuTwin(const Dataset& ds, const std::string& file, bool fancy);  // tools/verify_twin.cc
 
 namespace {
 
@@ -57,6 +56,8 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
     std::vector<uint32_t> images{0};  // the first image and format 1.3's further ones
     std::vector<std::string> findings;
     std::vector<uint8_t> rgb;
+    std::unique_ptr<TwinCheck> twin_check;  // --decoder gpu-twin: each JPEG decoded by the twin as well
+    if (twin) twin_check = std::make_unique<TwinCheck>(file, options.fancy_upsampling);
     uint64_t next = 0;  // the first sample not checked yet
     bool early = true;  // samples are checked during the block pass (until the dataset cannot open there)
     auto open = [&] {
@@ -79,9 +80,10 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
         if (last > end) return;
         for (uint32_t image : images) {
           try {
-            if (decode)
+            if (decode) {
               decoder->Decode(next, &rgb, image);
-            else
+              if (twin_check && image == 0) twin_check->Check(*ds, next);
+            } else
               decoder->CheckPayload(next, image);
           } catch (const Error& e) {
             findings.push_back(e.what());
@@ -119,7 +121,8 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
       }
     }
     if (!ds) open();
-    check_samples(UINT64_MAX);  // those past the block pass (all of them for an FFCV file)
+    if (!mmap_guard::RunGuarded([&] { check_samples(UINT64_MAX); }))  // those past the block pass (all of an FFCV file's)
+      throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
     for (const std::string& e : findings) std::fprintf(stderr, "%s\n", e.c_str());
     const size_t bad = findings.size();
     if (bad) {
@@ -128,13 +131,9 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
       std::fprintf(stderr, "%s: DAMAGED (%zu problem%s)\n", file.c_str(), bad, bad == 1 ? "" : "s");
       return kExitBad;
     }
-    if (decode) {
-      if (twin) {
-        bool ok = false;
-        if (!mmap_guard::RunGuarded([&] { ok = VerifyGpuTwin(*ds, file, options.fancy_upsampling) == kExitOk; }))
-          throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
-        if (!ok) return kExitBad;
-      }
+    if (twin_check) {
+      twin_check->Print();
+      if (!twin_check->ok()) return kExitBad;
     }
     std::printf("%s: OK (%s%llu samples, %zu blocks, %llu bytes%s)\n", file.c_str(), ds->view().ffcv() ? "FFCV file: " : "",
                 (unsigned long long)ds->size(),
