@@ -16,12 +16,14 @@
 #include "format/error.h"
 #include "format/fields.h"
 #include "format/file_view.h"
+#include "kernels/augment.h"
 #include "kernels/png_codec.h"
 #include "reader/dataset.h"
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "tests/fuzz/fixup_checksums.h"
 #include "tests/test_util.h"
+#include "writer/build.h"
 #include "writer/writer.h"
 
 namespace dsc::test {
@@ -422,6 +424,113 @@ TEST(Channels, GrayStaysOneChannelAndColourTurnsGrayOnRequest) {
   o.defer_augment = true;
   EXPECT_THROW(Loader(dir + "/colour.beton", o), OptionError);
   RemoveScratch(dir);
+}
+
+LoaderOptions Uint8(LoaderOptions o) {
+  o.dtype = dsc::DType::kUint8;
+  o.layout = Layout::kNHWC;
+  o.augment.normalize = false;
+  return o;
+}
+
+// libjpeg-turbo's own decode of sample i (box chroma upsampling, dsc's default).
+std::vector<uint8_t> Decoded(const Dataset& ds, uint32_t i) {
+  std::vector<uint8_t> scratch;
+  Payload p = ds.ReadPayload(i, &scratch);
+  return ReferenceDecode(std::vector<uint8_t>(p.data, p.data + p.size), nullptr, nullptr, TJFLAG_FASTUPSAMPLE);
+}
+
+// Grayscale JPEGs (the first 4 CIFAR images of each class made gray losslessly with jpegtran's -grayscale
+// equivalent) through the loader: every output pixel against TurboJPEG's own decode of the same file
+// (gray replicated to R, G, B), with both upsampling modes, and the CIFAR augmentations against the naive
+// reference on that decode.
+std::string GrayTree() {
+  namespace fs = std::filesystem;
+  const std::string src = SubsetTree(4);
+  const std::string root = ScratchDir("-gray") + "/tree";
+  tjhandle h = tjInitTransform();
+  for (const auto& cls : fs::directory_iterator(src)) {
+    fs::create_directories(fs::path(root) / cls.path().filename());
+    for (const auto& f : fs::directory_iterator(cls.path())) {
+      auto jpg = ReadFile(f.path().string());
+      unsigned char* out = nullptr;
+      unsigned long len = 0;
+      tjtransform xf{};
+      xf.op = TJXOP_NONE;
+      xf.options = TJXOPT_GRAY;
+      if (tjTransform(h, jpg.data(), jpg.size(), 1, &out, &len, &xf, 0) != 0) {
+        const std::string why = tjGetErrorStr2(h);
+        tjDestroy(h);
+        throw std::runtime_error("tjTransform " + f.path().string() + ": " + why);
+      }
+      WriteFile((fs::path(root) / cls.path().filename() / f.path().filename()).string(), out, len);
+      tjFree(out);
+    }
+  }
+  tjDestroy(h);
+  return root;
+}
+
+TEST(Channels, GrayscaleJpegsFromATreeEqualAnIndependentDecode) {
+  const std::string tree = GrayTree();
+  const std::string file = ScratchDir("-graybeton") + "/gray.beton";
+  writer::BuildOptions bo;
+  bo.log = [](const std::string&) {};
+  writer::Build(tree, file, bo);
+  Dataset ds(file);
+  ASSERT_EQ(ds.size(), 40u);
+  int sub = -1;
+  {
+    int w, hh, cs;
+    std::vector<uint8_t> scratch;
+    Payload p = ds.ReadPayload(0, &scratch);
+    tjhandle h = tjInitDecompress();
+    ASSERT_EQ(tjDecompressHeader3(h, p.data, p.size, &w, &hh, &sub, &cs), 0);
+    tjDestroy(h);
+    ASSERT_EQ(cs, TJCS_GRAY) << "the fixture is not grayscale";
+  }
+  for (bool fancy : {false, true}) {
+    LoaderOptions o = Uint8(LoaderOptions::CifarTest());
+    o.batch_size = 8;
+    o.fancy_upsampling = fancy;
+    o.channels = 3;  // a gray file comes as one channel unless asked for 3 (images_test: Channels.*)
+    Loader l(file, o);
+    uint64_t n = 0;
+    for (const Batch& b : l.epoch(0))
+      for (uint32_t j = 0; j < b.size; ++j, ++n) {
+        auto want = Decoded(ds, b.indices[j]);  // TurboJPEG: gray, replicated to RGB
+        ASSERT_EQ(want.size(), b.image_bytes());
+        ASSERT_EQ(std::memcmp(b.images_as<uint8_t>() + j * b.image_bytes(), want.data(), want.size()), 0)
+            << "sample " << b.indices[j] << (fancy ? " fancy" : " box");
+      }
+    EXPECT_EQ(n, 40u);
+  }
+  // Flip + translate + cutout on gray sources, against the naive reference.
+  LoaderOptions o = Uint8(LoaderOptions::CifarTrain());
+  o.batch_size = 8;
+  o.channels = 3;
+  o.seed = 23;
+  Loader l(file, o);
+  for (const Batch& b : l.epoch(1))
+    for (uint32_t j = 0; j < b.size; ++j) {
+      const uint32_t idx = b.indices[j];
+      auto src = Decoded(ds, idx);
+      kernels::CropRect rect;
+      kernels::SampleParams p;
+      kernels::MakeParams(o.augment, 32, 32, 23, 1, idx, &rect, &p);
+      const uint8_t* got = b.images_as<uint8_t>() + j * b.image_bytes();
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          int sx = x - p.dx, sy = y - p.dy;
+          const bool inside = sx >= 0 && sy >= 0 && sx < 32 && sy < 32;
+          if (p.flip) sx = 31 - sx;
+          const bool cut = x >= p.cut_x && x < p.cut_x + 4 && y >= p.cut_y && y < p.cut_y + 4;
+          for (int c = 0; c < 3; ++c) {
+            const uint8_t want = (inside && !cut) ? src[(size_t(sy) * 32 + sx) * 3 + c] : o.augment.fill[c];
+            ASSERT_EQ(got[(y * 32 + x) * 3 + c], want) << "sample " << idx << " " << x << "," << y;
+          }
+        }
+    }
 }
 
 }  // namespace
