@@ -176,7 +176,16 @@ void File::ReadHeaderAndFields() {
   record_size_ = AlignUp(offset, align_max);
 }
 
-void File::ReadMetadata() {
+Layout File::ReadLayout(const ByteSource* src) {
+  File f;
+  f.src_ = src;
+  f.ReadHeaderAndFields();
+  f.PlaceSections();
+  return {f.metadata_offset() + f.samples_ * f.record_size_, f.data_offset(), f.page_size_, f.pages_, f.alloc_table_};
+}
+
+// Where the metadata table, data pages and allocation table lie, from the header and descriptors.
+void File::PlaceSections() {
   const uint64_t size = src_->size(), start = metadata_offset();
   if (samples_ > (size - start) / record_size_)
     Fail("metadata table: " + Num(samples_) + " records of " + Num(record_size_) + " bytes run past the end of the file (" +
@@ -196,7 +205,12 @@ void File::ReadMetadata() {
     Fail("allocation table: " + Num(size - alloc_table_) + " bytes from byte " + Num(alloc_table_) +
          " to the end of the file are not whole 24-byte entries");
   alloc_entries_ = (size - alloc_table_) / kAllocEntrySize;
-  records_.resize(bytes);  // bounded by the file's size, checked above
+}
+
+void File::ReadMetadata() {
+  PlaceSections();
+  const uint64_t start = metadata_offset(), bytes = samples_ * record_size_;
+  records_.resize(bytes);  // bounded by the file's size, checked by PlaceSections
   std::vector<uint8_t> scratch;
   for (uint64_t at = 0; at < bytes;) {
     const uint64_t n = std::min<uint64_t>(bytes - at, 64u << 20);

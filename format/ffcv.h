@@ -59,6 +59,17 @@ struct Span {
   uint64_t ptr = 0, size = 0;
 };
 
+// Where a file's parts lie (docs/ffcv-format.md): [0, metadata_end) header, descriptors and metadata
+// table; padding up to `data_start`; `pages` data pages of `page_size` bytes; the allocation table
+// from `alloc_table` to the end.
+struct Layout {
+  uint64_t metadata_end = 0;
+  uint64_t data_start = 0;
+  uint64_t page_size = 0;
+  uint64_t pages = 0;
+  uint64_t alloc_table = 0;
+};
+
 class File {
  public:
   // Throws dsc::Error naming the file, and the sample and field where one is at fault. `src` must
@@ -88,12 +99,17 @@ class File {
   // A variable-size field's bytes: pointer from the metadata, size from the allocation table.
   Span span(uint64_t i, size_t f) const;
 
+  // The layout from the header and field descriptors alone (bytes [0, 24 + 1041 x fields)), checked as
+  // Open checks it: what a URL source needs before it fetches the metadata table.
+  static Layout ReadLayout(const ByteSource* src);
+
   // "sample 12: field 'image'": how messages locate a value.
   static std::string Where(uint64_t sample, const Field& f);
 
  private:
   File() = default;
   void ReadHeaderAndFields();
+  void PlaceSections();
   void ReadMetadata();
   void ReadAllocations();
   void CheckSample(uint64_t i) const;

@@ -15,16 +15,19 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "format/checksum.h"
 #include "format/error.h"
+#include "format/ffcv.h"
 #include "format/layout.h"
+#include "stream/url_source_internal.h"
 
 namespace dsc::stream {
 
-namespace {
+namespace internal {
 
 namespace fs = std::filesystem;
 using format::kPageSize;
@@ -71,97 +74,6 @@ bool ReadAll(int fd, uint8_t* p, size_t n, uint64_t off) {
   return true;
 }
 
-class UrlSource : public format::ByteSource {
- public:
-  UrlSource(const std::string& url, const StreamOptions& o);
-  ~UrlSource() override;
-  const std::string& name() const override { return name_; }
-  uint64_t size() const override { return size_; }
-  const uint8_t* Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const override;
-  const uint8_t* ReadHeld(uint64_t off, size_t n, format::ReadBuffer* buf) const override;
-  bool remote() const override { return true; }
-  void WillNeed(uint64_t off, uint64_t n) const override;
-  void DontNeed(uint64_t off, uint64_t n) const override;
-  bool Resident(uint64_t off, uint64_t n) const override;
-
-  StreamCounters counters() const;
-
- private:
-  // A block's copy in the cache directory, mapped: a read is a memcpy, not a system call (pread per
-  // sample cost 40% of a CIFAR epoch's CPU). Cache files are written whole and renamed into place;
-  // an evicted one is unlinked, and the mapping stays valid while a reader holds it. Each BlockFile
-  // holds a shared flock on its file: an evicted file that no reader of this process holds and that
-  // no other process has open (the lock can be made exclusive) is recycled instead, renamed to a
-  // temporary name and overwritten by the next block. Writing into new page-cache pages cost half a
-  // cold epoch's CPU (copy_folio_from_iter_atomic); the recycled file's pages, and its mapping, are
-  // already there, and the next block is copied into that mapping: no write() per piece, whose page
-  // cache bookkeeping cost a tenth of the epoch.
-  struct BlockFile {
-    int fd = -1;
-    const uint8_t* map = nullptr;
-    uint8_t* writable = nullptr;  // the same mapping, writable where blocks are written through it (mapped_writes_)
-    size_t len = 0;
-    bool ours = false;  // written by this process, open for writing: may be recycled
-    void Map(size_t n, bool write = false) {
-      len = n;
-      void* p = n ? ::mmap(nullptr, n, PROT_READ | (write ? PROT_WRITE : 0), MAP_SHARED, fd, 0) : MAP_FAILED;
-      if (p == MAP_FAILED) return;  // read with pread, written with pwrite
-      map = static_cast<const uint8_t*>(p);
-      if (write) writable = static_cast<uint8_t*>(p);
-    }
-    ~BlockFile() {
-      if (map) ::munmap(const_cast<uint8_t*>(map), len);
-      if (fd >= 0) ::close(fd);
-    }
-  };
-  struct Fetch {
-    bool started = false, done = false;
-    std::shared_ptr<BlockFile> file;
-    std::string error;
-  };
-  struct Unit {
-    uint64_t off = 0, len = 0, content = 0, checksum = 0;
-    std::shared_ptr<BlockFile> file;  // present in the cache directory
-    bool verified = false;            // its bytes checked in this process
-    std::shared_ptr<Fetch> fetch;     // queued, in flight, or done (waiters read its file)
-    uint64_t last_use = 0, hint = 0, released = 0;
-  };
-
-  std::string BlockPath(size_t u) const { return dir_ + "/block-" + std::to_string(u); }
-  std::string What(size_t u) const { return "block " + std::to_string(u); }
-  void OpenTail(HttpClient* client);
-  void BuildUnits();
-  void AdoptCachedBlocks();
-  std::shared_ptr<BlockFile> Acquire(size_t u) const;
-  std::string CheckBytes(size_t u, const uint8_t* p) const;  // "" when the unit's bytes are right
-  void FetchLoop(int id);
-  // mu_ held. With `spare`, an evicted file of `len` bytes that can be recycled is renamed to
-  // `spare_name` and handed over instead of unlinked.
-  // `hinted_too`: blocks the plan still wants may go too (for a block a reader waits for).
-  void EvictFor(uint64_t len, size_t except, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "",
-                bool hinted_too = true) const;
-  bool RoomForPrefetch(uint64_t len) const;  // mu_ held
-  void Evict(size_t u, std::shared_ptr<BlockFile>* spare = nullptr, const std::string& spare_name = "") const;
-  size_t UnitAt(uint64_t off) const;
-
-  std::string url_, name_, dir_, etag_;
-  StreamOptions opt_;
-  uint64_t size_ = 0, tail_off_ = 0;
-  format::Header header_;
-  std::vector<uint8_t> head_page_, tail_;
-
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;       // a fetch finished
-  mutable std::condition_variable work_cv_;  // a fetch queued
-  mutable std::vector<Unit> units_;
-  mutable std::deque<size_t> urgent_, ahead_;
-  mutable uint64_t used_ = 0, tick_ = 0, hint_seq_ = 0, release_seq_ = 0;
-  bool stop_ = false;
-  std::vector<std::thread> fetchers_;
-  uint64_t open_requests_ = 0, open_bytes_ = 0;
-  bool mapped_writes_ = false;
-  mutable std::atomic<uint64_t> requests_{0}, bytes_{0}, fetched_{0}, from_cache_{0}, evicted_{0}, recycled_{0};
-};
 
 UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
     : url_(url), name_(o.display_name.empty() ? Redact(url) : o.display_name), opt_(o) {
@@ -169,8 +81,32 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   HttpReply r = client.Get(url_, 0, kPageSize, "", "header", &head_page_, opt_.sign, name_);
   etag_ = r.etag;
   size_ = r.total_size;
+  if (std::memcmp(head_page_.data(), format::kHeaderMagic.data(), 8) != 0) {
+    if (!format::ffcv::LooksLikeFfcv(head_page_.data(), size_))
+      throw Error(name_ + ": not a dsc file (bad magic in its first bytes)" +
+                  (size_ ? std::string(" nor an FFCV file (no plausible FFCV header)")
+                         : std::string(", and the server gave no file size (Content-Range) to read it as an FFCV file")));
+    OpenFfcv(&client);
+  } else {
+    OpenDsc(&client);
+  }
+  open_requests_ = client.requests();
+  open_bytes_ = client.bytes();
+  uint64_t largest = 0;
+  for (const Unit& u : units_) largest = std::max(largest, u.len);
+  if (largest && opt_.budget < 2 * largest)
+    throw Error(name_ + ": cache_budget " + std::to_string(opt_.budget) + " bytes is below two " + (ffcv_ ? "pages" : "blocks") + " (" +
+                std::to_string(2 * largest) + " bytes): streaming needs room for the " + (ffcv_ ? "page" : "block") +
+                " being read and the next");
+  AdoptCachedBlocks();
+  // Fetches in flight each hold a block's room in the budget: no more than leaves one block's room
+  // for what is already cached, so the budget always holds.
+  const int n = int(std::clamp<uint64_t>(largest ? opt_.budget / largest - 1 : 1, 1, uint64_t(std::max(1, opt_.connections))));
+  for (int i = 0; i < n; ++i) fetchers_.emplace_back([this, i] { FetchLoop(i); });
+}
+
+void UrlSource::OpenDsc(HttpClient* client) {
   const uint8_t* h = head_page_.data();
-  if (std::memcmp(h, format::kHeaderMagic.data(), 8) != 0) throw Error(name_ + ": not a dsc file (bad magic in its first bytes)");
   if (format::HeaderChecksum(h) != format::DecodeHeader(h).header_checksum)
     throw Error(name_ + ": header checksum mismatch (damaged file, or a server that altered the bytes)");
   header_ = format::DecodeHeader(h);
@@ -181,10 +117,16 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   tail_off_ = header_.sections[format::kIndex].offset;
   if (tail_off_ < kPageSize || tail_off_ > size_ || tail_off_ % kPageSize)
     throw Error(name_ + ": header: index section at byte " + std::to_string(tail_off_) + " is not page-aligned inside the file");
+  // The key: the header's checksum, which covers every section's checksum and the file size: a
+  // different file under the same URL gets a different directory.
+  MakeCacheDir(Hex(header_.header_checksum));
+  OpenTail(client);
+  BuildUnits();
+}
+
+void UrlSource::MakeCacheDir(const std::string& key) {
   const std::string root = opt_.cache_dir.empty() ? DefaultCacheRoot() : opt_.cache_dir;
-  // The key: the URL (without credentials) and the header's checksum, which covers every section's
-  // checksum and the file size: a different file under the same URL gets a different directory.
-  dir_ = root + "/" + Hex(Checksum(name_.data(), name_.size())) + "-" + Hex(header_.header_checksum);
+  dir_ = root + "/" + Hex(Checksum(name_.data(), name_.size())) + "-" + key;  // the URL without credentials, and the file's key
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || ::access(dir_.c_str(), W_OK) != 0)
@@ -196,20 +138,6 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   struct statfs fsinfo {};
   if (::statfs(dir_.c_str(), &fsinfo) == 0)
     mapped_writes_ = fsinfo.f_type == 0xEF53 || fsinfo.f_type == 0x58465342 || fsinfo.f_type == 0x01021994;
-  OpenTail(&client);
-  open_requests_ = client.requests();
-  open_bytes_ = client.bytes();
-  BuildUnits();
-  uint64_t largest = 0;
-  for (const Unit& u : units_) largest = std::max(largest, u.len);
-  if (largest && opt_.budget < 2 * largest)
-    throw Error(name_ + ": cache_budget " + std::to_string(opt_.budget) + " bytes is below two blocks (" + std::to_string(2 * largest) +
-                " bytes): streaming needs room for the block being read and the next");
-  AdoptCachedBlocks();
-  // Fetches in flight each hold a block's room in the budget: no more than leaves one block's room
-  // for what is already cached, so the budget always holds.
-  const int n = int(std::clamp<uint64_t>(largest ? opt_.budget / largest - 1 : 1, 1, uint64_t(std::max(1, opt_.connections))));
-  for (int i = 0; i < n; ++i) fetchers_.emplace_back([this, i] { FetchLoop(i); });
 }
 
 UrlSource::~UrlSource() {
@@ -223,7 +151,6 @@ UrlSource::~UrlSource() {
 
 // The index, meta, block table, optional sections and footer: one range, cached whole.
 void UrlSource::OpenTail(HttpClient* client) {
-  const uint64_t len = size_ - tail_off_;
   auto check = [&](const std::vector<uint8_t>& t) {
     for (int s : {format::kIndex, format::kMeta, format::kBlocks}) {
       const format::SectionRef& ref = header_.sections[s];
@@ -232,26 +159,39 @@ void UrlSource::OpenTail(HttpClient* client) {
     }
     return true;
   };
-  const std::string path = dir_ + "/tail";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct stat st;
-    tail_.resize(len);
-    const bool ok = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == len && ReadAll(fd, tail_.data(), len, 0) && check(tail_);
-    ::close(fd);
-    if (ok) return;
-  }
-  client->Get(url_, tail_off_, len, etag_, "index, meta and block table", &tail_, opt_.sign, name_);
+  CachedRange(client, "tail", tail_off_, size_ - tail_off_, "index, meta and block table", &tail_, check);
   if (!check(tail_))
     throw Error(name_ + ": index, meta or block table do not match the header's checksums (the file changed on the server while "
                 "being opened, or is damaged)");
+}
+
+void UrlSource::CachedRange(HttpClient* client, const std::string& file, uint64_t off, uint64_t len, const std::string& what,
+                            std::vector<uint8_t>* out, const std::function<bool(const std::vector<uint8_t>&)>& check,
+                            const std::vector<uint8_t>& known) {
+  const std::string path = dir_ + "/" + file;
+  const int fd = reuse_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  if (fd >= 0) {
+    struct stat st;
+    out->resize(len);
+    const bool ok = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == len && ReadAll(fd, out->data(), len, 0) && (!check || check(*out));
+    ::close(fd);
+    if (ok) return;
+  }
+  if (!known.empty() && known.size() < len) {
+    std::vector<uint8_t> rest;
+    client->Get(url_, off + known.size(), len - known.size(), etag_, what, &rest, opt_.sign, name_);
+    *out = known;
+    out->insert(out->end(), rest.begin(), rest.end());
+  } else {
+    client->Get(url_, off, len, etag_, what, out, opt_.sign, name_);
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int w = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  const int e = w < 0 ? errno : WriteAll(w, tail_.data(), len);
+  const int e = w < 0 ? errno : WriteAll(w, out->data(), len);
   if (w >= 0) ::close(w);
   if (e != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    throw Error(name_ + ": cache directory " + dir_ + ": cannot write the index copy (" + std::strerror(e ? e : errno) +
+    throw Error(name_ + ": cache directory " + dir_ + ": cannot write the copy of the " + what + " (" + std::strerror(e ? e : errno) +
                 "): free space there or set cache_dir elsewhere");
   }
 }
@@ -288,6 +228,10 @@ void UrlSource::AdoptCachedBlocks() {
       continue;
     }
     if (f.rfind("block-", 0) != 0) continue;
+    if (!reuse_) {  // nothing tells whether an earlier run's copy is of this version of the file
+      fs::remove(entry.path(), ec);
+      continue;
+    }
     const size_t u = std::strtoull(f.c_str() + 6, nullptr, 10);
     if (u >= units_.size() || std::to_string(u) != f.substr(6) || entry.file_size(ec) != units_[u].len) {
       fs::remove(entry.path(), ec);
@@ -313,6 +257,7 @@ size_t UrlSource::UnitAt(uint64_t off) const {
 
 std::string UrlSource::CheckBytes(size_t u, const uint8_t* p) const {
   const Unit& unit = units_[u];
+  if (ffcv_) return "";  // no checksums: the cache directory's key (the ETag) vouches for its pages
   if (Checksum(p, unit.content) != unit.checksum) return "checksum mismatch";
   if (!AllZero(p + unit.content, unit.len - unit.content)) return "padding after the block is not zero";
   return "";
@@ -404,15 +349,15 @@ std::shared_ptr<UrlSource::BlockFile> UrlSource::Acquire(size_t u) const {
 
 const uint8_t* UrlSource::Read(uint64_t off, size_t n, std::vector<uint8_t>* scratch) const {
   CheckRange(off, n);
-  if (off + n <= kPageSize) return head_page_.data() + off;
+  if (off + n <= head_len_) return head_page_.data() + off;
   if (off >= tail_off_) return tail_.data() + (off - tail_off_);
   if (scratch->size() < n) scratch->resize(n);
   uint8_t* out = scratch->data();
   uint64_t pos = off;
   const uint64_t end = off + n;
   while (pos < end) {
-    if (pos < kPageSize) {
-      const uint64_t k = std::min(end, uint64_t(kPageSize)) - pos;
+    if (pos < head_len_) {
+      const uint64_t k = std::min(end, head_len_) - pos;
       std::memcpy(out + (pos - off), head_page_.data() + pos, k);
       pos += k;
     } else if (pos >= tail_off_) {
@@ -435,7 +380,7 @@ const uint8_t* UrlSource::Read(uint64_t off, size_t n, std::vector<uint8_t>* scr
 const uint8_t* UrlSource::ReadHeld(uint64_t off, size_t n, format::ReadBuffer* buf) const {
   CheckRange(off, n);
   buf->hold.reset();  // before Acquire: the block it held may be recycled again
-  if (n && off >= kPageSize && off < tail_off_) {
+  if (n && off >= head_len_ && off < tail_off_) {
     const size_t u = UnitAt(off);
     const Unit& unit = units_[u];
     if (off + n <= unit.off + unit.len) {
@@ -452,9 +397,9 @@ const uint8_t* UrlSource::ReadHeld(uint64_t off, size_t n, format::ReadBuffer* b
 }
 
 void UrlSource::WillNeed(uint64_t off, uint64_t n) const {
-  if (n == 0 || off + n <= kPageSize || off >= tail_off_) return;
+  if (n == 0 || off + n <= head_len_ || off >= tail_off_) return;
   std::lock_guard<std::mutex> l(mu_);
-  for (size_t u = UnitAt(std::max<uint64_t>(off, kPageSize)); u < units_.size() && units_[u].off < off + n; ++u) {
+  for (size_t u = UnitAt(std::max<uint64_t>(off, head_len_)); u < units_.size() && units_[u].off < off + n; ++u) {
     Unit& unit = units_[u];
     unit.hint = ++hint_seq_;
     unit.released = 0;
@@ -466,9 +411,9 @@ void UrlSource::WillNeed(uint64_t off, uint64_t n) const {
 }
 
 void UrlSource::DontNeed(uint64_t off, uint64_t n) const {
-  if (n == 0 || off + n <= kPageSize || off >= tail_off_) return;
+  if (n == 0 || off + n <= head_len_ || off >= tail_off_) return;
   std::lock_guard<std::mutex> l(mu_);
-  for (size_t u = UnitAt(std::max<uint64_t>(off, kPageSize)); u < units_.size() && units_[u].off < off + n; ++u) {
+  for (size_t u = UnitAt(std::max<uint64_t>(off, head_len_)); u < units_.size() && units_[u].off < off + n; ++u) {
     units_[u].hint = 0;
     if (units_[u].file && !units_[u].released) units_[u].released = ++release_seq_;  // the first release is its age
   }
@@ -476,9 +421,9 @@ void UrlSource::DontNeed(uint64_t off, uint64_t n) const {
 }
 
 bool UrlSource::Resident(uint64_t off, uint64_t n) const {
-  if (off + n <= kPageSize || off >= tail_off_) return true;
+  if (off + n <= head_len_ || off >= tail_off_) return true;
   std::lock_guard<std::mutex> l(mu_);
-  for (size_t u = UnitAt(std::max<uint64_t>(off, kPageSize)); u < units_.size() && units_[u].off < off + n; ++u)
+  for (size_t u = UnitAt(std::max<uint64_t>(off, head_len_)); u < units_.size() && units_[u].off < off + n; ++u)
     if (!units_[u].file) return false;
   return true;
 }
@@ -489,8 +434,9 @@ namespace {
 // the processor's cache) and its padding checked for zeros: no copy of the block in memory.
 class BlockSink : public Sink {
  public:
-  // `map`: the file's writable mapping of `len` bytes, or null (pwrite).
-  BlockSink(int fd, uint64_t content, uint8_t* map, uint64_t len) : fd_(fd), content_(content), map_(map) {
+  // `map`: the file's writable mapping of `len` bytes, or null (pwrite). `hash`: false where the
+  // block has no checksum (FFCV's pages).
+  BlockSink(int fd, uint64_t content, uint8_t* map, uint64_t len, bool hash) : fd_(fd), content_(content), map_(map), hash_on_(hash) {
     // Every page made writable in one call, which reports a failure (a full disk on a file system
     // that allocates on write) as an error where a store would raise SIGBUS.
     if (map_ && ::madvise(map_, len, MADV_POPULATE_WRITE) != 0) map_ = nullptr;
@@ -502,7 +448,7 @@ class BlockSink : public Sink {
   }
   bool Write(uint64_t at, const uint8_t* p, size_t n) override {
     const size_t hashed = at < content_ ? size_t(std::min<uint64_t>(n, content_ - at)) : 0;
-    hash_.Update(p, hashed);
+    if (hash_on_) hash_.Update(p, hashed);
     if (hashed < n && !AllZero(p + hashed, n - hashed)) padding_zero_ = false;
     if (map_) {
       std::memcpy(map_ + at, p, n);  // the transfer never passes the block's length (HttpClient stops it)
@@ -527,6 +473,7 @@ class BlockSink : public Sink {
   int fd_;
   uint64_t content_;
   uint8_t* map_;
+  bool hash_on_;
   ChecksumStream hash_;
   bool padding_zero_ = true;
   int error_ = 0;
@@ -591,7 +538,7 @@ void UrlSource::FetchLoop(int id) {
                                                      : ")"));
       };
       if (file->fd < 0) throw cannot_write(errno);
-      BlockSink sink(file->fd, unit.content, recycled ? file->writable : nullptr, unit.len);
+      BlockSink sink(file->fd, unit.content, recycled ? file->writable : nullptr, unit.len, !ffcv_);
       HttpReply r;
       try {
         r = client.Get(url_, unit.off, unit.len, etag_, What(u), &sink, opt_.sign, name_);
@@ -604,7 +551,7 @@ void UrlSource::FetchLoop(int id) {
       std::string why;
       if (!etag_.empty() && !r.etag.empty() && r.etag != etag_)
         why = "the file changed on the server (ETag " + etag_ + " when opened, now " + r.etag + ")";
-      else if (sink.checksum() != unit.checksum)
+      else if (!ffcv_ && sink.checksum() != unit.checksum)
         why = "checksum mismatch after download (the file changed on the server, or the bytes were damaged on the way); its bytes are not used";
       else if (!sink.padding_zero())
         why = "padding after the block is not zero after download (the file changed on the server, or the bytes were damaged on the way); "
@@ -653,7 +600,9 @@ StreamCounters UrlSource::counters() const {
   return c;
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::UrlSource;
 
 std::unique_ptr<format::ByteSource> OpenUrlSource(const std::string& url, const StreamOptions& options) {
   return std::make_unique<UrlSource>(url, options);

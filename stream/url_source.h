@@ -20,7 +20,12 @@
 //    until its next read, so the disk may hold one block per such buffer beyond the budget.
 //  - Every request after the first carries If-Match with the ETag the header came with: a file
 //    replaced on the server is an error naming the URL and the block, never mixed data.
-//  - Errors (dsc::Error) name the URL (without credentials or query) and the block.
+//  - FFCV's .beton files (docs/ffcv-format.md) stream too: the header, descriptors and metadata table
+//    are one cached range, the allocation table another, each data page a unit (the padding before
+//    the first page is fetched only if read). FFCV has no checksums: the cache directory is keyed by
+//    the ETag, size and first page instead, If-Match holds every request to that version, and
+//    without an ETag nothing an earlier run cached is used.
+//  - Errors (dsc::Error) name the URL (without credentials or query) and the block (FFCV: the page).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,6 @@
-// Streaming dsc files from a real nginx on loopback (docs/streaming.md): batches identical to a local
-// read, a bounded cache, a second run from the cache, a server that goes away and comes back, a file
-// replaced on the server, and errors that name the URL and the block.
+// Streaming dsc files (and FFCV's) from a real nginx on loopback (docs/streaming.md): batches identical
+// to a local read, a bounded cache, a second run from the cache, a server that goes away and comes
+// back, a file replaced on the server, and errors that name the URL and the block.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include "reader/digest.h"
 #include "reader/loader.h"
 #include "stream/url_source.h"
+#include "format/ffcv.h"
 #include "format/file_view.h"
 #include "reader/file_source.h"
 #include "tests/fuzz/fixup_checksums.h"
@@ -256,6 +257,74 @@ TEST(Stream, FileReplacedOnServerIsAnError) {
   // A new run opens the new file under its own cache key: its batches are the new file's.
   const auto fresh = Digests(url, CifarOptions(Order::kRandom, cache, 4 * kBlock), 1);
   EXPECT_EQ(fresh, Digests(served + "/cifar.beton", CifarOptions(Order::kRandom, "", 4 * kBlock), 1));
+}
+
+// FFCV's own files (its writer's output) stream as dsc's do: the local file's batches, the padding
+// before the first page never fetched, a second run from the cache, and a file replaced on the server
+// an error naming the URL and the page, never its old pages mixed with new ones.
+TEST(Stream, FfcvFilesStreamAsTheirLocalCopy) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-ffcv"), cache = test::ScratchDir("-cache");
+  ASSERT_EQ(std::system(("zstd -dc " DSC_FFCV_SAMPLES " | tar -x -C " + served).c_str()), 0);
+  NginxServer server(served + "/ffcv-samples");
+  for (const std::string name : {"cifar-test-smart.beton", "allfields.beton"}) {
+    SCOPED_TRACE(name);
+    const std::string file = served + "/ffcv-samples/" + name, url = server.Url(name);
+    LoaderOptions o = name[0] == 'c' ? LoaderOptions::CifarTrain() : LoaderOptions::ImagenetTest();
+    if (name[0] == 'a') o.augment.resize = 40, o.augment.out_w = o.augment.out_h = 32;  // its photos differ in size
+    o.batch_size = 50;
+    o.threads = 2;
+    o.order = Order::kQuasiRandom;
+    o.seed = 5;
+    o.cache_dir = cache;
+    o.cache_budget = 20 << 20;  // two of its 8 MiB pages
+    const auto local = Digests(file, o, 2);
+    const size_t before = server.Requests().size();
+    EXPECT_EQ(Digests(url, o, 2), local);
+    const auto lay = [&] {
+      auto src = OpenSource(file, {});
+      return format::ffcv::File::ReadLayout(src.get());
+    }();
+    ASSERT_GT(lay.pages, 0u);
+    uint64_t fetched = 0;
+    const auto log = server.Requests();
+    for (size_t i = before; i < log.size(); ++i) {
+      fetched += std::stoull(log[i].substr(log[i].rfind(' ') + 1));
+      const auto range = test::RegexSearch(log[i], "bytes=([0-9]+)-([0-9]+)");
+      ASSERT_EQ(range.size(), 3u) << log[i];
+      const uint64_t first = std::stoull(range[1]), last = std::stoull(range[2]);
+      EXPECT_FALSE(first < lay.data_start && last >= lay.metadata_end) << "the padding before the first page was fetched: " << log[i];
+    }
+    const uint64_t size = fs::file_size(file), padding = lay.data_start - lay.metadata_end;
+    EXPECT_LE(fetched, size - padding + 4096) << "each page fetched once, and the header, metadata and allocation table";
+    const size_t mid = server.Requests().size();
+    EXPECT_EQ(Digests(url, o, 1)[0], local[0]);
+    ASSERT_EQ(server.Requests().size(), mid + 1) << "a run on a warm cache sent more than the header request";
+  }
+  // Replaced on the server after opening (one byte of the first page changed, as a rebuild would):
+  // reading that page is an error naming the URL and the page, and a new source reads the new bytes.
+  const std::string name = "cifar-test-smart.beton", file = served + "/ffcv-samples/" + name, url = server.Url(name);
+  auto local = OpenSource(file, {});
+  const format::ffcv::Layout lay = format::ffcv::File::ReadLayout(local.get());
+  stream::StreamOptions so;
+  so.cache_dir = test::ScratchDir("-cache2");
+  so.budget = 20 << 20;
+  const auto old_src = stream::OpenUrlSource(url, so);
+  std::vector<uint8_t> bytes = test::ReadFile(file), scratch;
+  bytes[lay.data_start] ^= 0xff;
+  test::WriteFile(file + ".new", bytes);
+  fs::rename(file + ".new", file);
+  std::string message;
+  try {
+    old_src->Read(lay.data_start, 64, &scratch);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(url), std::string::npos) << message;
+  EXPECT_NE(message.find("page 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("changed on the server"), std::string::npos) << message;
+  const auto new_src = stream::OpenUrlSource(url, so);
+  EXPECT_EQ(new_src->Read(lay.data_start, 1, &scratch)[0], bytes[lay.data_start]);
 }
 
 TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
