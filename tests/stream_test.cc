@@ -428,6 +428,14 @@ TEST(Stream, CommandLineTakesUrls) {
   ASSERT_EQ(test::RunShell("DSC_CACHE_DIR=" + cache + " " + DSC_BINARY + " verify " + url + " 2>&1", &out), 0) << out;
   ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " bench " + url + " --cache-dir " + cache +
                                " --epochs 1 --batch-size 50 --threads 1 2>&1", &out), 0) << out;
+  // dsc export takes the cache folder too: the samples' blocks land there, and the images are the local file's.
+  const std::string cache2 = test::ScratchDir("-cache2"), look = test::ScratchDir("-look");
+  ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " export " + url + " --cache-dir " + cache2 + " --index 7 --count 3 --out " + look +
+                               "/url 2>&1 && " + DSC_BINARY + " export " + served + "/cifar.beton --index 7 --count 3 --out " + look + "/file",
+                           &out), 0) << out;
+  EXPECT_GT(CachedBlockBytes(cache2), 0u);
+  for (const char* png : {"/00000007.png", "/00000009.png", "/labels.tsv"})
+    EXPECT_EQ(test::ReadFile(look + "/url" + png), test::ReadFile(look + "/file" + png)) << png;
 }
 
 // s3rver (npm) on loopback: an S3-compatible store. It checks that the access key exists but not the

@@ -16,6 +16,7 @@
 #include "reader/dataset.h"
 #include "reader/decode_rgb.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 
 namespace dsc::tools {
 
@@ -241,8 +242,11 @@ int CmdExport(int argc, char** argv) {
       ("max-pixels", "refuse images larger than this many pixels",
        cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cli::value<std::string>());
+  const LoaderFlagSet source_flags = SourceFlags(false);  // a URL: the blocks of the samples exported
+  DeclareLoaderFlags(opts, source_flags, nullptr);
   opts.parse_positional({"file"});
   std::string file, out;
+  DatasetOptions source;
   uint64_t first = 0, count = 1;
   bool ppm = false;
   DecodeOptions decode;
@@ -264,12 +268,14 @@ int CmdExport(int argc, char** argv) {
     const std::string idct = r["idct"].as<std::string>();
     if (idct != "accurate" && idct != "fast") throw cli::UsageError("--idct must be accurate or fast");
     decode.fast_idct = idct == "fast";
+    source = SourceOptions(r, source_flags);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc export: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
   try {
-    Dataset ds(file, {.verify = true});
+    source.verify = true;
+    Dataset ds(file, source);
     if (first >= ds.size() || count > ds.size() - first)
       throw OptionError(file + ": --index " + std::to_string(first) + " --count " + std::to_string(count) +
                   " is out of range: the file has " + std::to_string(ds.size()) + " samples");
