@@ -10,6 +10,8 @@ struct ServeOptions {
   std::vector<std::string> files;  // the only files it opens; clients name them by identity
   std::string listen = "127.0.0.1:0";  // port 0: any free port
   int threads = 0;                  // decode threads; 0 = all cores
+  std::string cache_dir;            // a URL's cache folder ("" = $DSC_CACHE_DIR, else ~/.cache/dsc; docs/streaming.md)
+  uint64_t cache_budget = 256ull << 20;  // bytes of blocks kept there, per file
   std::string token;                // required off loopback; compared in constant time
   std::string tls_cert, tls_key;    // PEM; TLS when set
   bool insecure_plaintext = false;  // allow no TLS off loopback

@@ -38,7 +38,10 @@ WorkerService::WorkerService(const ServeOptions& o) : o_(o), pool_(o.threads > 0
   for (const auto& f : o.files) {
     files_.emplace_back();
     files_.back().path = f;
-    files_.back().plain = std::make_unique<Dataset>(f);
+    const DatasetOptions source{.cache_dir = o.cache_dir, .cache_budget = o.cache_budget};
+    files_.back().plain = std::make_unique<Dataset>(f, source);
+    files_.back().verified_options = source;
+    files_.back().verified_options.verify = true;
   }
   janitor_ = std::thread([this] { GiveBackWhenIdle(); });
 }
@@ -53,7 +56,7 @@ WorkerService::~WorkerService() {
 }
 
 Dataset* WorkerService::FileEntry::Verified() {
-  std::call_once(verified_once, [this] { verified = std::make_unique<Dataset>(path, DatasetOptions{true, false}); });
+  std::call_once(verified_once, [this] { verified = std::make_unique<Dataset>(path, verified_options); });
   return verified.get();
 }
 

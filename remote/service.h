@@ -83,6 +83,7 @@ class WorkerService {
     // The client's LoaderOptions::verify picks the verifying view; opened on first use, since most runs
     // never ask for it and each view maps the file again.
     std::unique_ptr<Dataset> verified;
+    DatasetOptions verified_options;  // verify, and the URL cache of `plain`
     std::once_flag verified_once;
     Dataset* Verified();
     // JPEG entry points for crops (kernels/jpeg_seek.h): they depend on the file's bytes alone, so

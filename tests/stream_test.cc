@@ -436,6 +436,14 @@ TEST(Stream, CommandLineTakesUrls) {
   EXPECT_GT(CachedBlockBytes(cache2), 0u);
   for (const char* png : {"/00000007.png", "/00000009.png", "/labels.tsv"})
     EXPECT_EQ(test::ReadFile(look + "/url" + png), test::ReadFile(look + "/file" + png)) << png;
+  // dsc train (built with libtorch): both splits from the URL, through its --cache-dir.
+  if (test::RunShell(std::string(DSC_BINARY) + " train --help > /dev/null 2>&1") == 0) {
+    const std::string cache3 = test::ScratchDir("-cache3");
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " train " + url + " --test " + url + " --cache-dir " + cache3 +
+                                 " --epochs 1 --limit 100 --test-limit 50 --batch-size 50 2>&1", &out), 0) << out;
+    EXPECT_NE(out.find("parameter checksum"), std::string::npos) << out;
+    EXPECT_GT(CachedBlockBytes(cache3), 0u);
+  }
 }
 
 // s3rver (npm) on loopback: an S3-compatible store. It checks that the access key exists but not the
@@ -506,9 +514,11 @@ TEST(Stream, RemoteWorkerServesAUrl) {
   const std::string url = server.Url("cifar.beton"), log = cache + "/serve.log";
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::setenv("DSC_CACHE_DIR", (cache + "/worker").c_str(), 1);
+    ::setenv("DSC_CACHE_DIR", (cache + "/unused").c_str(), 1);  // --cache-dir wins
     if (!std::freopen(log.c_str(), "w", stdout)) ::_exit(126);
-    ::execl(DSC_BINARY, DSC_BINARY, "serve", url.c_str(), "--listen", "127.0.0.1:0", "--threads", "1", static_cast<char*>(nullptr));
+    const std::string worker_cache = cache + "/worker";
+    ::execl(DSC_BINARY, DSC_BINARY, "serve", url.c_str(), "--listen", "127.0.0.1:0", "--threads", "1", "--cache-dir", worker_cache.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   struct Reap {
@@ -535,6 +545,8 @@ TEST(Stream, RemoteWorkerServesAUrl) {
     return m.size() == 2 ? m[1] : "none: " + o;
   };
   EXPECT_EQ(digest(url + " --cache-dir " + cache + "/loader --remote " + address + " --local-threads 0"), digest(file));
+  EXPECT_GT(CachedBlockBytes(cache + "/worker"), 0u) << "the worker read the blocks it decoded through its --cache-dir";
+  EXPECT_FALSE(fs::exists(cache + "/unused"));
 }
 
 // Samples that fail to decode (their bytes damaged, the checksums made right again, so the blocks are

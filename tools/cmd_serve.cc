@@ -4,6 +4,7 @@
 
 #include "format/error.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 #ifdef DSC_HAVE_REMOTE
 #include "remote/client.h"
 #include "remote/server.h"
@@ -37,6 +38,8 @@ int CmdServe(int argc, char** argv) {
       ("max-calls", "calls at once from all clients together", cli::value<uint32_t>()->default_value("64"))
       ("max-memory-mb", "reply memory held by all calls together", cli::value<uint64_t>()->default_value("2048"))
       ("h,help", "show this help")("files", "", cli::value<std::vector<std::string>>());
+  const LoaderFlagSet source_flags = SourceFlags(true);  // FILE may be a URL, streamed through a cache folder
+  DeclareLoaderFlags(opts, source_flags, nullptr);
   // Fault injection for the tests (tests/remote_test.cc): accepted, never listed by --help.
   opts.add_options("Test hooks")
       ("fail-after", "test hook: fail every call after the first N", cli::value<uint64_t>()->default_value("0"))
@@ -58,6 +61,9 @@ int CmdServe(int argc, char** argv) {
     if (r.count("files")) so.files = r["files"].as<std::vector<std::string>>();
     so.listen = r["listen"].as<std::string>();
     so.threads = r["threads"].as<int>();
+    const DatasetOptions source = SourceOptions(r, source_flags);
+    so.cache_dir = source.cache_dir;
+    so.cache_budget = source.cache_budget;
     const std::string token_file = r["token-file"].as<std::string>();
     if (!token_file.empty()) so.token = remote::ReadTokenFile(token_file);
     if (!r["tls-cert"].as<std::string>().empty()) so.tls_cert = remote::ReadFile(r["tls-cert"].as<std::string>());

@@ -19,6 +19,8 @@ struct Config {
   int loader_threads = 1, torch_threads = 0;
   bool loader_autotune = false;  // --loader-threads auto[:N]: loader_threads is the maximum
   RemoteOptions remote;          // remote workers for the training loader (the option table's remote rows)
+  std::string cache_dir;         // a URL's cache folder and its budget (the option table's rows; docs/streaming.md)
+  uint64_t cache_budget = 256ull << 20;
   int nproc = 0;               // --nproc: ranks to launch on this machine
   double dist_timeout = 60;    // seconds a collective waits for a silent peer
   std::string dist_backend = "auto";

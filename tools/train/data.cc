@@ -160,6 +160,8 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
   to.layout = Layout::kNHWC;  // viewed as channels_last NCHW, the model's memory format
   to.channels = 3;            // the model takes RGB: a grayscale file's values come in all three
   to.remote = c.remote;
+  to.cache_dir = c.cache_dir;
+  to.cache_budget = c.cache_budget;
   const kernels::AugmentSpec train_aug = to.augment;
   gpu_decode = hw.cuda && c.decoder == "gpu";
   if (c.decoder == "gpu" && !hw.cuda) std::printf("notice: --decoder gpu: decoding on the CPU\n");
@@ -176,8 +178,11 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
   eo.threads = c.loader_threads;
   eo.layout = Layout::kNHWC;
   eo.channels = 3;
+  eo.cache_dir = c.cache_dir;
+  eo.cache_budget = c.cache_budget;
+  const DatasetOptions source{.cache_dir = c.cache_dir, .cache_budget = c.cache_budget};
   {
-    Dataset probe(c.train);
+    Dataset probe(c.train, source);
     train_samples = probe.size();
     if (resume && resume->train_samples != train_samples)
       throw Error(c.resume + ": the checkpoint trained on " + std::to_string(resume->train_samples) + " samples; " + c.train +
@@ -188,7 +193,7 @@ TrainData::TrainData(const Config& c, const Distributed& dist, const Hardware& h
     to.subset = resume ? resume->subset : RandomSubset(train_samples, c.limit, c.seed);
   }
   {
-    Dataset probe(c.test);
+    Dataset probe(c.test, source);
     if (c.test_limit > probe.size())
       std::printf("notice: --test-limit %llu is more than %s's %llu samples: evaluating on all of them\n",
                   (unsigned long long)c.test_limit, c.test.c_str(), (unsigned long long)probe.size());

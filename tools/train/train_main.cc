@@ -87,7 +87,7 @@ namespace cli = dsc::tools::cli;
 // decode threads (--loader-threads, beside --torch-threads) and the remote workers of the training loader.
 const dsc::tools::LoaderFlagSet kLoaderFlags{
     {"threads", "remote", "token_file", "tls_root", "local_threads", "wire_compression", "remote_chunk", "remote_in_flight",
-     "ship_uint8", "wire_planes", "data_path"},
+     "ship_uint8", "wire_planes", "data_path", "cache_dir", "cache_budget"},
     {{"threads", "loader-threads"}}};
 
 int main(int argc, char** argv) {
@@ -153,6 +153,8 @@ int main(int argc, char** argv) {
     c.loader_autotune = flags.autotune;
     if (c.loader_autotune && c.loader_threads == 0) c.loader_threads = dsc::kernels::UsableCores();
     c.remote = flags.remote;
+    c.cache_dir = flags.cache_dir;
+    c.cache_budget = flags.cache_budget;
     c.torch_threads = r["torch-threads"].as<int>();
     if (c.torch_threads < 0 || c.torch_threads > 4096)
       throw cli::UsageError("--torch-threads " + std::to_string(c.torch_threads) + ": expected 0 (automatic) to 4096");
