@@ -6,7 +6,10 @@
 #include <cstdio>
 
 #include "format/error.h"
+#include "reader/dataset.h"
+#include "reader/file_source.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 #include "writer/build.h"
 #include "writer/source_ffcv.h"
 
@@ -18,7 +21,8 @@ int CmdConvert(int argc, char** argv) {
                     "pixels), raw images stored raw, IntFields as labels. Every other FFCV field becomes a typed field\n"
                     "of its name: IntField int64, FloatField float64, NDArrayField an array of its dtype and shape,\n"
                     "JSONField text, BytesField bytes (docs/ffcv-format.md).\n\n"
-                    "  dsc convert cifar_train_ffcv.beton cifar_train.beton\n");
+                    "  dsc convert cifar_train_ffcv.beton cifar_train.beton\n"
+                    "  dsc convert https://data.example.org/train_ffcv.beton train.beton --cache-dir /scratch/cache\n");
   opts.positional_help("FFCV_FILE OUT");
   opts.add_options()
       ("restart-interval", "restart markers in JPEG payloads: auto, none (byte for byte) or N (every N MCUs)",
@@ -28,8 +32,11 @@ int CmdConvert(int argc, char** argv) {
       ("quiet", "no progress bar")
       ("h,help", "show this help")
       ("src", "", cli::value<std::string>())("out", "", cli::value<std::string>());
+  const LoaderFlagSet source_flags = SourceFlags(true);  // FFCV_FILE may be a URL, streamed through a cache folder
+  DeclareLoaderFlags(opts, source_flags, nullptr);
   opts.parse_positional({"src", "out"});
   writer::BuildOptions o;
+  DatasetOptions source;
   std::string src, out;
   try {
     auto r = Parse(opts, argc, argv);
@@ -46,12 +53,16 @@ int CmdConvert(int argc, char** argv) {
     o.block_size = r["block-size"].as<uint64_t>();
     o.threads = r["threads"].as<int>();
     o.progress = !r.count("quiet") && ::isatty(2);
+    source = SourceOptions(r, source_flags);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "dsc convert: %s\n\n%s", e.what(), opts.help().c_str());
     return kExitUsage;
   }
   try {
-    if (!writer::IsFfcvFile(src)) throw Error(src + ": not an FFCV .beton file (dsc build compiles other sources)");
+    if (IsUrl(src))  // the writer reads it through the streaming source (the reader's), which checks it is FFCV
+      o.ffcv_bytes = [source](const std::string& url) { return OpenSource(url, source); };
+    else if (!writer::IsFfcvFile(src))
+      throw Error(src + ": not an FFCV .beton file (dsc build compiles other sources)");
     auto rep = writer::Build(src, out, o);
     std::printf("wrote %s: %llu samples from FFCV file %s, %.1f MiB, %.2f s, %.0f samples/s", out.c_str(),
                 (unsigned long long)rep.samples, src.c_str(), rep.file_size / 1048576.0, rep.seconds, rep.samples / rep.seconds);

@@ -63,7 +63,7 @@ BuildReport Build(const std::string& source, const std::string& out, const Build
     throw OptionError("--block-size must be a power of two between 4096 and 2^31");
   // Each thread has an encoder and 512 samples in the window: a typo must not become a million threads.
   if (o.threads < 0 || o.threads > 1024) throw OptionError("--threads must be 0 (all cores) to 1024, not " + std::to_string(o.threads));
-  auto src = OpenSource(source, o.format, o.split, o.max_file_size);
+  auto src = o.ffcv_bytes ? OpenFfcv(o.ffcv_bytes(source)) : OpenSource(source, o.format, o.split, o.max_file_size);
   const auto ignored = src->ignored();
   if (!ignored.empty()) {
     log("warning: " + std::to_string(ignored.size()) + " entr" + (ignored.size() == 1 ? "y" : "ies") + " of the source not included:");

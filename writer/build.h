@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "format/byte_source.h"
 #include "writer/encoder.h"
 #include "writer/source.h"
 
@@ -29,6 +31,9 @@ struct BuildOptions {
   std::string coco_masks;  // COCO sources: "" (none), "instance" (annotation k is k + 1) or "semantic" (category ids)
   std::string masks_dir;   // segmentation pairs: the folder of PNG masks matched to the images by stem (--masks)
   bool progress = false;           // draw a progress bar on stderr
+  // Set: the source is an FFCV file read through the ByteSource this returns for the source's path
+  // (dsc convert of a URL passes the reader's streaming source; the writer never opens URLs itself).
+  std::function<std::unique_ptr<format::ByteSource>(const std::string&)> ffcv_bytes;
   // Receives warnings and skipped-sample lines; stderr when unset.
   std::function<void(const std::string&)> log;
 };

@@ -58,8 +58,8 @@ class PreadSource : public format::ByteSource {
 
 class FfcvSource : public Source {
  public:
-  explicit FfcvSource(const std::string& path)
-      : bytes_(path), file_(ffcv::File::Open(&bytes_)), plan_(ffcv::PlanConversion(*file_)) {
+  explicit FfcvSource(std::unique_ptr<format::ByteSource> bytes)
+      : bytes_(std::move(bytes)), file_(ffcv::File::Open(bytes_.get())), plan_(ffcv::PlanConversion(*file_)) {
     image_ = int(plan_.from[0]);
     for (size_t k = 1; k < plan_.fields.size() && plan_.fields[k].type == format::FieldType::kLabel; ++k) {
       labels_.push_back(plan_.from[k]);
@@ -78,15 +78,15 @@ class FfcvSource : public Source {
   size_t size() const override { return size_t(file_->sample_count()); }
   std::string SampleFileAt(const std::string& path) const override {
     struct stat a, b;
-    if (::stat(path.c_str(), &a) != 0 || ::stat(bytes_.name().c_str(), &b) != 0) return "";
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? bytes_.name() : "";
+    if (::stat(path.c_str(), &a) != 0 || ::stat(bytes_->name().c_str(), &b) != 0) return "";
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? bytes_->name() : "";
   }
 
   void Load(size_t i, SourceItem* out) const override {
     const ffcv::Image im = file_->image(i, size_t(image_));
     const ffcv::Span s = file_->span(i, size_t(image_));
-    out->where = bytes_.name() + " sample " + std::to_string(i);
-    const uint8_t* p = bytes_.Read(s.ptr, size_t(s.size), &out->bytes);
+    out->where = bytes_->name() + " sample " + std::to_string(i);
+    const uint8_t* p = bytes_->Read(s.ptr, size_t(s.size), &out->bytes);
     if (p != out->bytes.data()) out->bytes.assign(p, p + s.size);
     out->is_pixels = im.mode == 1;
     out->width = im.width;
@@ -95,7 +95,7 @@ class FfcvSource : public Source {
     for (size_t l = 0; l < labels_.size(); ++l) {
       const int64_t v = file_->int_value(i, labels_[l]);
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-        throw Error(bytes_.name() + ": " + ffcv::File::Where(i, file_->fields()[labels_[l]]) + ": label " + std::to_string(v) +
+        throw Error(bytes_->name() + ": " + ffcv::File::Where(i, file_->fields()[labels_[l]]) + ": label " + std::to_string(v) +
                     " is outside int32, dsc's label type");
       out->label[l] = int32_t(v);
     }
@@ -107,14 +107,14 @@ class FfcvSource : public Source {
   void CheckJpegSize(size_t i, size_t field, const ffcv::Image& im, const uint8_t* p, size_t n) const {
     int w = 0, h = 0, c = 0;
     std::string why;
-    const std::string where = bytes_.name() + ": " + ffcv::File::Where(i, file_->fields()[field]);
+    const std::string where = bytes_->name() + ": " + ffcv::File::Where(i, file_->fields()[field]);
     if (!ffcv::JpegFrame(p, n, &w, &h, &c, &why)) throw Error(where + ": JPEG header: " + why);
     if (w != im.width || h != im.height)
       throw Error(where + ": JPEG is " + std::to_string(w) + "x" + std::to_string(h) + ", the metadata says " +
                   std::to_string(im.width) + "x" + std::to_string(im.height));
   }
 
-  PreadSource bytes_;
+  std::unique_ptr<format::ByteSource> bytes_;
   std::unique_ptr<ffcv::File> file_;
   ffcv::Conversion plan_;
   int image_ = -1;
@@ -125,8 +125,8 @@ class FfcvSource : public Source {
 
 BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o) const {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.shard_count) throw OptionError(bytes_.name() + ": an FFCV file with typed fields converts whole (no shards)");
-  if (file_->sample_count() == 0) throw Error(bytes_.name() + ": no samples to write");
+  if (o.shard_count) throw OptionError(bytes_->name() + ": an FFCV file with typed fields converts whole (no shards)");
+  if (file_->sample_count() == 0) throw Error(bytes_->name() + ": no samples to write");
   WriterOptions wo = TypedWriterOptions(o, "ffcv");
   BuildReport rep;
   rep.format = "ffcv";
@@ -152,7 +152,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
       const format::Field& df = plan_.fields[c];
       const ffcv::Field& f = fields[plan_.from[c]];
       auto fail = [&](const std::string& why) {
-        throw Error(bytes_.name() + ": " + ffcv::File::Where(i, f) + " (" + ffcv::TypeName(f.type) + "): " + why);
+        throw Error(bytes_->name() + ": " + ffcv::File::Where(i, f) + " (" + ffcv::TypeName(f.type) + "): " + why);
       };
       switch (f.type) {
         case ffcv::kInt:
@@ -163,7 +163,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
         case ffcv::kRgbImage: {  // a further image: as the first, JPEG as stored, raw as pixels
           const ffcv::Image im = file_->image(i, plan_.from[c]);
           const ffcv::Span sp = file_->span(i, plan_.from[c]);
-          const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
+          const uint8_t* p = bytes_->Read(sp.ptr, size_t(sp.size), &scratch);
           std::vector<uint8_t> payload(p, p + sp.size);
           if (im.mode != 1) CheckJpegSize(size_t(i), plan_.from[c], im, payload.data(), payload.size());
           if (im.mode == 1) s.SetPixels(df.name, std::move(payload), im.width, im.height);
@@ -173,7 +173,7 @@ BuildReport FfcvSource::BuildTyped(const std::string& out, const BuildOptions& o
         default: {
           // File::Open checked every span lies inside one data page: the read is bounded by the file.
           const ffcv::Span sp = ffcv::ValueSpan(*file_, i, plan_.from[c]);
-          const uint8_t* p = bytes_.Read(sp.ptr, size_t(sp.size), &scratch);
+          const uint8_t* p = bytes_->Read(sp.ptr, size_t(sp.size), &scratch);
           const size_t size = size_t(sp.size);
           if (const std::string why = ffcv::ValueProblem(*file_, i, plan_.from[c], df, width_[c], p, size); !why.empty()) fail(why);
           if (f.type == ffcv::kJson) s.SetText(df.name, std::string(reinterpret_cast<const char*>(p), size));
@@ -201,7 +201,12 @@ bool IsFfcvFile(const std::string& path) {
   }
 }
 
-std::unique_ptr<Source> OpenFfcv(const std::string& path) { return std::make_unique<FfcvSource>(path); }
+std::unique_ptr<Source> OpenFfcv(const std::string& path) { return std::make_unique<FfcvSource>(std::make_unique<PreadSource>(path)); }
+
+std::unique_ptr<Source> OpenFfcv(std::unique_ptr<format::ByteSource> bytes) {
+  if (!ffcv::IsFfcv(*bytes)) throw Error(bytes->name() + ": not an FFCV .beton file (dsc build compiles other sources)");
+  return std::make_unique<FfcvSource>(std::move(bytes));
+}
 
 bool FfcvNeedsTypedFields(const Source& src) {
   const auto* f = dynamic_cast<const FfcvSource*>(&src);

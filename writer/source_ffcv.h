@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "format/byte_source.h"
 #include "writer/build.h"
 #include "writer/source.h"
 
@@ -13,6 +14,8 @@ bool IsFfcvFile(const std::string& path);
 // Every built-in FFCV field type. Throws dsc::Error naming the file, sample and field of any
 // structural fault, and the field of a type dsc cannot store (an array dtype or rank dsc lacks).
 std::unique_ptr<Source> OpenFfcv(const std::string& path);
+// The same, read through `bytes` (dsc convert of a URL: the reader's streaming source).
+std::unique_ptr<Source> OpenFfcv(std::unique_ptr<format::ByteSource> bytes);
 
 // Whether `src` (from OpenFfcv) has fields beyond an RGBImageField and up to two IntFields that fit
 // int32: such a file is written with typed fields (BuildFfcvTyped), any other through Build's own
