@@ -501,16 +501,27 @@ py::dict Build(const std::string& src, const std::string& out, const py::dict& k
       {"progress", [](B& o, auto& n, py::handle h) { o.progress = AsBool(n, h); }},
   };
   dsc::writer::TableOptions table;
+  dsc::DatasetOptions source;  // an FFCV file at a URL (dsc.convert): its streaming cache
   for (auto [k, v] : kwargs) {
     const std::string name = py::str(k);
+    if (name == "cache_dir" || name == "cache_budget") {
+      if (!v.is_none()) {
+        if (name == "cache_dir") source.cache_dir = AsStr(name, v);
+        else source.cache_budget = AsInt<uint64_t>(name, v, 1, UINT64_MAX);
+      }
+      continue;
+    }
     if (name == "schema" || name == "image_column") {  // tables (.jsonl, .csv): see dsc build --help
       if (!v.is_none()) (name == "schema" ? table.schema : table.image_column) = AsStr(name, v);
       continue;
     }
     auto it = setters.find(name);
-    if (it == setters.end()) throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(Names(setters)) + ", schema, image_column");
+    if (it == setters.end())
+      throw py::type_error("unknown build option '" + name + "'; accepted: " + Join(Names(setters)) + ", schema, image_column, cache_dir, cache_budget");
     if (!v.is_none()) it->second(o, name, v);
   }
+  if (o.format == "ffcv" && dsc::IsUrl(src))  // streamed by the reader's source; the writer opens no URLs
+    o.ffcv_bytes = [source](const std::string& url) { return dsc::OpenSource(url, source); };
   const dsc::writer::BuildReport r = WithoutGil([&] {
     try {
       // The same dispatch as `dsc build`: tables and COCO files are written as typed fields.

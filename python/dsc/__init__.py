@@ -119,7 +119,9 @@ def convert(ffcv_file, out, *, progress=None, **options):
     samples in the same order, JPEGs passed through (restart markers added losslessly), raw images
     raw, IntFields as labels. Every other FFCV field becomes a typed field of its name (IntField int64,
     FloatField float64, NDArrayField an array of its dtype and shape, JSONField text, BytesField bytes;
-    docs/ffcv-format.md). Options as build's (threads, restart_interval, block_size)."""
+    docs/ffcv-format.md). Options as build's (threads, restart_interval, block_size). `ffcv_file` may be
+    a URL (https://, s3://), streamed through cache_dir under cache_budget as dsc.Loader streams one
+    (docs/streaming.md): the file written equals that of a local copy, byte for byte."""
     return build(ffcv_file, out, progress=progress, **dict(options, format="ffcv"))
 
 
