@@ -351,7 +351,7 @@ const uint8_t* UrlSource::Read(uint64_t off, size_t n, std::vector<uint8_t>* scr
   CheckRange(off, n);
   if (off + n <= head_len_) return head_page_.data() + off;
   if (off >= tail_off_) return tail_.data() + (off - tail_off_);
-  if (scratch->size() < n) scratch->resize(n);
+  scratch->resize(n);  // exactly n: callers may take the vector as the bytes read
   uint8_t* out = scratch->data();
   uint64_t pos = off;
   const uint64_t end = off + n;

@@ -325,12 +325,17 @@ TEST(Stream, FfcvFilesStreamAsTheirLocalCopy) {
   EXPECT_NE(message.find("changed on the server"), std::string::npos) << message;
   const auto new_src = stream::OpenUrlSource(url, so);
   EXPECT_EQ(new_src->Read(lay.data_start, 1, &scratch)[0], bytes[lay.data_start]);
-  // dsc convert of the URL writes the file that converting the local copy writes, byte for byte.
-  const std::string all = served + "/ffcv-samples/allfields.beton", out = test::ScratchDir("-convert");
-  std::string log;
-  ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " convert " + server.Url("allfields.beton") + " " + out + "/url.beton --quiet --cache-dir " +
-                               so.cache_dir + " 2>&1 && " + DSC_BINARY + " convert " + all + " " + out + "/file.beton --quiet 2>&1", &log), 0) << log;
-  EXPECT_EQ(test::ReadFile(out + "/url.beton"), test::ReadFile(out + "/file.beton"));
+  // dsc convert of the URL writes the file that converting the local copy writes, byte for byte: the
+  // typed conversion (allfields) and the image-and-label one (the CIFAR file, JPEG and raw samples).
+  for (const std::string ffcv : {"allfields.beton", name.c_str()}) {
+    const std::string out = test::ScratchDir("-convert");
+    std::string log;
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " convert " + server.Url(ffcv) + " " + out + "/url.beton --quiet --cache-dir " +
+                                 so.cache_dir + " 2>&1 && " + DSC_BINARY + " convert " + served + "/ffcv-samples/" + ffcv + " " + out +
+                                 "/file.beton --quiet 2>&1", &log), 0) << log;
+    EXPECT_EQ(test::ReadFile(out + "/url.beton"), test::ReadFile(out + "/file.beton")) << ffcv;
+    fs::remove_all(out);
+  }
 }
 
 TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
