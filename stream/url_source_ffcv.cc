@@ -63,8 +63,9 @@ void UrlSource::OpenFfcv(HttpClient* client) {
   };
   const Prefix prefix(name_, head, size_);
   const ffcv::Layout lay = ffcv::File::ReadLayout(&prefix);
-  head_len_ = std::max<uint64_t>(lay.metadata_end, head_page_.size());
   tail_off_ = lay.alloc_table;
+  // The first page fetched may reach into the allocation table (a file with few or no pages).
+  head_len_ = std::min(std::max<uint64_t>(lay.metadata_end, head_page_.size()), tail_off_);
   if (head_len_ > head_page_.size()) {
     CachedRange(client, "head", 0, head_len_, "header, field descriptors and metadata table", &head_page_, {}, head);
     if (std::memcmp(head_page_.data(), head.data(), described) != 0)
@@ -73,10 +74,11 @@ void UrlSource::OpenFfcv(HttpClient* client) {
   if (size_ > tail_off_) CachedRange(client, "tail", tail_off_, size_ - tail_off_, "allocation table", &tail_);
   // Units tile [head_len_, tail_off_): the padding before the first page (fetched only if read), then
   // the pages.
-  if (lay.pages && head_len_ < lay.data_start) {
+  const uint64_t first = lay.pages ? lay.data_start : tail_off_;
+  if (head_len_ < first) {
     Unit pad;
     pad.off = head_len_;
-    pad.len = pad.content = lay.data_start - head_len_;
+    pad.len = pad.content = first - head_len_;
     units_.push_back(pad);
     first_page_ = 1;
   }
@@ -86,7 +88,6 @@ void UrlSource::OpenFfcv(HttpClient* client) {
     page.len = page.content = lay.page_size;
     units_.push_back(page);
   }
-  if (!lay.pages) tail_off_ = head_len_ = std::min(head_len_, tail_off_);  // no data: the head runs to the allocation table
 }
 
 }  // namespace dsc::stream::internal
