@@ -362,6 +362,17 @@ bool JpegFrame(const uint8_t* p, size_t n, int* width, int* height, int* compone
   return false;
 }
 
+void PagesAhead::At(uint64_t ptr) const {
+  if (!src_.remote() || f_.page_count() == 0 || ptr < f_.data_offset()) return;
+  const uint64_t ps = f_.page_size(), start = f_.data_offset(), page = (ptr - start) / ps;
+  const uint64_t seen = hinted_.load(std::memory_order_relaxed);
+  if (page + 1 <= seen && seen <= page + kAhead) return;  // the pages ahead are asked for already
+  hinted_.store(page + kAhead, std::memory_order_relaxed);  // a race only repeats a cheap hint
+  const uint64_t last = std::min(f_.page_count(), page + 1 + kAhead);
+  if (last > page + 1) src_.WillNeed(start + (page + 1) * ps, (last - page - 1) * ps);
+  if (page >= 2) src_.DontNeed(start + (page - 2) * ps, ps);  // threads may still read the one before
+}
+
 std::vector<Problem> Verify(const ByteSource& src, size_t limit) {
   std::vector<Problem> out;
   size_t more = 0;
@@ -385,11 +396,13 @@ std::vector<Problem> Verify(const ByteSource& src, size_t limit) {
   };
   std::vector<Use> uses;
   std::vector<uint8_t> scratch;
+  const PagesAhead ahead(*f, src);
   for (uint64_t i = 0; i < f->sample_count(); ++i) {
     for (size_t k = 0; k < f->fields().size(); ++k) {
       const Field& fd = f->fields()[k];
       if (!fd.variable()) continue;
       const Span s = f->span(i, k);
+      ahead.At(s.ptr);
       if (s.size) uses.push_back({s.ptr, s.size, i, k});
       try {
         if (fd.type == kJson) {  // as the loader and convert read it: its NUL, UTF-8 text

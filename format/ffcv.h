@@ -4,6 +4,7 @@
 // seconds. Every check names the file, sample and field; hostile sizes and pointers are refused
 // before anything is allocated from them.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -126,6 +127,22 @@ class File {
   size_t variable_fields_ = 0;
   std::vector<uint8_t> records_;
   std::vector<uint64_t> sizes_;  // samples x variable fields; kUnallocated until the table names it
+};
+
+// For a source that fetches from far away (a URL, ByteSource::remote): as a reader goes through the
+// samples about in file order (FFCV's writer fills pages with chunks of consecutive samples), the
+// pages after the one it reads are asked for ahead and those well behind released, so that pages
+// arrive on several connections while it works. Thread-safe; a local source: nothing.
+class PagesAhead {
+ public:
+  PagesAhead(const File& f, const ByteSource& src) : f_(f), src_(src) {}
+  void At(uint64_t ptr) const;  // a value at byte `ptr` is being read
+
+ private:
+  static constexpr uint64_t kAhead = 4;
+  const File& f_;
+  const ByteSource& src_;
+  mutable std::atomic<uint64_t> hinted_{0};  // pages up to this one are asked for
 };
 
 // Everything Open checks, then what needs the data pages: no two allocations overlap, JSON values end

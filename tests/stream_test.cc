@@ -338,6 +338,30 @@ TEST(Stream, FfcvFilesStreamAsTheirLocalCopy) {
   }
 }
 
+// An FFCV file of many pages (64 KiB each, written as FFCV's writer lays them out by
+// tests/ffcv/ffcv_ref.py) converted from its URL within a budget of 8 pages: the converter asks for
+// pages ahead and releases those behind, yet fetches each page once, and writes the local copy's file.
+TEST(Stream, FfcvConvertFetchesEachPageOnceWithinTheBudget) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), out = test::ScratchDir("-out");
+  std::string log;
+  ASSERT_EQ(test::RunShell("/usr/bin/python3 -c \"import sys; sys.path.insert(0, '" DSC_SOURCE_DIR "/tests/ffcv'); import ffcv_ref; "
+                           "ffcv_ref.tree('" + test::SubsetTree(150) + "', '" + served + "/pages.beton', 1 << 16)\" 2>&1", &log), 0) << log;
+  const auto src = OpenSource(served + "/pages.beton", {});
+  const format::ffcv::Layout lay = format::ffcv::File::ReadLayout(src.get());
+  ASSERT_GT(lay.pages, 16u);
+  NginxServer server(served);
+  ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " convert " + server.Url("pages.beton") + " " + out + "/url.beton --quiet --cache-dir " +
+                               out + "/cache --cache-budget " + std::to_string(8 * lay.page_size) + " 2>&1 && " + DSC_BINARY + " convert " +
+                               served + "/pages.beton " + out + "/file.beton --quiet 2>&1", &log), 0) << log;
+  EXPECT_EQ(test::ReadFile(out + "/url.beton"), test::ReadFile(out + "/file.beton"));
+  std::map<std::string, int> asked;
+  for (const std::string& r : server.Requests()) ++asked[r.substr(0, r.rfind(' ', r.rfind(' ') - 1))];
+  for (const auto& [range, n] : asked) EXPECT_EQ(n, 1) << range;
+  EXPECT_EQ(asked.size(), lay.pages + 3) << "the first page, the metadata, the allocation table and each page";
+  EXPECT_LE(CachedBlockBytes(out + "/cache"), 8 * lay.page_size);
+}
+
 TEST(Stream, ErrorsNameUrlBlockAndAnswer) {
   SKIP_WITHOUT_NGINX();
   const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");

@@ -242,7 +242,7 @@ int CmdExport(int argc, char** argv) {
       ("max-pixels", "refuse images larger than this many pixels",
        cli::value<uint64_t>()->default_value(std::to_string(kernels::kDefaultMaxPixels)))
       ("h,help", "show this help")("file", "", cli::value<std::string>());
-  const LoaderFlagSet source_flags = SourceFlags(false);  // a URL: the blocks of the samples exported
+  const LoaderFlagSet source_flags = SourceFlags(true);  // a URL: the blocks of the samples exported, within the budget
   DeclareLoaderFlags(opts, source_flags, nullptr);
   opts.parse_positional({"file"});
   std::string file, out;

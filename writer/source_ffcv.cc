@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -86,7 +85,7 @@ class FfcvSource : public Source {
   void Load(size_t i, SourceItem* out) const override {
     const ffcv::Image im = file_->image(i, size_t(image_));
     const ffcv::Span s = file_->span(i, size_t(image_));
-    Ahead(s.ptr);
+    ahead_.At(s.ptr);
     out->where = bytes_->name() + " sample " + std::to_string(i);
     const uint8_t* p = bytes_->Read(s.ptr, size_t(s.size), &out->bytes);
     if (p != out->bytes.data()) out->bytes.assign(p, p + s.size);
@@ -117,25 +116,9 @@ class FfcvSource : public Source {
                   std::to_string(im.width) + "x" + std::to_string(im.height));
   }
 
-  // A URL's pages (stream/url_source.h) are fetched ahead of the sample being loaded, on several
-  // connections, and released behind it: samples are loaded about in file order (FFCV's writer fills
-  // pages in chunks of consecutive samples), and one page fetched at a time left the network idle
-  // while each was converted. Local files: nothing.
-  void Ahead(uint64_t ptr) const {
-    if (!bytes_->remote() || file_->page_count() == 0) return;
-    constexpr uint64_t kPagesAhead = 4;
-    const uint64_t ps = file_->page_size(), start = file_->data_offset(), page = (ptr - start) / ps;
-    const uint64_t seen = hinted_.load(std::memory_order_relaxed);
-    if (page + 1 <= seen && seen <= page + kPagesAhead) return;  // the pages ahead are asked for already
-    hinted_.store(page + kPagesAhead, std::memory_order_relaxed);  // a race only repeats a cheap hint
-    const uint64_t last = std::min(file_->page_count(), page + 1 + kPagesAhead);
-    if (last > page + 1) bytes_->WillNeed(start + (page + 1) * ps, (last - page - 1) * ps);
-    if (page >= 2) bytes_->DontNeed(start + (page - 2) * ps, ps);  // threads may still read the one before
-  }
-
   std::unique_ptr<format::ByteSource> bytes_;
-  mutable std::atomic<uint64_t> hinted_{0};  // Ahead: pages up to this one are asked for
   std::unique_ptr<ffcv::File> file_;
+  ffcv::PagesAhead ahead_{*file_, *bytes_};  // a URL's pages fetched ahead of the samples loaded
   ffcv::Conversion plan_;
   int image_ = -1;
   std::vector<size_t> labels_;
