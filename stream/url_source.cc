@@ -159,15 +159,14 @@ void UrlSource::OpenTail(HttpClient* client) {
     }
     return true;
   };
-  CachedRange(client, "tail", tail_off_, size_ - tail_off_, "index, meta and block table", &tail_, check);
-  if (!check(tail_))
-    throw Error(name_ + ": index, meta or block table do not match the header's checksums (the file changed on the server while "
-                "being opened, or is damaged)");
+  CachedRange(client, "tail", tail_off_, size_ - tail_off_, "index, meta and block table", &tail_, check,
+              "index, meta or block table do not match the header's checksums (the file changed on the server while being opened, "
+              "or is damaged)");
 }
 
 void UrlSource::CachedRange(HttpClient* client, const std::string& file, uint64_t off, uint64_t len, const std::string& what,
                             std::vector<uint8_t>* out, const std::function<bool(const std::vector<uint8_t>&)>& check,
-                            const std::vector<uint8_t>& known) {
+                            const std::string& mismatch, const std::vector<uint8_t>& known) {
   const std::string path = dir_ + "/" + file;
   const int fd = reuse_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
   if (fd >= 0) {
@@ -185,6 +184,7 @@ void UrlSource::CachedRange(HttpClient* client, const std::string& file, uint64_
   } else {
     client->Get(url_, off, len, etag_, what, out, opt_.sign, name_);
   }
+  if (check && !check(*out)) throw Error(name_ + ": " + mismatch);  // never kept in the cache
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int w = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
   const int e = w < 0 ? errno : WriteAll(w, out->data(), len);

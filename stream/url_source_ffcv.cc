@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/bytes.h"
 #include "format/checksum.h"
 #include "format/error.h"
 #include "format/ffcv.h"
@@ -26,7 +27,7 @@ void UrlSource::OpenFfcv(HttpClient* client) {
   MakeCacheDir("ffcv-" + Hex(Checksum(key.data(), key.size()) ^ Checksum(head_page_.data(), head_page_.size())));
   // The descriptors follow the 24-byte header (1041 bytes each): the first page holds those of 3 fields,
   // an earlier run's copy of the head all of them.
-  const uint64_t fields = uint64_t(head_page_[2]) | uint64_t(head_page_[3]) << 8;
+  const uint64_t fields = le::get16(head_page_.data() + 2);
   const uint64_t described = ffcv::kHeaderSize + ffcv::kDescriptorSize * fields;
   if (described > size_)
     throw Error(name_ + ": FFCV file: header: " + std::to_string(fields) + " field descriptors run past the end of the file (" +
@@ -67,9 +68,9 @@ void UrlSource::OpenFfcv(HttpClient* client) {
   // The first page fetched may reach into the allocation table (a file with few or no pages).
   head_len_ = std::min(std::max<uint64_t>(lay.metadata_end, head_page_.size()), tail_off_);
   if (head_len_ > head_page_.size()) {
-    CachedRange(client, "head", 0, head_len_, "header, field descriptors and metadata table", &head_page_, {}, head);
-    if (std::memcmp(head_page_.data(), head.data(), described) != 0)
-      throw Error(name_ + ": the FFCV file changed on the server while being opened (its header or field descriptors differ)");
+    CachedRange(client, "head", 0, head_len_, "header, field descriptors and metadata table", &head_page_,
+                [&](const std::vector<uint8_t>& h) { return std::memcmp(h.data(), head.data(), described) == 0; },
+                "the FFCV file changed on the server while being opened (its header or field descriptors differ)", head);
   }
   if (size_ > tail_off_) CachedRange(client, "tail", tail_off_, size_ - tail_off_, "allocation table", &tail_);
   // Units tile [head_len_, tail_off_): the padding before the first page (fetched only if read), then

@@ -94,11 +94,12 @@ class UrlSource : public format::ByteSource {
   void OpenTail(HttpClient* client);
   void OpenFfcv(HttpClient* client);
   // [off, off + len) of the file into *out, from the cache directory's copy `file` when it holds
-  // exactly that many bytes (and `reuse_`), else fetched and copied there (`what` names it); `known`:
-  // the range's first bytes, already fetched.
+  // exactly that many bytes (and `reuse_`) and passes `check`, else fetched, checked (an error when
+  // `check` fails: `mismatch` says why) and copied there (`what` names it); `known`: the range's
+  // first bytes, already fetched.
   void CachedRange(HttpClient* client, const std::string& file, uint64_t off, uint64_t len, const std::string& what,
                    std::vector<uint8_t>* out, const std::function<bool(const std::vector<uint8_t>&)>& check = {},
-                   const std::vector<uint8_t>& known = {});
+                   const std::string& mismatch = "", const std::vector<uint8_t>& known = {});
   void BuildUnits();
   void AdoptCachedBlocks();
   std::shared_ptr<BlockFile> Acquire(size_t u) const;

@@ -62,6 +62,14 @@ uint64_t CachedBlockBytes(const std::string& dir) {
   return n;
 }
 
+// How many times each "METHOD URI RANGE" was asked for, in the server's requests from the `from`-th on.
+std::map<std::string, int> RangesAsked(const NginxServer& server, size_t from = 0) {
+  std::map<std::string, int> asked;
+  const auto log = server.Requests();
+  for (size_t i = from; i < log.size(); ++i) ++asked[log[i].substr(0, log[i].rfind(' ', log[i].rfind(' ') - 1))];
+  return asked;
+}
+
 LoaderOptions CifarOptions(Order order, const std::string& cache, uint64_t budget) {
   LoaderOptions o = LoaderOptions::CifarTrain();
   o.batch_size = 100;
@@ -355,8 +363,7 @@ TEST(Stream, FfcvConvertFetchesEachPageOnceWithinTheBudget) {
                                out + "/cache --cache-budget " + std::to_string(8 * lay.page_size) + " 2>&1 && " + DSC_BINARY + " convert " +
                                served + "/pages.beton " + out + "/file.beton --quiet 2>&1", &log), 0) << log;
   EXPECT_EQ(test::ReadFile(out + "/url.beton"), test::ReadFile(out + "/file.beton"));
-  std::map<std::string, int> asked;
-  for (const std::string& r : server.Requests()) ++asked[r.substr(0, r.rfind(' ', r.rfind(' ') - 1))];
+  const auto asked = RangesAsked(server);
   for (const auto& [range, n] : asked) EXPECT_EQ(n, 1) << range;
   EXPECT_EQ(asked.size(), lay.pages + 3) << "the first page, the metadata, the allocation table and each page";
   EXPECT_LE(CachedBlockBytes(out + "/cache"), 8 * lay.page_size);
@@ -442,9 +449,7 @@ TEST(Stream, VerifyCommandFetchesEachBlockOnce) {
     ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " verify " + server.Url("cifar.beton") + " --cache-dir " + cache +
                                  " --cache-budget " + std::to_string(3 * kSmall) + extra + " 2>&1", &out), 0) << out;
     EXPECT_NE(out.find("OK (1500 samples"), std::string::npos) << out;
-    std::map<std::string, int> asked;  // range -> requests
-    const auto log = server.Requests();
-    for (size_t i = before; i < log.size(); ++i) ++asked[log[i].substr(0, log[i].rfind(' ', log[i].rfind(' ') - 1))];
+    const auto asked = RangesAsked(server, before);
     for (const auto& [range, n] : asked) EXPECT_EQ(n, 1) << range << extra;
     EXPECT_EQ(asked.size(), blocks + 2) << extra;  // the header page, the index copy and each block
     EXPECT_LE(CachedBlockBytes(cache), 3 * kSmall) << extra;
