@@ -373,7 +373,7 @@ void PagesAhead::At(uint64_t ptr) const {
   if (page >= 2) src_.DontNeed(start + (page - 2) * ps, ps);  // threads may still read the one before
 }
 
-std::vector<Problem> Verify(const ByteSource& src, size_t limit) {
+std::vector<Problem> Verify(const ByteSource& src, size_t limit, const std::function<void(uint64_t n)>& after_samples) {
   std::vector<Problem> out;
   size_t more = 0;
   auto add = [&](int64_t sample, std::string msg) {
@@ -427,6 +427,7 @@ std::vector<Problem> Verify(const ByteSource& src, size_t limit) {
         add(int64_t(i), "field '" + fd.name + "': " + e.what());
       }
     }
+    if (after_samples && out.empty()) after_samples(i + 1);
   }
   std::sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) { return a.ptr < b.ptr; });
   for (size_t k = 1; k < uses.size(); ++k) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -147,8 +148,11 @@ class PagesAhead {
 
 // Everything Open checks, then what needs the data pages: no two allocations overlap, JSON values end
 // with their NUL, JPEG headers parse and give the metadata's dimensions. Damage never throws; the
-// first `limit` problems are returned in full, and one more line counts the rest.
-std::vector<Problem> Verify(const ByteSource& src, size_t limit = 100);
+// first `limit` problems are returned in full, and one more line counts the rest. after_samples(n),
+// when given, runs once samples 0 .. n - 1 are checked, while the pages of sample n - 1 are still
+// asked for (a caller reading that sample there reads a URL's pages once), as long as no problem is found.
+std::vector<Problem> Verify(const ByteSource& src, size_t limit = 100,
+                            const std::function<void(uint64_t n)>& after_samples = {});
 
 // The SOF dimensions and component count of a JPEG stream; false (with *why) when the markers up to
 // the frame header do not parse.

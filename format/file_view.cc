@@ -477,8 +477,9 @@ void FileView::CheckBlock(size_t b) const {
                 std::to_string(be.offset) + ")");
 }
 
-std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block) {
-  if (ffcv::IsFfcv(src)) return ffcv::Verify(src);
+std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block,
+                                const std::function<void(uint64_t n)>& after_samples) {
+  if (ffcv::IsFfcv(src)) return ffcv::Verify(src, 100, after_samples);
   std::vector<Problem> problems;
   std::unique_ptr<FileView> v(new FileView());
   try {

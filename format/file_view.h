@@ -112,7 +112,8 @@ class FileView {
 
  private:
   friend class Inspector;
-  friend std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block);
+  friend std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block,
+                                         const std::function<void(uint64_t n)>& after_samples);
   friend std::unique_ptr<FileView> ffcv::OpenView(const ByteSource* src);
   FileView() = default;
   const ByteSource* src_ = nullptr;
@@ -145,7 +146,9 @@ class FileView {
 // after_block(end), when given, runs after each data block's checks, in file order, with the end of
 // the bytes checked so far, while the block is still asked for: a caller that reads there the samples
 // lying before `end` reads a URL's blocks while they are cached (one fetch per block, not two). It
-// runs only as long as no problem has been found; an FFCV file's check never calls it.
-std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block = {});
+// runs only as long as no problem has been found. An FFCV file's check calls after_samples(n) instead,
+// once samples 0 .. n - 1 are checked, while the pages of sample n - 1 are asked for (ffcv::Verify).
+std::vector<Problem> VerifyFile(const ByteSource& src, const AfterBlock& after_block = {},
+                                const std::function<void(uint64_t n)>& after_samples = {});
 
 }  // namespace dsc::format

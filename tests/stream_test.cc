@@ -374,6 +374,19 @@ TEST(Stream, FfcvConvertFetchesEachPageOnceWithinTheBudget) {
   EXPECT_LE(again, 3u) << "pages fetched twice";
   EXPECT_EQ(asked.size(), lay.pages + 3) << "the first page, the metadata, the allocation table and each page";
   EXPECT_LE(CachedBlockBytes(out + "/cache"), 8 * lay.page_size);
+  // dsc verify reads in one thread, in order: each sample's payload is checked while its page is held,
+  // so each page is fetched exactly once.
+  for (const std::string extra : {"", " --decode"}) {
+    const std::string cache = test::ScratchDir("-verify-cache");
+    const size_t before = server.Requests().size();
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " verify " + server.Url("pages.beton") + " --cache-dir " + cache +
+                                 " --cache-budget " + std::to_string(8 * lay.page_size) + extra + " 2>&1", &log), 0) << log;
+    EXPECT_NE(log.find("OK (FFCV file: 1500 samples"), std::string::npos) << log;
+    const auto verified = RangesAsked(server, before);
+    for (const auto& [range, n] : verified) EXPECT_EQ(n, 1) << range << extra;
+    EXPECT_EQ(verified.size(), lay.pages + 3) << extra;
+    EXPECT_LE(CachedBlockBytes(cache), 8 * lay.page_size) << extra;
+  }
 }
 
 TEST(Stream, ErrorsNameUrlBlockAndAnswer) {

@@ -66,8 +66,8 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
       for (size_t f = 1; f < ds->meta().fields.size(); ++f)
         if (format::IsFurtherImage(ds->meta(), f)) images.push_back(uint32_t(f));
     };
-    auto check_samples = [&](uint64_t end) {
-      for (; next < ds->size(); ++next) {
+    auto check_samples = [&](uint64_t end, uint64_t count) {  // those before `count` whose payloads end by `end`
+      for (; next < std::min<uint64_t>(ds->size(), count); ++next) {
         uint64_t last = 0;  // where its payloads end
         try {
           for (uint32_t image : images) {
@@ -91,7 +91,7 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
         }
       }
     };
-    const format::AfterBlock after_block = [&](uint64_t end) {
+    auto check_early = [&](uint64_t end, uint64_t count) {
       if (!early) return;
       try {
         if (!ds) open();
@@ -99,11 +99,13 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
         early = false;  // opened again below, where its error is reported
         return;
       }
-      check_samples(end);
+      check_samples(end, count);
     };
+    const format::AfterBlock after_block = [&](uint64_t end) { check_early(end, UINT64_MAX); };
+    const auto after_samples = [&](uint64_t n) { check_early(UINT64_MAX, n); };  // an FFCV file's
     std::vector<format::Problem> problems;
     // VerifyFile reads every byte of the mapping: a file shrinking meanwhile must not kill us.
-    if (!mmap_guard::RunGuarded([&] { problems = format::VerifyFile(bytes, after_block); }))
+    if (!mmap_guard::RunGuarded([&] { problems = format::VerifyFile(bytes, after_block, after_samples); }))
       throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
     for (const auto& p : problems) std::fprintf(stderr, "%s: %s\n", file.c_str(), format::Describe(p).c_str());
     if (!problems.empty()) {
@@ -121,7 +123,7 @@ int VerifyOne(const std::string& file, bool decode, bool twin, const DecodeOptio
       }
     }
     if (!ds) open();
-    if (!mmap_guard::RunGuarded([&] { check_samples(UINT64_MAX); }))  // those past the block pass (all of an FFCV file's)
+    if (!mmap_guard::RunGuarded([&] { check_samples(UINT64_MAX, UINT64_MAX); }))  // those past the block pass
       throw Error(file + ": bytes no longer readable (file truncated or I/O error)");
     for (const std::string& e : findings) std::fprintf(stderr, "%s\n", e.c_str());
     const size_t bad = findings.size();
