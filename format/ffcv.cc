@@ -67,12 +67,12 @@ const char* TypeName(uint8_t type) {
   return "unknown";
 }
 
-bool LooksLikeFfcv(const uint8_t* h, uint64_t file_size) {
+bool LooksLikeFfcv(const uint8_t* h) {
   const uint16_t version = le::get16(h), fields = le::get16(h + 2);
   const uint32_t page = le::get32(h + 4);
   const uint64_t table = le::get64(h + 16);
   return version >= 1 && version <= 16 && fields >= 1 && page >= kMinPage && (page & (page - 1)) == 0 &&
-         table >= kHeaderSize + kDescriptorSize && table <= file_size;
+         table >= kHeaderSize + kDescriptorSize;
 }
 
 bool IsFfcv(const ByteSource& src) {
@@ -80,7 +80,7 @@ bool IsFfcv(const ByteSource& src) {
   const uint64_t size = src.size();
   if (size < kHeaderSize) return false;
   if (std::memcmp(src.Read(0, 8, &scratch), kHeaderMagic.data(), 8) == 0) return false;
-  return LooksLikeFfcv(src.Read(0, kHeaderSize, &scratch), size);
+  return LooksLikeFfcv(src.Read(0, kHeaderSize, &scratch));
 }
 
 std::string File::Where(uint64_t sample, const Field& f) {
@@ -109,6 +109,9 @@ void File::ReadHeaderAndFields() {
   page_size_ = le::get32(h + 4);
   samples_ = le::get64(h + 8);
   alloc_table_ = le::get64(h + 16);
+  if (alloc_table_ > size)
+    Fail("truncated: the file is " + Num(size) + " bytes, but its header puts the allocation table (written last) at byte " +
+         Num(alloc_table_) + " (an incomplete copy or download, or a damaged header)");
   if (version_ != 2) Fail("header: version " + Num(version_) + " (dsc reads version 2, what FFCV 1.0 writes)");
   if (nf == 0) Fail("header: no fields");
   if (page_size_ < kMinPage || (page_size_ & (page_size_ - 1)))

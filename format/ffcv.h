@@ -30,9 +30,10 @@ enum TypeId : uint8_t {
 // FFCV's class name for a type id ("RGBImageField"), or "unknown".
 const char* TypeName(uint8_t type);
 
-// Whether a file's first 24 bytes read as an FFCV header of a file of `file_size` bytes (FFCV has no
-// magic: a plausible version, field count, power-of-two page size and allocation table position).
-bool LooksLikeFfcv(const uint8_t* first24, uint64_t file_size);
+// Whether a file's first 24 bytes read as an FFCV header (FFCV has no magic: a plausible version,
+// field count, power-of-two page size and allocation table position). A table past the end of the file
+// still reads as FFCV's: File::Open then names the file truncated, not "not a dsc file".
+bool LooksLikeFfcv(const uint8_t* first24);
 
 // LooksLikeFfcv of a file that does not start with dsc's magic: how every front end tells the two
 // .beton formats apart.

@@ -82,7 +82,7 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   etag_ = r.etag;
   size_ = r.total_size;
   if (std::memcmp(head_page_.data(), format::kHeaderMagic.data(), 8) != 0) {
-    if (!format::ffcv::LooksLikeFfcv(head_page_.data(), size_))
+    if (!format::ffcv::LooksLikeFfcv(head_page_.data()) || !size_)
       throw Error(name_ + ": not a dsc file (bad magic in its first bytes)" +
                   (size_ ? std::string(" nor an FFCV file (no plausible FFCV header)")
                          : std::string(", and the server gave no file size (Content-Range) to read it as an FFCV file")));

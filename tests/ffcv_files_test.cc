@@ -202,12 +202,13 @@ TEST(Ffcv, HostileFilesGiveClearErrors) {
   struct Case {
     const char* what;
     std::function<void(std::vector<uint8_t>*)> edit;
-    const char* want;
+    std::string want;
   };
   const Case cases[] = {
       {"samples overflow", [](auto* b) { le::put64(b->data() + 8, ~uint64_t(0) / 3); }, "run past the end of the file"},
       {"metadata longer than file", [](auto* b) { le::put64(b->data() + 8, 1u << 20); }, "run past the end of the file"},
-      {"table pointer past end", [&](auto* b) { le::put64(b->data() + 16, b->size() + 24); }, "bad magic"},
+      {"table pointer past end", [&](auto* b) { le::put64(b->data() + 16, b->size() + 24); }, "FFCV file: truncated: the file is"},
+      {"cut short", [&](auto* b) { b->resize(table / 2); }, "the allocation table (written last) at byte " + std::to_string(table)},
       {"image pointer past end", [&](auto* b) { le::put64(b->data() + meta + 24 * 7 + 5, 1ull << 40); }, "sample 7: field 'image'"},
       {"65535x65535 raw image", [&](auto* b) {
          (*b)[meta + 24 * 1] = 1;

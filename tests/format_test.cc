@@ -345,18 +345,22 @@ TEST(Refusals2, FfcvFilesAreRecognised) {
   auto problems = VerifyFile(src);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].message.find("not whole 24-byte entries"), std::string::npos);
-  // Not every magic-less file is FFCV: a table pointer outside the file, or a page size that is not a
-  // power of two, is plain garbage.
-  for (auto edit : {std::pair<size_t, uint64_t>{16, 5u << 20}, {4, 3000}}) {
+  // A table pointer past the end is an FFCV file cut short (a partial download), said so; not every
+  // magic-less file is FFCV: a page size that is not a power of two is plain garbage.
+  const std::pair<size_t, std::string> edits[] = {
+      {16, "x.beton: FFCV file: truncated: the file is 3145728 bytes, but its header puts the allocation table (written "
+           "last) at byte 5242880 (an incomplete copy or download, or a damaged header)"},
+      {4, "x.beton: header: bad magic (not a dsc file)"}};
+  for (const auto& [field, want] : edits) {
     auto c = b;
-    if (edit.first == 16) le::put64(c.data() + 16, edit.second);
-    else le::put32(c.data() + 4, uint32_t(edit.second));
+    if (field == 16) le::put64(c.data() + 16, 5u << 20);
+    else le::put32(c.data() + 4, 3000);
     MemorySource other("x.beton", c.data(), c.size());
     try {
       FileView::Open(&other);
       FAIL();
     } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), "x.beton: header: bad magic (not a dsc file)");
+      EXPECT_EQ(std::string(e.what()), want);
     }
   }
 }

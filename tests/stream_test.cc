@@ -344,6 +344,21 @@ TEST(Stream, FfcvFilesStreamAsTheirLocalCopy) {
     EXPECT_EQ(test::ReadFile(out + "/url.beton"), test::ReadFile(out + "/file.beton")) << ffcv;
     fs::remove_all(out);
   }
+  // A copy cut short (an interrupted download) is named truncated, from the URL as from the disk, by
+  // every command; dsc convert writes nothing.
+  bytes.resize(12 << 20);
+  test::WriteFile(served + "/ffcv-samples/cut.beton", bytes);
+  const std::string out = test::ScratchDir("-cut");
+  for (const std::string& path : {server.Url("cut.beton"), served + "/ffcv-samples/cut.beton"})
+    for (const std::string cmd : {"info", "verify", "convert"}) {
+      std::string log;
+      EXPECT_EQ(test::RunShell(std::string(DSC_BINARY) + " " + cmd + " " + path + (cmd == "convert" ? " " + out + "/c.beton" : "") +
+                                   " --cache-dir " + so.cache_dir + " 2>&1", &log), 1) << cmd << " " << path;
+      EXPECT_NE(log.find(path + ": "), std::string::npos) << cmd << ": " << log;
+      EXPECT_NE(log.find("truncated: the file is 12582912 bytes, but its header puts the allocation table (written last) at byte 16777216"),
+                std::string::npos) << cmd << ": " << log;
+    }
+  EXPECT_TRUE(fs::is_empty(out));
 }
 
 // An FFCV file of many pages (64 KiB each, written as FFCV's writer lays them out by
