@@ -75,6 +75,13 @@ bool LooksLikeFfcv(const uint8_t* h) {
          table >= kHeaderSize + kDescriptorSize;
 }
 
+std::string Truncation(const uint8_t* h, uint64_t file_size) {
+  const uint64_t table = le::get64(h + 16);
+  if (table <= file_size) return "";
+  return "truncated: the file is " + Num(file_size) + " bytes, but its header puts the allocation table (written last) at byte " +
+         Num(table) + " (an incomplete copy or download, or a damaged header)";
+}
+
 bool IsFfcv(const ByteSource& src) {
   std::vector<uint8_t> scratch;
   const uint64_t size = src.size();
@@ -109,9 +116,7 @@ void File::ReadHeaderAndFields() {
   page_size_ = le::get32(h + 4);
   samples_ = le::get64(h + 8);
   alloc_table_ = le::get64(h + 16);
-  if (alloc_table_ > size)
-    Fail("truncated: the file is " + Num(size) + " bytes, but its header puts the allocation table (written last) at byte " +
-         Num(alloc_table_) + " (an incomplete copy or download, or a damaged header)");
+  if (const std::string cut = Truncation(h, size); !cut.empty()) Fail(cut);
   if (version_ != 2) Fail("header: version " + Num(version_) + " (dsc reads version 2, what FFCV 1.0 writes)");
   if (nf == 0) Fail("header: no fields");
   if (page_size_ < kMinPage || (page_size_ & (page_size_ - 1)))

@@ -35,6 +35,10 @@ const char* TypeName(uint8_t type);
 // still reads as FFCV's: File::Open then names the file truncated, not "not a dsc file".
 bool LooksLikeFfcv(const uint8_t* first24);
 
+// Why a file of `file_size` bytes with this header is cut short ("truncated: …"), or "" when its
+// allocation table starts within it.
+std::string Truncation(const uint8_t* first24, uint64_t file_size);
+
 // LooksLikeFfcv of a file that does not start with dsc's magic: how every front end tells the two
 // .beton formats apart.
 bool IsFfcv(const ByteSource& src);

@@ -93,14 +93,17 @@ std::string Answer(const HttpReply& r, const std::string& body_head) {
 class VectorSink : public Sink {
  public:
   VectorSink(std::vector<uint8_t>* out, uint64_t n) : out_(out) { out_->resize(n); }
-  void Begin() override {}
+  void Begin() override { got_ = 0; }
   bool Write(uint64_t at, const uint8_t* p, size_t n) override {
     std::memcpy(out_->data() + at, p, n);
+    got_ = at + n;
     return true;
   }
+  uint64_t got() const { return got_; }
 
  private:
   std::vector<uint8_t>* out_;
+  uint64_t got_ = 0;
 };
 
 }  // namespace
@@ -123,7 +126,7 @@ HttpClient::HttpClient(HttpOptions options) : opt_(options) {
 HttpClient::~HttpClient() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
 
 HttpReply HttpClient::Once(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, Sink* sink,
-                           const Signer& sign, std::string* body_head) {
+                           const Signer& sign, std::string* body_head, bool prefix) {
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_reset(c);  // keeps the connection cache: the next request to the host reuses the socket
   Transfer t;
@@ -174,6 +177,10 @@ HttpReply HttpClient::Once(const std::string& url, uint64_t off, uint64_t n, con
     if (rc != CURLE_WRITE_ERROR) r.status = 0;  // the answer did not arrive whole: treat as none
     return r;
   }
+  if (prefix && r.status == 200 && !t.overflow && off == 0 && t.got < n) {
+    r.total_size = t.got;  // the whole resource, shorter than the prefix asked for
+    return r;
+  }
   if (t.overflow || (r.status == 200 && !(off == 0 && t.got == n))) {
     // A whole file shorter than the range asked for from its start is short, not a server without ranges.
     r.error = !t.overflow && off == 0 && t.got < n
@@ -188,7 +195,8 @@ HttpReply HttpClient::Once(const std::string& url, uint64_t off, uint64_t n, con
     // Content-Range: bytes a-b/TOTAL
     const size_t slash = t.content_range.find('/');
     if (slash != std::string::npos) r.total_size = std::strtoull(t.content_range.c_str() + slash + 1, nullptr, 10);
-    if (t.got != n) r.error = "short answer: " + std::to_string(t.got) + " of " + std::to_string(n) + " bytes";
+    const bool clipped_at_end = prefix && t.got < n && r.total_size == off + t.got;
+    if (t.got != n && !clipped_at_end) r.error = "short answer: " + std::to_string(t.got) + " of " + std::to_string(n) + " bytes";
   }
   return r;
 }
@@ -201,11 +209,24 @@ HttpReply HttpClient::Get(const std::string& url, uint64_t off, uint64_t n, cons
 
 HttpReply HttpClient::Get(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match,
                           const std::string& what, Sink* sink, const Signer& sign, const std::string& name) {
+  return Fetch(url, off, n, if_match, what, sink, sign, name, false);
+}
+
+HttpReply HttpClient::GetPrefix(const std::string& url, uint64_t n, const std::string& what, std::vector<uint8_t>* out,
+                                const Signer& sign, const std::string& name) {
+  VectorSink sink(out, n);
+  const HttpReply r = Fetch(url, 0, n, "", what, &sink, sign, name, true);
+  out->resize(sink.got());
+  return r;
+}
+
+HttpReply HttpClient::Fetch(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, const std::string& what,
+                            Sink* sink, const Signer& sign, const std::string& name, bool prefix) {
   int wait_ms = opt_.backoff_ms;
   HttpReply r;
   std::string body_head;
   for (int attempt = 1;; ++attempt) {
-    r = Once(url, off, n, if_match, sink, sign, &body_head);
+    r = Once(url, off, n, if_match, sink, sign, &body_head, prefix);
     const bool ok = (r.status == 206 || r.status == 200) && r.error.empty();
     if (ok) return r;
     const bool short_answer = (r.status == 206 || r.status == 200) && !r.error.empty() && r.error.rfind("short", 0) == 0;

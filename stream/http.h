@@ -59,13 +59,22 @@ class HttpClient {
   HttpReply Get(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, const std::string& what, Sink* sink,
                 const Signer& sign = {}, const std::string& name = "");
 
+  // The first n bytes of `url`, or the whole resource when it is shorter (a 206 whose Content-Range
+  // ends at the resource's end, or a whole 200), for opening a file of unknown size: *out holds what
+  // came, and the reply's total_size is the resource's size.
+  HttpReply GetPrefix(const std::string& url, uint64_t n, const std::string& what, std::vector<uint8_t>* out,
+                      const Signer& sign = {}, const std::string& name = "");
+
   // Requests sent by this client (every attempt counts), and bytes received.
   uint64_t requests() const { return requests_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
+  // `prefix`: GetPrefix's answer shorter than n, clipped at the resource's end, is whole.
   HttpReply Once(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, Sink* sink,
-                 const Signer& sign, std::string* body_head);
+                 const Signer& sign, std::string* body_head, bool prefix);
+  HttpReply Fetch(const std::string& url, uint64_t off, uint64_t n, const std::string& if_match, const std::string& what,
+                  Sink* sink, const Signer& sign, const std::string& name, bool prefix);
   HttpOptions opt_;
   void* curl_ = nullptr;  // CURL*, kept for its connection
   uint64_t requests_ = 0, bytes_ = 0;

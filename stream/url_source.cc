@@ -78,10 +78,16 @@ bool ReadAll(int fd, uint8_t* p, size_t n, uint64_t off) {
 UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
     : url_(url), name_(o.display_name.empty() ? Redact(url) : o.display_name), opt_(o) {
   HttpClient client(opt_.http);
-  HttpReply r = client.Get(url_, 0, kPageSize, "", "header", &head_page_, opt_.sign, name_);
+  // The first page, or the whole file when shorter (an FFCV file without data pages can be).
+  HttpReply r = client.GetPrefix(url_, kPageSize, "header", &head_page_, opt_.sign, name_);
   etag_ = r.etag;
   size_ = r.total_size;
-  if (std::memcmp(head_page_.data(), format::kHeaderMagic.data(), 8) != 0) {
+  const size_t got = head_page_.size();
+  const bool dsc = got >= 8 && std::memcmp(head_page_.data(), format::kHeaderMagic.data(), 8) == 0;
+  if (got < kPageSize && (dsc || got < format::ffcv::kHeaderSize || !format::ffcv::LooksLikeFfcv(head_page_.data())))
+    throw Error(name_ + ": header: the server's file is " + std::to_string(got) + " bytes, fewer than the " + std::to_string(kPageSize) +
+                " asked for: too short for a dsc file (truncated, or not one)");
+  if (!dsc) {
     if (!format::ffcv::LooksLikeFfcv(head_page_.data()) || !size_)
       throw Error(name_ + ": not a dsc file (bad magic in its first bytes)" +
                   (size_ ? std::string(" nor an FFCV file (no plausible FFCV header)")
@@ -176,7 +182,9 @@ void UrlSource::CachedRange(HttpClient* client, const std::string& file, uint64_
     ::close(fd);
     if (ok) return;
   }
-  if (!known.empty() && known.size() < len) {
+  if (known.size() >= len && len) {
+    out->assign(known.begin(), known.begin() + len);
+  } else if (!known.empty()) {
     std::vector<uint8_t> rest;
     client->Get(url_, off + known.size(), len - known.size(), etag_, what, &rest, opt_.sign, name_);
     *out = known;

@@ -27,6 +27,7 @@ void UrlSource::OpenFfcv(HttpClient* client) {
   MakeCacheDir("ffcv-" + Hex(Checksum(key.data(), key.size()) ^ Checksum(head_page_.data(), head_page_.size())));
   // The descriptors follow the 24-byte header (1041 bytes each): the first page holds those of 3 fields,
   // an earlier run's copy of the head all of them.
+  if (const std::string cut = ffcv::Truncation(head_page_.data(), size_); !cut.empty()) throw Error(name_ + ": FFCV file: " + cut);
   const uint64_t fields = le::get16(head_page_.data() + 2);
   const uint64_t described = ffcv::kHeaderSize + ffcv::kDescriptorSize * fields;
   if (described > size_)
@@ -72,7 +73,10 @@ void UrlSource::OpenFfcv(HttpClient* client) {
                 [&](const std::vector<uint8_t>& h) { return std::memcmp(h.data(), head.data(), described) == 0; },
                 "the FFCV file changed on the server while being opened (its header or field descriptors differ)", head);
   }
-  if (size_ > tail_off_) CachedRange(client, "tail", tail_off_, size_ - tail_off_, "allocation table", &tail_);
+  if (size_ > tail_off_) {  // already fetched, in part or whole, when the first page reached into it
+    const std::vector<uint8_t> known(head_page_.begin() + std::min<uint64_t>(tail_off_, head_page_.size()), head_page_.end());
+    CachedRange(client, "tail", tail_off_, size_ - tail_off_, "allocation table", &tail_, {}, "", known);
+  }
   // Units tile [head_len_, tail_off_): the padding before the first page (fetched only if read), then
   // the pages.
   const uint64_t first = lay.pages ? lay.data_start : tail_off_;

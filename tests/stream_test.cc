@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -364,6 +365,40 @@ TEST(Stream, FfcvFilesStreamAsTheirLocalCopy) {
 // An FFCV file of many pages (64 KiB each, written as FFCV's writer lays them out by
 // tests/ffcv/ffcv_ref.py) converted from its URL within a budget of 8 pages: the converter asks for
 // pages ahead and releases those behind, fetches nearly every page once, and writes the local copy's file.
+// An FFCV file of scalar fields only has no data pages and can be smaller than the 4 KiB the first
+// request asks for: the server's clipped answer is the whole file, and dsc info and verify read it
+// from the URL as from the disk, in that one request. A 100-byte cut of it is named truncated.
+TEST(Stream, FfcvFilesSmallerThanTheFirstRequestStream) {
+  SKIP_WITHOUT_NGINX();
+  const std::string served = test::ScratchDir("-served"), cache = test::ScratchDir("-cache");
+  // Laid out by hand from docs/ffcv-format.md: header, an IntField and a FloatField, 100 records of
+  // 16 bytes, and the (empty) allocation table at the end.
+  constexpr uint64_t kSamples = 100, kSize = 24 + 2 * 1041 + kSamples * 16;
+  std::vector<uint8_t> b(kSize, 0);
+  auto put = [&](size_t at, auto v) { std::memcpy(b.data() + at, &v, sizeof v); };  // little-endian, as FFCV's
+  put(0, uint16_t(2)), put(2, uint16_t(2)), put(4, uint32_t(1) << 21), put(8, kSamples), put(16, kSize);
+  b[24] = 1, std::memcpy(&b[25], "label", 5);
+  b[24 + 1041] = 0, std::memcpy(&b[24 + 1041 + 1], "score", 5);
+  for (uint64_t i = 0; i < kSamples; ++i) put(24 + 2 * 1041 + 16 * i, int64_t(i) * 7 - 300), put(24 + 2 * 1041 + 16 * i + 8, double(i) / 4);
+  test::WriteFile(served + "/tiny.beton", b);
+  test::WriteFile(served + "/cut.beton", std::vector<uint8_t>(b.begin(), b.begin() + 100));
+  NginxServer server(served);
+  const std::string url = server.Url("tiny.beton");
+  for (const std::string cmd : {"info", "verify"}) {
+    std::string local, remote;
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " " + cmd + " " + served + "/tiny.beton 2>&1", &local), 0) << local;
+    const size_t before = server.Requests().size();
+    ASSERT_EQ(test::RunShell(std::string(DSC_BINARY) + " " + cmd + " " + url + " --cache-dir " + cache + " 2>&1", &remote), 0) << remote;
+    EXPECT_EQ(server.Requests().size(), before + 1) << cmd;
+    for (size_t at; (at = local.find(served + "/tiny.beton")) != std::string::npos;) local.replace(at, served.size() + 11, url);
+    EXPECT_EQ(remote, local) << cmd;
+  }
+  std::string out;
+  EXPECT_EQ(test::RunShell(std::string(DSC_BINARY) + " info " + server.Url("cut.beton") + " --cache-dir " + cache + " 2>&1", &out), 1);
+  EXPECT_NE(out.find(server.Url("cut.beton") + ": FFCV file: truncated: the file is 100 bytes, but its header puts the allocation "
+                     "table (written last) at byte 3706"), std::string::npos) << out;
+}
+
 TEST(Stream, FfcvConvertFetchesEachPageOnceWithinTheBudget) {
   SKIP_WITHOUT_NGINX();
   const std::string served = test::ScratchDir("-served"), out = test::ScratchDir("-out");
