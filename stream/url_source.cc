@@ -84,17 +84,18 @@ UrlSource::UrlSource(const std::string& url, const StreamOptions& o)
   size_ = r.total_size;
   const size_t got = head_page_.size();
   const bool dsc = got >= 8 && std::memcmp(head_page_.data(), format::kHeaderMagic.data(), 8) == 0;
-  if (got < kPageSize && (dsc || got < format::ffcv::kHeaderSize || !format::ffcv::LooksLikeFfcv(head_page_.data())))
+  const bool ffcv = !dsc && got >= format::ffcv::kHeaderSize && format::ffcv::LooksLikeFfcv(head_page_.data());
+  if (got < kPageSize && !ffcv)
     throw Error(name_ + ": header: the server's file is " + std::to_string(got) + " bytes, fewer than the " + std::to_string(kPageSize) +
                 " asked for: too short for a dsc file (truncated, or not one)");
-  if (!dsc) {
-    if (!format::ffcv::LooksLikeFfcv(head_page_.data()) || !size_)
-      throw Error(name_ + ": not a dsc file (bad magic in its first bytes)" +
-                  (size_ ? std::string(" nor an FFCV file (no plausible FFCV header)")
-                         : std::string(", and the server gave no file size (Content-Range) to read it as an FFCV file")));
+  if (dsc) {
+    OpenDsc(&client);
+  } else if (ffcv && size_) {
     OpenFfcv(&client);
   } else {
-    OpenDsc(&client);
+    throw Error(name_ + ": not a dsc file (bad magic in its first bytes)" +
+                (size_ ? std::string(" nor an FFCV file (no plausible FFCV header)")
+                       : std::string(", and the server gave no file size (Content-Range) to read it as an FFCV file")));
   }
   open_requests_ = client.requests();
   open_bytes_ = client.bytes();
@@ -182,7 +183,7 @@ void UrlSource::CachedRange(HttpClient* client, const std::string& file, uint64_
     ::close(fd);
     if (ok) return;
   }
-  if (known.size() >= len && len) {
+  if (known.size() >= len) {
     out->assign(known.begin(), known.begin() + len);
   } else if (!known.empty()) {
     std::vector<uint8_t> rest;
